@@ -1,0 +1,154 @@
+"""The exception hierarchy: PEP 249's classes, each concrete error with a SQLSTATE.
+
+PEP 249 (DB-API 2.0) fixes the class tree::
+
+    Exception
+     +-- Warning
+     +-- Error
+          +-- InterfaceError
+          +-- DatabaseError
+               +-- DataError          22xxx  bad values: division by zero, out of range
+               +-- OperationalError   53xxx 55xxx 57xxx 58xxx  the database cannot do it now
+               +-- IntegrityError     23xxx  constraint violations
+               +-- InternalError      XXxxx  corruption, invariant violated
+               +-- ProgrammingError   42xxx  bad SQL, unknown objects
+               +-- NotSupportedError  0Axxx  valid but unsupported
+
+Every concrete error below carries ``sqlstate`` (PostgreSQL's codes, so that
+scripts written against PostgreSQL recognise them) and a message that names the
+object involved.  Lower layers raise these directly; the DB-API module re-exports
+them.
+"""
+
+from __future__ import annotations
+
+
+class Warning(Exception):  # noqa: A001 - the name is fixed by PEP 249
+    sqlstate = "01000"
+
+
+class Error(Exception):
+    sqlstate = "XX000"
+
+    def __init__(self, message: str = "", *, sqlstate: str | None = None):
+        super().__init__(message)
+        if sqlstate is not None:
+            self.sqlstate = sqlstate
+
+    def __reduce__(self):  # errors cross process boundaries (parallel workers)
+        return (_rebuild, (type(self), str(self), self.sqlstate))
+
+
+def _rebuild(cls, message, sqlstate):
+    return cls(message, sqlstate=sqlstate)
+
+
+class InterfaceError(Error):
+    sqlstate = "08000"
+
+
+class DatabaseError(Error):
+    pass
+
+
+class DataError(DatabaseError):
+    sqlstate = "22000"
+
+
+class OperationalError(DatabaseError):
+    sqlstate = "58000"
+
+
+class IntegrityError(DatabaseError):
+    sqlstate = "23000"
+
+
+class InternalError(DatabaseError):
+    sqlstate = "XX000"
+
+
+class ProgrammingError(DatabaseError):
+    sqlstate = "42000"
+
+
+class NotSupportedError(DatabaseError):
+    sqlstate = "0A000"
+
+
+# -- concrete errors, grouped by class -------------------------------------------------------
+
+class InvalidParameterValue(DataError):
+    sqlstate = "22023"
+
+
+class NumericValueOutOfRange(DataError):
+    sqlstate = "22003"
+
+
+class StringDataRightTruncation(DataError):
+    sqlstate = "22001"
+
+
+class NotNullViolation(IntegrityError):
+    sqlstate = "23502"
+
+
+class UndefinedParameter(ProgrammingError):
+    sqlstate = "42704"
+
+
+class CantChangeParameter(OperationalError):
+    sqlstate = "55P02"
+
+
+class UndefinedTable(ProgrammingError):
+    sqlstate = "42P01"
+
+
+class DuplicateTable(ProgrammingError):
+    sqlstate = "42P07"
+
+
+class UndefinedColumn(ProgrammingError):
+    sqlstate = "42703"
+
+
+class DatatypeMismatch(ProgrammingError):
+    sqlstate = "42804"
+
+
+class ProgramLimitExceeded(OperationalError):
+    """A row too big for a page, too many columns, a file too large."""
+    sqlstate = "54000"
+
+
+class DatabaseInUse(OperationalError):
+    """Another process holds the data directory (PostgreSQL: 'lock file already exists')."""
+    sqlstate = "55006"
+
+
+class ObjectInUse(OperationalError):
+    sqlstate = "55006"
+
+
+class InsufficientResources(OperationalError):
+    """Out of a fixed-size shared resource: unpinned buffers, backend slots."""
+    sqlstate = "53000"
+
+
+class TooManyConnections(OperationalError):
+    sqlstate = "53300"
+
+
+class LockNotAvailable(OperationalError):
+    """A wait ran past its timeout (lock_timeout, or the internal safety bound)."""
+    sqlstate = "55P03"
+
+
+class DataCorrupted(InternalError):
+    """A page failed its checksum or its header is impossible; never returns garbage."""
+    sqlstate = "XX001"
+
+
+class IOError_(OperationalError):
+    sqlstate = "58030"

@@ -1,0 +1,318 @@
+"""Heap access: insert, bulk insert, fetch by TID and the batch sequential scan.
+
+A heap relation is a file of slotted pages (``minidb.storage.page``) holding rows in the
+layout of its table (``minidb.heap.layout``).  Every page is reached through the buffer
+manager; nothing here reads a file.
+
+Insert (``heap_insert``).  The row is encoded once, then placed on a page with room:
+first the page this backend inserted into last (PostgreSQL's ``rd_targblock``), else a
+page the free-space map recommends, else a new page at the end of the file.  A page that
+turns out to be fuller than the map said gets its real free space recorded before the
+next candidate is tried, so the search always ends.  ``heap_fillfactor`` keeps that
+percentage of each page free for later updates, as ``fillfactor`` does.
+
+Bulk insert (``heap_bulk_insert``).  For loading many rows: the rows are encoded by numpy
+in one go, cut into page-sized groups, and each new page is built with three array copies
+(tuple bytes, line pointers, ctids) through the bulk-write ring, so a load does not evict
+the buffer pool.  New rows always go to new pages at the end, as a ``COPY`` into a
+freshly created table does.
+
+Sequential scan (``HeapScan``).  Page-at-a-time as in PostgreSQL, but a batch of pages at
+a time: pin a run of pages (one vectorized lookup), share-lock them, decode all their line
+pointers with one fancy index, decide which tuples to return while the locks are held,
+release the locks, gather the requested columns with one fancy index per column over the
+whole pool while holding only the pins (buffer rule 2: nothing moves a tuple while a pin
+is held), then unpin.  A scan of a table larger than a quarter of ``shared_buffers`` uses
+the bulk-read ring.  The number of blocks is fixed when the scan starts.
+
+Invariants:
+  1. A tuple's ``t_ctid`` is its own TID when it is stored.
+  2. Every page written here has at most ``MAX_HEAP_TUPLES_PER_PAGE`` line pointers.
+
+MVCC (which tuples a snapshot sees) belongs to the transaction layer: the scan takes a
+``tuple_filter`` that decides, from the tuple headers of a whole batch, which to return.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from minidb.config import BLCKSZ
+from minidb.errors import ProgramLimitExceeded
+from minidb.heap.layout import FlatViews, HEAP_TUPLE_HEADER_SIZE, RowLayout, gather_header
+from minidb.storage import freespace
+from minidb.storage import page as pg
+from minidb.storage.bufmgr import EXCLUSIVE, SHARE, BufferManager
+from minidb.storage.freelist import AccessStrategy
+
+MAX_HEAP_TUPLES_PER_PAGE = (BLCKSZ - pg.PAGE_HEADER_SIZE) // (
+    pg.maxalign(HEAP_TUPLE_HEADER_SIZE) + pg.ITEMID_SIZE)
+SCAN_BATCH_PAGES = 256
+EXTEND_BATCH_PAGES = 64
+
+_CTID = struct.Struct("<IH")
+_CTID_OFFSET = 24  # t_ctid's offset inside the tuple header
+_LOWER_UPPER = struct.Struct("<HH")
+
+
+@dataclass
+class HeapRel:
+    """What the heap needs to know of a table: its file and its row layout."""
+    name: str
+    relfilenode: int
+    layout: RowLayout
+
+
+def _save_free_space(bm: BufferManager) -> int:
+    return BLCKSZ * (100 - bm.settings.heap_fillfactor) // 100
+
+
+# ---------------------------------------------------------------------------------------------
+# insert
+def heap_insert(bm: BufferManager, rel: HeapRel, values, *, xmin: int, cmin: int = 0
+                ) -> tuple[int, int]:
+    """Insert one row; returns its TID (block, offset)."""
+    return insert_tuple(bm, rel, rel.layout.encode(values, xmin=xmin, cmin=cmin))
+
+
+def insert_tuple(bm: BufferManager, rel: HeapRel, data: bytes) -> tuple[int, int]:
+    """Place encoded tuple bytes on a page with room; sets t_ctid; returns the TID."""
+    rfn = rel.relfilenode
+    size = pg.maxalign(len(data))
+    if size > BLCKSZ - pg.PAGE_HEADER_SIZE - pg.ITEMID_SIZE:
+        raise ProgramLimitExceeded(f"row is too big: size {len(data)}, maximum size "
+                                   f"{BLCKSZ - pg.PAGE_HEADER_SIZE - pg.ITEMID_SIZE}")
+    save = _save_free_space(bm)
+    nblocks = bm.smgr.nblocks(rfn)
+    target = bm.heap_targets.get(rfn, -1)
+    tried_fsm_from = -1
+    while True:
+        if not 0 <= target < nblocks:
+            target = freespace.search(bm, rfn, size + save, nblocks,
+                                      start=max(0, tried_fsm_from))
+            if target < 0:
+                return _insert_on_new_page(bm, rel, data)
+        b = bm.pin(rfn, target)
+        try:
+            bm.lock(b, EXCLUSIVE)
+            page = bm.page(b)
+            avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
+            if avail - save >= size:
+                off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
+                _set_ctid(page, off, target)
+                bm.mark_dirty(b)
+                bm.unlock(b)
+                bm.heap_targets[rfn] = target
+                return target, off
+            bm.unlock(b)
+        finally:
+            bm.unpin(b)
+        freespace.record(bm, rfn, target, avail)
+        tried_fsm_from = target + 1
+        target = -1
+        nblocks = bm.smgr.nblocks(rfn)
+
+
+def _insert_on_new_page(bm: BufferManager, rel: HeapRel, data: bytes) -> tuple[int, int]:
+    block, bufs = bm.extend(rel.relfilenode, 1)
+    b = bufs[0]
+    try:
+        page = bm.page(b)
+        pg.init_page(page)
+        off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
+        _set_ctid(page, off, block)
+        avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
+        bm.mark_dirty(b)
+        bm.unlock(b)
+    finally:
+        bm.unpin(b)
+    freespace.record(bm, rel.relfilenode, block, avail)
+    bm.heap_targets[rel.relfilenode] = block
+    return block, off
+
+
+def _set_ctid(page: np.ndarray, off: int, block: int) -> None:
+    lp_off, _, _ = pg.get_item_id(page, off)
+    _CTID.pack_into(page, lp_off + _CTID_OFFSET, block, off)
+
+
+def heap_bulk_insert(bm: BufferManager, rel: HeapRel, columns: dict, nrows: int, *,
+                     xmin: int, cmin: int = 0) -> int:
+    """Append ``nrows`` rows given as columns (numpy arrays or sequences) on new pages."""
+    if nrows == 0:
+        return 0
+    data, lengths = rel.layout.encode_batch(columns, nrows, xmin=xmin, cmin=cmin)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    padded = (lengths + 7) & ~7
+    ends = np.cumsum(padded)
+    starts = ends - padded
+    cost_end = np.cumsum(padded + pg.ITEMID_SIZE)  # bytes used by rows 0..i on fresh pages
+    room = BLCKSZ - pg.PAGE_HEADER_SIZE - _save_free_space(bm)
+    # cut rows into pages: each page takes as many as fit (and at most the line-pointer cap)
+    cuts = [0]
+    while cuts[-1] < nrows:
+        i = cuts[-1]
+        used_before = cost_end[i - 1] if i else 0
+        j = int(np.searchsorted(cost_end, used_before + room, side="right"))
+        j = min(max(j, i + 1), i + MAX_HEAP_TUPLES_PER_PAGE, nrows)
+        cuts.append(j)
+    strategy = AccessStrategy("bulkwrite", bm.settings.bulkwrite_ring_kb, bm.nbuffers)
+    npages = len(cuts) - 1
+    fsm_blocks, fsm_avail = [], []
+    for first_page in range(0, npages, EXTEND_BATCH_PAGES):
+        k = min(EXTEND_BATCH_PAGES, npages - first_page)
+        block0, bufs = bm.extend(rel.relfilenode, k, strategy=strategy)
+        try:
+            for n, b in enumerate(bufs):
+                i, j = cuts[first_page + n], cuts[first_page + n + 1]
+                avail = _fill_page(bm.page(b), block0 + n, data, starts[i:j], ends[j - 1],
+                                   lengths[i:j])
+                fsm_blocks.append(block0 + n)
+                fsm_avail.append(avail)
+                bm.mark_dirty(b)
+        finally:
+            for b in bufs:
+                bm.unlock(b)
+                bm.unpin(b)
+    freespace.record_many(bm, rel.relfilenode, np.array(fsm_blocks), np.array(fsm_avail))
+    return nrows
+
+
+def _fill_page(page: np.ndarray, block: int, data: np.ndarray, starts: np.ndarray,
+               end: int, lengths: np.ndarray) -> int:
+    """Build a heap page from consecutive encoded rows; returns its free space."""
+    pg.init_page(page)
+    m = len(starts)
+    first = int(starts[0])
+    total = int(end) - first
+    upper = BLCKSZ - total
+    page[upper:] = data[first:int(end)]
+    lp_off = upper + (starts - first)
+    lower = pg.PAGE_HEADER_SIZE + pg.ITEMID_SIZE * m
+    page[pg.PAGE_HEADER_SIZE:lower].view("<u4")[:] = (
+        lp_off | (pg.LP_NORMAL << 15) | (lengths << 17)).astype(np.uint32)
+    page.view("<u4")[(lp_off + _CTID_OFFSET) >> 2] = block
+    page.view("<u2")[(lp_off + _CTID_OFFSET + 4) >> 1] = np.arange(1, m + 1, dtype=np.uint16)
+    _LOWER_UPPER.pack_into(page, 8, lower, upper)
+    pg.bump_lsn(page)
+    return pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
+
+
+# ---------------------------------------------------------------------------------------------
+# fetch
+def heap_fetch(bm: BufferManager, rel: HeapRel, tid: tuple[int, int]) -> tuple | None:
+    """The row at ``tid`` if its line pointer is LP_NORMAL, else None (no MVCC here)."""
+    block, off = tid
+    if block >= bm.smgr.nblocks(rel.relfilenode) or off < 1:
+        return None
+    b = bm.pin(rel.relfilenode, block)
+    try:
+        bm.lock(b, SHARE)
+        page = bm.page(b)
+        if off > pg.max_offset(page) or pg.get_item_id(page, off)[1] != pg.LP_NORMAL:
+            data = None
+        else:
+            data = bytes(pg.get_item(page, off))
+        bm.unlock(b)
+    finally:
+        bm.unpin(b)
+    return None if data is None else rel.layout.decode(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# scan
+@dataclass
+class Batch:
+    """The rows a scan returns from a run of pages."""
+    blocks: np.ndarray   # int64, block of each row
+    offsets: np.ndarray  # int64, line-pointer offset of each row
+    columns: list        # per requested column: (values ndarray, null mask ndarray or None)
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+
+class HeapScan:
+    """Sequential scan of a heap in batches of pages (see the module docstring).
+
+    ``tuple_filter(header, batch_info) -> bool mask`` (optional) is called with the
+    headers of every LP_NORMAL tuple of a batch while the pages are share-locked, and
+    returns which to keep; the transaction layer uses it for visibility.
+    """
+
+    def __init__(self, bm: BufferManager, rel: HeapRel, columns: list[int], *,
+                 batch_pages: int = SCAN_BATCH_PAGES, tuple_filter=None,
+                 use_ring: bool | None = None, start_block: int = 0):
+        self.bm = bm
+        self.rel = rel
+        self.columns = list(columns)
+        self.batch_pages = batch_pages
+        self.tuple_filter = tuple_filter
+        self.nblocks = bm.smgr.nblocks(rel.relfilenode)
+        if use_ring is None:
+            use_ring = self.nblocks > bm.nbuffers // 4
+        self.strategy = (AccessStrategy("bulkread", bm.settings.bulkread_ring_kb, bm.nbuffers)
+                         if use_ring else None)
+        self.start_block = start_block if start_block < self.nblocks else 0
+        self.views = FlatViews(bm.seg.pool_flat)
+        self.pages_scanned = 0
+
+    def __iter__(self):
+        return self.batches()
+
+    def batches(self):
+        n = self.nblocks
+        pos = 0
+        while pos < n:
+            block = (self.start_block + pos) % n
+            want = min(self.batch_pages, n - pos, n - block)
+            bufs = self.bm.pin_run(self.rel.relfilenode, block, want, strategy=self.strategy)
+            pos += len(bufs)
+            self.pages_scanned += len(bufs)
+            batch = self._read_pages(bufs, block)
+            if batch is not None and len(batch):
+                yield batch
+
+    def _read_pages(self, bufs: np.ndarray, first_block: int) -> Batch | None:
+        bm, v = self.bm, self.views
+        try:
+            bm.lock_share_batch(bufs)
+            try:
+                page_idx, item_idx, tuple_starts = page_items(v, bufs)
+                if self.tuple_filter is not None and len(tuple_starts):
+                    keep = self.tuple_filter(gather_header(v, tuple_starts),
+                                             (bufs, page_idx, item_idx))
+                    page_idx, item_idx = page_idx[keep], item_idx[keep]
+                    tuple_starts = tuple_starts[keep]
+            finally:
+                bm.unlock_batch(bufs)
+            if not len(tuple_starts):
+                return None
+            cols = self.rel.layout.gather(v, tuple_starts, self.columns)
+        finally:
+            bm.unpin_batch(bufs)
+        return Batch(first_block + page_idx, item_idx + 1, cols)
+
+
+def page_items(v: FlatViews, bufs: np.ndarray):
+    """(page index, item index, absolute tuple start) of every LP_NORMAL item of the pages
+    in ``bufs`` (share-locked), in page order then item order.  Vectorized: one fancy
+    index reads all line pointers of the batch."""
+    bufs = np.asarray(bufs, dtype=np.int64)
+    lower = v.u16[bufs * (BLCKSZ // 2) + 4].astype(np.int64)  # pd_lower at byte 8
+    nitems = np.maximum(lower - pg.PAGE_HEADER_SIZE, 0) >> 2
+    maxn = int(nitems.max()) if len(nitems) else 0
+    if maxn == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty
+    col = np.arange(maxn, dtype=np.int64)
+    present = col[None, :] < nitems[:, None]
+    page_idx, item_idx = np.nonzero(present)
+    lp = v.u32[bufs[page_idx] * (BLCKSZ // 4) + (pg.PAGE_HEADER_SIZE // 4) + item_idx]
+    normal = ((lp >> 15) & 3) == pg.LP_NORMAL
+    page_idx, item_idx = page_idx[normal], item_idx[normal]
+    starts = bufs[page_idx] * BLCKSZ + (lp[normal] & 0x7FFF).astype(np.int64)
+    return page_idx, item_idx, starts

@@ -1,0 +1,182 @@
+"""The shared-memory segment: its layout, declared in one place (PostgreSQL's ``ipci.c``).
+
+An instance maps ONE anonymous ``MAP_SHARED`` segment when it opens a data directory and
+creates every cross-process lock it will ever need, before any process is forked.  A forked
+child inherits the mapping at the same address and the locks, so the numpy views below stay
+valid in every process and nothing shared is ever created after a fork.
+
+Regions (``N`` = shared_buffers, ``S`` = backend slots = max_connections +
+max_worker_processes, at most 64 so a wait set fits in one uint64 bitmask,
+``B`` = mapping buckets, a power of two >= max(2N, 16 * partitions)):
+
+=================  ==============  =========  ============================================
+region             shape           dtype      guarded by
+=================  ==============  =========  ============================================
+buf_pages          (N, 8192)       uint8      buffer content lock of each buffer
+buf_tag            (N,)            int64      partition lock of the tag (-1: no tag)
+buf_part           (N,)            int16      partition lock (partition of buf_tag)
+buf_next           (N,)            int32      partition lock (mapping chain link)
+buf_refcount       (N,)            int32      partition lock (number of backends pinning)
+buf_usage          (N,)            uint8      none: advisory clock-sweep usage count
+buf_flags          (N,)            uint16     partition lock (BM_* bits)
+buf_lock_shared    (N,)            int32      partition lock (share-lock holders)
+buf_lock_excl      (N,)            int16      partition lock (exclusive holder slot or -1)
+buf_waiters        (N,)            uint64     partition lock (slots sleeping on the buffer)
+map_heads          (B,)            int32      partition lock of the bucket's partition
+backend_pins       (S, N)          int32      only the owning backend writes its row
+backend_locks      (S, N)          int8       only the owning backend writes its row
+proc_pid           (S,)            int64      proc lock (0: slot free)
+stats              (S + 1, K)      int64      only the owning backend writes its row; the
+                                              last row collects the counts of backends
+                                              that have exited (proc lock)
+control            (16,)           int64      see CTL_* (each entry names its lock)
+=================  ==============  =========  ============================================
+
+Locks (all created before any fork):
+
+* ``partition[i]`` - one per buffer-mapping partition (``buffer_partitions``); a buffer's
+  whole descriptor is guarded by the partition lock of its current tag, so a pin, a
+  content-lock change and a mapping change are one short critical section.  A tag change
+  holds the old and the new partition's locks, taken in ascending order.
+* ``strategy`` - the clock hand.
+* ``proc`` - backend slot allocation and the ``retired`` statistics row.
+* ``catalog`` - serializes catalog changes across processes.
+* ``extension[i]`` - relation extension locks, striped by relfilenode.
+* ``sem[slot]`` - one semaphore per backend slot: a backend that must wait (for a buffer
+  content lock, an I/O in progress, a cleanup lock; later for a transaction) sets its bit
+  in the object's waiter mask and sleeps on its own semaphore, as a PostgreSQL backend
+  sleeps on ``proc->sem``; whoever releases the object wakes every bit in the mask.
+
+Invariants:
+  1. Every region's shape and dtype is computed here from the settings, nowhere else.
+  2. The segment and the locks exist before the first fork and are never re-created.
+  3. Each backend writes only its own row of ``backend_pins``, ``backend_locks`` and
+     ``stats``, so those need no lock, and a crashed backend's holdings can be undone by
+     reading its rows.
+"""
+
+from __future__ import annotations
+
+import mmap
+import multiprocessing
+from dataclasses import dataclass
+
+import numpy as np
+
+from minidb.config import BLCKSZ, Settings
+
+MAX_SLOTS = 64  # waiter sets are uint64 bitmasks over backend slots
+
+# control[] entries
+CTL_CLOCK_HAND = 0        # strategy lock: next buffer the clock sweep looks at
+CTL_CATALOG_GEN = 1       # catalog lock: bumped by every catalog change
+CTL_NEXT_RELFILENODE = 2  # catalog lock: (informational; the catalog file is authoritative)
+CTL_COMPLETED_PASSES = 3  # strategy lock: full turns of the clock hand
+N_CONTROL = 16
+
+N_EXTENSION_LOCKS = 16
+
+# statistics counters, one column each (per backend slot, plus the retired row)
+COUNTERS = (
+    "buffers_hit",        # pin found the page in the pool
+    "buffers_read",       # page read from the relation file into the pool
+    "buffers_written",    # dirty page written back (eviction, checkpoint, close)
+    "buffers_evicted",    # a valid page was replaced to make room
+    "buffers_extended",   # new pages added to relations
+    "ring_reused",        # a ring strategy reused one of its own buffers
+    "checksum_failures",  # pages that failed verification on read
+)
+C = {name: i for i, name in enumerate(COUNTERS)}
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    guard: str
+    fill: int = 0
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def n_slots(settings: Settings) -> int:
+    return settings.max_connections + settings.max_worker_processes
+
+
+def n_buckets(settings: Settings) -> int:
+    return _next_pow2(max(2 * settings.shared_buffers, 16 * _next_pow2(settings.buffer_partitions)))
+
+
+def regions(settings: Settings) -> list[Region]:
+    """The layout of the segment: every shared array, its shape, dtype and guard."""
+    n = settings.shared_buffers
+    s = n_slots(settings)
+    if s > MAX_SLOTS:
+        raise ValueError(f"max_connections + max_worker_processes must be <= {MAX_SLOTS}")
+    return [
+        Region("buf_pages", (n, BLCKSZ), "u1", "buffer content lock"),
+        Region("buf_tag", (n,), "<i8", "partition lock", fill=-1),
+        Region("buf_part", (n,), "<i2", "partition lock"),
+        Region("buf_next", (n,), "<i4", "partition lock", fill=-1),
+        Region("buf_refcount", (n,), "<i4", "partition lock"),
+        Region("buf_usage", (n,), "u1", "advisory"),
+        Region("buf_flags", (n,), "<u2", "partition lock"),
+        Region("buf_lock_shared", (n,), "<i4", "partition lock"),
+        Region("buf_lock_excl", (n,), "<i2", "partition lock", fill=-1),
+        Region("buf_waiters", (n,), "<u8", "partition lock"),
+        Region("map_heads", (n_buckets(settings),), "<i4", "partition lock", fill=-1),
+        Region("backend_pins", (s, n), "<i4", "owning backend"),
+        Region("backend_locks", (s, n), "i1", "owning backend"),
+        Region("proc_pid", (s,), "<i8", "proc lock"),
+        Region("stats", (s + 1, len(COUNTERS)), "<i8", "owning backend / proc lock"),
+        Region("control", (N_CONTROL,), "<i8", "see CTL_*"),
+    ]
+
+
+class Segment:
+    """One anonymous shared mapping viewed as the numpy arrays named by ``regions()``."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.regions = regions(settings)
+        offsets = []
+        size = 0
+        for r in self.regions:
+            align = 4096 if r.name == "buf_pages" else 64
+            size = (size + align - 1) // align * align
+            offsets.append(size)
+            size += int(np.prod(r.shape)) * np.dtype(r.dtype).itemsize
+        self.size = size
+        self._mmap = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+        for r, off in zip(self.regions, offsets):
+            arr = np.ndarray(r.shape, dtype=r.dtype, buffer=self._mmap, offset=off)
+            if r.fill:
+                arr.fill(r.fill)
+            setattr(self, r.name, arr)
+        # Flat views of the whole pool: scans gather fields of many pages with one index.
+        self.pool_flat = self.buf_pages.reshape(-1)
+
+    def close(self) -> None:
+        for r in self.regions:
+            setattr(self, r.name, None)
+        self.pool_flat = None
+        try:
+            self._mmap.close()
+        except BufferError:
+            pass  # views still alive somewhere; the mapping goes with the process
+
+
+class SharedLocks:
+    """Every cross-process lock and semaphore, created before any fork."""
+
+    def __init__(self, settings: Settings):
+        ctx = multiprocessing.get_context("fork")
+        self.partition = [ctx.Lock() for _ in range(settings.buffer_partitions)]
+        self.strategy = ctx.Lock()
+        self.proc = ctx.Lock()
+        self.catalog = ctx.Lock()
+        self.extension = [ctx.Lock() for _ in range(N_EXTENSION_LOCKS)]
+        self.sem = [ctx.Semaphore(0) for _ in range(n_slots(settings))]

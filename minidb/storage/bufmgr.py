@@ -1,0 +1,838 @@
+"""The shared buffer manager (``bufmgr.c``): pins, content locks, reads, write-back.
+
+Every page any process touches is in a buffer slot of the shared segment.  A backend
+*pins* a buffer to keep it from being replaced, takes a *content lock* (share or
+exclusive) while it reads or changes the page, and unpins it when done.  One
+``BufferManager`` object exists per backend (a session, a benchmark client, a parallel
+worker); all of them in all processes share the arrays of ``minidb.shmem``.
+
+Buffer states (``buf_flags``) and their transitions::
+
+    state                 flags                        next state, by
+    -------------------   --------------------------   ----------------------------------
+    free                  0                            reading: _install()
+    reading / zeroing     TAG_VALID|IO_IN_PROGRESS     valid: _finish_io(ok)
+                                                       free: _finish_io(failed)
+    valid, clean          TAG_VALID|VALID              valid, dirty: mark_dirty()
+                                                       reading (new tag): _install()
+                                                       free: drop_relation_buffers()
+    valid, dirty          TAG_VALID|VALID|DIRTY        writing: _flush()
+    writing               ...|VALID|IO_IN_PROGRESS     valid, clean or dirty: _flush()
+
+Rules (PostgreSQL's ``storage/buffer/README``):
+  1. Look at a page only while holding a pin on its buffer.
+  2. Read tuples under a share content lock; after deciding a tuple is visible, its data
+     may be used with only the pin held (nothing moves tuples without a cleanup lock).
+  3. Change a page (add a tuple, set xmax) only under an exclusive content lock, and mark
+     the buffer dirty before releasing it.
+  4. Hint bits may be set under a share lock (``mark_dirty_hint``).
+  5. Move or remove tuples only under a *cleanup lock*: exclusive, and no other backend
+     holds a pin (``try_cleanup_lock`` / ``lock_for_cleanup``).
+
+Pins are counted twice, as in PostgreSQL: ``backend_pins[slot, buf]`` is this backend's
+private count, and the shared ``buf_refcount`` counts backends holding at least one pin.
+The private rows live in shared memory only so that the instance can release the pins of
+a backend that died (``release_all(slot)``).
+
+Waiting never polls: a backend that must wait for a content lock, for another backend's
+read of the page (``IO_IN_PROGRESS``) or for a cleanup lock sets its bit in
+``buf_waiters[buf]`` and sleeps on its own semaphore; the releaser wakes the whole mask,
+and the sleepers re-check.  Every wait is bounded by ``lock_wait_timeout_ms`` and then
+raises ``LockNotAvailable`` naming the buffer, so a bug is an error, never a hang.
+
+Departures: the descriptor is guarded by the mapping partition lock of its tag instead of
+a per-buffer header spinlock and atomics (Python has neither; one short critical section
+per pin is what both cost); lookups, pins and share locks of a run of pages are done in
+vectorized batches (``pin_run``, ``lock_share_batch``) so that a scan costs a few
+microseconds per 256 pages; reads of consecutive missing pages are combined into one
+``preadv``.  There is no background writer: dirty pages are written at eviction,
+checkpoint and close.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from minidb.config import BLCKSZ, Settings
+from minidb.errors import DataCorrupted, InsufficientResources, LockNotAvailable
+from minidb.shmem import C
+from minidb.storage import page as pg
+from minidb.storage.buf_table import BufTable, make_tag, tag_parts
+from minidb.storage.freelist import (BM_MAX_USAGE_COUNT, SWEEP_STEP, AccessStrategy,
+                                     sweep_slice)
+from minidb.storage.smgr import MAIN_FORKNUM, Smgr
+
+# buf_flags bits
+BM_TAG_VALID = 0x1
+BM_VALID = 0x2
+BM_DIRTY = 0x4
+BM_IO_IN_PROGRESS = 0x8
+BM_PIN_COUNT_WAITER = 0x10
+
+# content lock modes (also the values stored in backend_locks)
+UNLOCKED, SHARE, EXCLUSIVE = 0, 1, 2
+
+
+class BufferManager:
+    """One backend's handle on the shared buffer pool."""
+
+    def __init__(self, seg, locks, smgr: Smgr, settings: Settings, slot: int,
+                 describe_rel=None):
+        self.seg = seg
+        self.locks = locks
+        self.part_locks = locks.partition
+        self.smgr = smgr
+        self.settings = settings
+        self.slot = slot
+        self.bit = 1 << slot
+        self.nbuffers = seg.buf_pages.shape[0]
+        self.table = BufTable(seg, len(locks.partition))
+        self.describe_rel = describe_rel or (lambda rfn: f"file base/{rfn}")
+        self.stats = seg.stats[slot]
+        self.pins = seg.backend_pins[slot]
+        self.held = seg.backend_locks[slot]
+        # memoryviews for the scalar paths (about twice as fast as numpy element access)
+        self._pins = memoryview(self.pins)
+        self._held = memoryview(self.held)
+        self._refcount = memoryview(seg.buf_refcount)
+        self._flags = memoryview(seg.buf_flags)
+        self._part = memoryview(seg.buf_part)
+        self._tag = memoryview(seg.buf_tag)
+        self._usage = memoryview(seg.buf_usage)
+        self._shared = memoryview(seg.buf_lock_shared)
+        self._excl = memoryview(seg.buf_lock_excl)
+        self._waiters = memoryview(seg.buf_waiters)
+        self._pages = [None] * self.nbuffers
+        self.heap_targets: dict[int, int] = {}  # relfilenode -> block inserted into last
+
+    # ------------------------------------------------------------------------------------
+    # small helpers
+    def page(self, buf: int) -> np.ndarray:
+        """The 8 KiB page of a pinned buffer, as a writable uint8 view."""
+        return self.seg.buf_pages[buf]
+
+    def _page_mv(self, buf: int) -> memoryview:
+        mv = self._pages[buf]
+        if mv is None:
+            mv = self._pages[buf] = memoryview(self.seg.buf_pages[buf])
+        return mv
+
+    def buffer_tag(self, buf: int) -> tuple[int, int, int]:
+        """(relfilenode, fork, block) of a pinned buffer."""
+        return tag_parts(self._tag[buf])
+
+    def _trace(self, msg: str) -> None:
+        if self.settings.trace_buffers:
+            print(f"[bufmgr slot {self.slot}] {msg}", file=sys.stderr)
+
+    def _lock_buf_part(self, buf: int) -> int:
+        """Lock the partition guarding ``buf``'s descriptor; return its number."""
+        while True:
+            p = self._part[buf]
+            self.part_locks[p].acquire()
+            if self._part[buf] == p:
+                return p
+            self.part_locks[p].release()
+
+    def _wake(self, mask: int) -> None:
+        sem = self.locks.sem
+        slot = 0
+        while mask:
+            if mask & 1:
+                sem[slot].release()
+            mask >>= 1
+            slot += 1
+
+    def _sleep(self, buf: int, deadline: float, what: str) -> None:
+        """Sleep on our semaphore (our bit is already in buf_waiters[buf])."""
+        left = deadline - time.monotonic()
+        if left <= 0 or not self.locks.sem[self.slot].acquire(timeout=left):
+            p = self._lock_buf_part(buf)
+            self._waiters[buf] &= ~self.bit
+            self.part_locks[p].release()
+            rfn, fork, block = self.buffer_tag(buf)
+            raise LockNotAvailable(
+                f"timed out after {self.settings.lock_wait_timeout_ms} ms waiting for {what} "
+                f"of block {block} of relation {self.describe_rel(rfn)}")
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.settings.lock_wait_timeout_ms / 1000.0
+
+    # ------------------------------------------------------------------------------------
+    # pinning
+    def pin(self, rfn: int, block: int, fork: int = MAIN_FORKNUM,
+            strategy: AccessStrategy | None = None) -> int:
+        """Pin block ``block`` of a relation fork, reading it in if needed (ReadBuffer)."""
+        tag = make_tag(rfn, fork, block)
+        bucket, p = self.table.hash(tag)
+        deadline = None
+        while True:
+            lk = self.part_locks[p]
+            lk.acquire()
+            b = self.table.lookup(tag, bucket)
+            if b >= 0:
+                self._pin_locked(b, strategy)
+                flags = self._flags[b]
+            lk.release()
+            if b >= 0:
+                if flags & BM_VALID:
+                    self.stats[C["buffers_hit"]] += 1
+                    return b
+                # another backend is reading it in: wait, then look again
+                deadline = deadline or self._deadline()
+                if self._wait_io(b, deadline):
+                    self.stats[C["buffers_hit"]] += 1
+                    return b
+                self.unpin(b)  # the read failed and the buffer was dropped; retry
+                continue
+            b, mine = self._alloc(tag, bucket, p, strategy)
+            if mine:
+                self._read_run(rfn, fork, block, [b])
+                return b
+            if self._flags[b] & BM_VALID:  # someone else loaded it meanwhile
+                self.stats[C["buffers_hit"]] += 1
+                return b
+            deadline = deadline or self._deadline()
+            if self._wait_io(b, deadline):
+                self.stats[C["buffers_hit"]] += 1
+                return b
+            self.unpin(b)
+
+    def _pin_locked(self, b: int, strategy, bump: bool = True) -> None:
+        """Take one pin on ``b`` (its partition lock held)."""
+        mine = self._pins[b]
+        if mine == 0:
+            self._refcount[b] += 1
+        self._pins[b] = mine + 1
+        u = self._usage[b]
+        if not bump:
+            pass
+        elif strategy is None:
+            if u < BM_MAX_USAGE_COUNT:
+                self._usage[b] = u + 1
+        elif u == 0:
+            self._usage[b] = 1
+
+    def unpin(self, b: int) -> None:
+        mine = self._pins[b]
+        assert mine > 0, f"unpin of buffer {b} not pinned by slot {self.slot}"
+        if mine > 1:
+            self._pins[b] = mine - 1
+            return
+        p = self._lock_buf_part(b)
+        self._pins[b] = 0
+        rc = self._refcount[b] - 1
+        self._refcount[b] = rc
+        wake = 0
+        if rc <= 1 and self._flags[b] & BM_PIN_COUNT_WAITER:
+            wake = self._waiters[b]
+            self._waiters[b] = 0
+            self._flags[b] &= ~BM_PIN_COUNT_WAITER
+        self.part_locks[p].release()
+        if wake:
+            self._wake(wake)
+
+    def incr_pin(self, b: int) -> None:
+        """Take another pin on a buffer this backend already pins (IncrBufferRefCount)."""
+        assert self._pins[b] > 0
+        self._pins[b] += 1
+
+    # ------------------------------------------------------------------------------------
+    # batches of pages (sequential scans)
+    def pin_run(self, rfn: int, start: int, max_n: int, fork: int = MAIN_FORKNUM,
+                strategy: AccessStrategy | None = None) -> np.ndarray:
+        """Pin consecutive blocks from ``start``: returns the buffers of a prefix of them.
+
+        Pages already in the pool are looked up and pinned in one vectorized step.  The
+        prefix stops before its number of missing pages exceeds half the ring (with a
+        strategy), so a ring scan never needs more buffers at once than its ring has.
+        Missing pages are read with one ``preadv`` per run of consecutive blocks.
+        """
+        blocks = np.arange(start, start + max_n, dtype=np.int64)
+        tags = blocks | make_tag(rfn, fork, 0)
+        buckets, parts = self.table.hash_vec(tags)
+        uparts = np.unique(parts).tolist()
+        locks = self.part_locks
+        for p in uparts:
+            locks[p].acquire()
+        try:
+            bufs = self.table.probe_vec(tags, buckets)
+            hit = bufs >= 0
+            hit[hit] = (self.seg.buf_flags[bufs[hit]] & BM_VALID) != 0
+            miss_idx = np.flatnonzero(~hit)
+            n = max_n
+            if strategy is not None and miss_idx.size > max(1, strategy.nbuffers // 2):
+                n = int(miss_idx[max(1, strategy.nbuffers // 2)])
+                miss_idx = miss_idx[miss_idx < n]
+            hb = bufs[:n][hit[:n]]
+            if hb.size:
+                mine = self.pins[hb]
+                first = hb[mine == 0]
+                self.seg.buf_refcount[first] += 1
+                self.pins[hb] = mine + 1
+                u = self.seg.buf_usage[hb]
+                if strategy is None:
+                    self.seg.buf_usage[hb] = np.minimum(u + 1, BM_MAX_USAGE_COUNT)
+                else:
+                    self.seg.buf_usage[hb] = np.maximum(u, 1)
+        finally:
+            for p in uparts:
+                locks[p].release()
+        self.stats[C["buffers_hit"]] += int(hb.size)
+        bufs = bufs[:n]
+        if miss_idx.size:
+            try:
+                self._read_missing(rfn, fork, blocks, bufs, miss_idx, strategy)
+            except BaseException:
+                self.unpin_batch(bufs[hit[:n]])
+                raise
+        return bufs
+
+    def _read_missing(self, rfn, fork, blocks, bufs, miss_idx, strategy) -> None:
+        """Pin (allocating and reading as needed) the missing blocks of a run, in place."""
+        run: list[int] = []
+        run_start = -1
+        done: list[int] = []
+        try:
+            for i in miss_idx.tolist():
+                tag = make_tag(rfn, fork, int(blocks[i]))
+                bucket, p = self.table.hash(tag)
+                b, mine = self._alloc(tag, bucket, p, strategy)
+                bufs[i] = b
+                done.append(i)
+                if mine:
+                    if run and run_start + len(run) != i:
+                        self._read_run(rfn, fork, int(blocks[run_start]), run)
+                        run = []
+                    if not run:
+                        run_start = i
+                    run.append(b)
+                elif not self._flags[b] & BM_VALID:
+                    # someone else is reading it; finish our own run first, then wait
+                    if run:
+                        self._read_run(rfn, fork, int(blocks[run_start]), run)
+                        run = []
+                    if not self._wait_io(b, self._deadline()):
+                        self.unpin(b)
+                        bufs[i] = self.pin(rfn, int(blocks[i]), fork, strategy)
+                else:
+                    self.stats[C["buffers_hit"]] += 1
+            if run:
+                self._read_run(rfn, fork, int(blocks[run_start]), run)
+                run = []
+        except BaseException:
+            pending = set(run)
+            for i in done:
+                b = int(bufs[i])
+                if b in pending:
+                    continue  # _read_run already released buffers of a failed run
+                if self._pins[b]:
+                    self.unpin(b)
+            raise
+
+    def unpin_batch(self, bufs: np.ndarray) -> None:
+        if not len(bufs):
+            return
+        bufs = np.asarray(bufs, dtype=np.int64)
+        mine = self.pins[bufs]
+        last = mine == 1
+        self.pins[bufs[~last]] = mine[~last] - 1
+        lb = bufs[last]
+        if not lb.size:
+            return
+        parts = self.seg.buf_part[lb]
+        uparts = np.unique(parts).tolist()
+        locks = self.part_locks
+        for p in uparts:
+            locks[p].acquire()
+        try:
+            moved = self.seg.buf_part[lb] != parts  # a failed read may have retagged
+            ok = lb[~moved]
+            self.pins[ok] = 0
+            self.seg.buf_refcount[ok] -= 1
+            wakeb = ok[(self.seg.buf_flags[ok] & BM_PIN_COUNT_WAITER) != 0]
+            masks = 0
+            for b in wakeb.tolist():
+                if self._refcount[b] <= 1:
+                    masks |= self._waiters[b]
+                    self._waiters[b] = 0
+                    self._flags[b] &= ~BM_PIN_COUNT_WAITER
+        finally:
+            for p in uparts:
+                locks[p].release()
+        for b in lb[moved].tolist():
+            self.unpin(b)
+        if masks:
+            self._wake(masks)
+
+    # ------------------------------------------------------------------------------------
+    # content locks
+    def lock(self, b: int, mode: int) -> None:
+        """Take the content lock of a pinned buffer in SHARE or EXCLUSIVE mode."""
+        assert self._pins[b] > 0, "content lock on an unpinned buffer"
+        assert self._held[b] == UNLOCKED, "content lock taken twice"
+        deadline = None
+        while True:
+            p = self._lock_buf_part(b)
+            if self._excl[b] < 0 and (mode == SHARE or self._shared[b] == 0):
+                if mode == SHARE:
+                    self._shared[b] += 1
+                else:
+                    self._excl[b] = self.slot
+                self._held[b] = mode
+                self.part_locks[p].release()
+                return
+            self._waiters[b] |= self.bit
+            self.part_locks[p].release()
+            deadline = deadline or self._deadline()
+            self._sleep(b, deadline, "an exclusive content lock" if mode == EXCLUSIVE
+                        else "a share content lock")
+
+    def conditional_lock(self, b: int, mode: int) -> bool:
+        assert self._pins[b] > 0 and self._held[b] == UNLOCKED
+        p = self._lock_buf_part(b)
+        ok = self._excl[b] < 0 and (mode == SHARE or self._shared[b] == 0)
+        if ok:
+            if mode == SHARE:
+                self._shared[b] += 1
+            else:
+                self._excl[b] = self.slot
+            self._held[b] = mode
+        self.part_locks[p].release()
+        return ok
+
+    def unlock(self, b: int) -> None:
+        mode = self._held[b]
+        assert mode != UNLOCKED, "unlock of a buffer not locked"
+        p = self._lock_buf_part(b)
+        if mode == SHARE:
+            self._shared[b] -= 1
+        else:
+            self._excl[b] = -1
+        self._held[b] = UNLOCKED
+        wake = 0
+        if self._waiters[b] and self._shared[b] == 0:
+            wake = self._waiters[b]
+            self._waiters[b] = 0
+        self.part_locks[p].release()
+        if wake:
+            self._wake(wake)
+
+    def try_cleanup_lock(self, b: int) -> bool:
+        """Exclusive lock only if no other backend pins the buffer (ConditionalLockBufferForCleanup)."""
+        if self._pins[b] != 1 or not self.conditional_lock(b, EXCLUSIVE):
+            return False
+        if self._refcount[b] == 1:
+            return True
+        self.unlock(b)
+        return False
+
+    def lock_for_cleanup(self, b: int) -> None:
+        """Exclusive lock with no other pins, waiting for them to go (LockBufferForCleanup)."""
+        deadline = self._deadline()
+        while True:
+            self.lock(b, EXCLUSIVE)
+            p = self._lock_buf_part(b)
+            if self._refcount[b] == 1:
+                self.part_locks[p].release()
+                return
+            self._flags[b] |= BM_PIN_COUNT_WAITER
+            self._waiters[b] |= self.bit
+            self.part_locks[p].release()
+            self.unlock(b)
+            self._sleep(b, deadline, "a cleanup lock (other backends pin it)")
+
+    def lock_share_batch(self, bufs: np.ndarray) -> None:
+        """Share-lock many pinned buffers: one pass when none is exclusively locked."""
+        bufs = np.asarray(bufs, dtype=np.int64)
+        if not bufs.size:
+            return
+        parts = self.seg.buf_part[bufs]
+        uparts = np.unique(parts).tolist()
+        locks = self.part_locks
+        for p in uparts:
+            locks[p].acquire()
+        try:
+            free = self.seg.buf_lock_excl[bufs] < 0
+            fb = bufs[free]
+            self.seg.buf_lock_shared[fb] += 1
+            self.held[fb] = SHARE
+        finally:
+            for p in uparts:
+                locks[p].release()
+        for b in bufs[~free].tolist():
+            self.lock(b, SHARE)
+
+    def unlock_batch(self, bufs: np.ndarray) -> None:
+        bufs = np.asarray(bufs, dtype=np.int64)
+        if not bufs.size:
+            return
+        parts = self.seg.buf_part[bufs]
+        uparts = np.unique(parts).tolist()
+        locks = self.part_locks
+        masks = 0
+        for p in uparts:
+            locks[p].acquire()
+        try:
+            mode = self.held[bufs]
+            sb, xb = bufs[mode == SHARE], bufs[mode == EXCLUSIVE]
+            assert sb.size + xb.size == bufs.size, "unlock of a buffer not locked"
+            self.seg.buf_lock_shared[sb] -= 1
+            self.seg.buf_lock_excl[xb] = -1
+            self.held[bufs] = UNLOCKED
+            w = self.seg.buf_waiters[bufs]
+            wb = bufs[(w != 0) & (self.seg.buf_lock_shared[bufs] == 0)]
+            for b in wb.tolist():
+                masks |= self._waiters[b]
+                self._waiters[b] = 0
+        finally:
+            for p in uparts:
+                locks[p].release()
+        if masks:
+            self._wake(masks)
+
+    # ------------------------------------------------------------------------------------
+    # dirtying
+    def mark_dirty(self, b: int) -> None:
+        """Mark a buffer dirty; the caller holds its exclusive content lock."""
+        assert self._held[b] == EXCLUSIVE, "mark_dirty without an exclusive content lock"
+        if self._flags[b] & BM_DIRTY:
+            return
+        p = self._lock_buf_part(b)
+        self._flags[b] |= BM_DIRTY
+        self.part_locks[p].release()
+
+    def mark_dirty_hint(self, b: int) -> None:
+        """Mark dirty after setting a hint (share lock suffices; MarkBufferDirtyHint)."""
+        assert self._held[b] != UNLOCKED, "mark_dirty_hint without a content lock"
+        if self._flags[b] & BM_DIRTY:
+            return
+        p = self._lock_buf_part(b)
+        self._flags[b] |= BM_DIRTY
+        self.part_locks[p].release()
+
+    def mark_dirty_hint_batch(self, bufs: np.ndarray) -> None:
+        bufs = np.asarray(bufs, dtype=np.int64)
+        bufs = bufs[(self.seg.buf_flags[bufs] & BM_DIRTY) == 0]
+        if not bufs.size:
+            return
+        parts = self.seg.buf_part[bufs]
+        uparts = np.unique(parts).tolist()
+        for p in uparts:
+            self.part_locks[p].acquire()
+        try:
+            self.seg.buf_flags[bufs] |= BM_DIRTY
+        finally:
+            for p in uparts:
+                self.part_locks[p].release()
+
+    # ------------------------------------------------------------------------------------
+    # allocation: victims and tag changes
+    def _alloc(self, tag: int, bucket: int, p: int, strategy) -> tuple[int, bool]:
+        """Pin a buffer for ``tag``: (buffer, True) for a victim we retagged and whose read
+        we now own (I/O in progress), or (buffer, False) for one that had the tag already."""
+        while True:
+            victim = self._get_victim(strategy)
+            if self._flags[victim] & BM_DIRTY:
+                try:
+                    self._flush(victim)
+                except BaseException:
+                    self.unpin(victim)
+                    raise
+            got = self._install(victim, tag, bucket, p)
+            if got != victim:
+                self.unpin(victim)
+                if got >= 0:
+                    return got, False
+                continue  # the victim was pinned or dirtied meanwhile: choose another
+            return victim, True
+
+    def _claim(self, b: int, max_usage: int) -> bool:
+        """Pin ``b`` if it is unpinned and its usage count is at most ``max_usage``."""
+        p = self._lock_buf_part(b)
+        ok = (self._refcount[b] == 0 and self._usage[b] <= max_usage
+              and not self._flags[b] & BM_IO_IN_PROGRESS)
+        if ok:
+            self._refcount[b] = 1
+            self._pins[b] = 1
+        self.part_locks[p].release()
+        return ok
+
+    def _get_victim(self, strategy: AccessStrategy | None) -> int:
+        if strategy is not None:
+            slot, b = strategy.next_slot()
+            if b >= 0 and self._claim(b, 1):
+                self.stats[C["ring_reused"]] += 1
+                self._trace(f"ring {strategy.kind} reuses buffer {b}")
+                return b
+            b = self._clock_sweep()
+            strategy.ring[slot] = b
+            return b
+        return self._clock_sweep()
+
+    def _clock_sweep(self) -> int:
+        trycounter = self.nbuffers
+        while True:
+            cand, pinned, decremented = sweep_slice(self.seg, self.locks.strategy,
+                                                    self.nbuffers, SWEEP_STEP)
+            for b in cand.tolist():
+                if self._claim(b, 0):
+                    self._trace(f"clock sweep chose buffer {b}")
+                    return b
+            if decremented:
+                trycounter = self.nbuffers
+            else:
+                trycounter -= max(pinned, 1 if not cand.size else 0)
+                if trycounter <= 0:
+                    raise InsufficientResources(
+                        f"no unpinned buffers available (all {self.nbuffers} buffers of "
+                        "shared_buffers are pinned)")
+
+    def _install(self, b: int, tag: int, bucket: int, p: int) -> int:
+        """Give victim ``b`` (pinned by us alone) the new tag, with I/O in progress.
+
+        Returns ``b`` on success; the id of another buffer (pinned for us) if the tag
+        appeared meanwhile; -1 if the victim was pinned or dirtied meanwhile.
+        """
+        oldp = self._part[b]
+        first, second = (oldp, p) if oldp <= p else (p, oldp)
+        locks = self.part_locks
+        locks[first].acquire()
+        if second != first:
+            locks[second].acquire()
+        try:
+            if self._refcount[b] != 1 or self._flags[b] & BM_DIRTY:
+                return -1
+            other = self.table.lookup(tag, bucket)
+            if other >= 0:
+                self._pin_locked(other, None)
+                return other
+            old = self._tag[b]
+            if old >= 0:
+                self.table.delete(self.table.hash(old)[0], b)
+                if self._flags[b] & BM_VALID:
+                    self.stats[C["buffers_evicted"]] += 1
+            self.table.insert(bucket, b)
+            self._tag[b] = tag
+            self._part[b] = p
+            self._flags[b] = BM_TAG_VALID | BM_IO_IN_PROGRESS
+            self._usage[b] = 1
+            return b
+        finally:
+            if second != first:
+                locks[second].release()
+            locks[first].release()
+
+    def _finish_io(self, b: int, ok: bool) -> None:
+        p = self._lock_buf_part(b)
+        try:
+            if ok:
+                self._flags[b] = (self._flags[b] & ~BM_IO_IN_PROGRESS) | BM_VALID
+            else:
+                self._drop_tag_locked(b, p)
+            wake = self._waiters[b]
+            self._waiters[b] = 0
+        finally:
+            self.part_locks[p].release()
+        if wake:
+            self._wake(wake)
+
+    def _drop_tag_locked(self, b: int, p: int) -> None:
+        """Untag buffer ``b`` (its partition lock ``p`` held; takes partition 0 too)."""
+        self.table.delete(self.table.hash(self._tag[b])[0], b)
+        if p != 0:
+            self.part_locks[0].acquire()
+        self._tag[b] = -1
+        self._part[b] = 0
+        self._flags[b] = 0
+        self._usage[b] = 0
+        if p != 0:
+            self.part_locks[0].release()
+
+    def _wait_io(self, b: int, deadline: float) -> bool:
+        """Wait until no I/O is in progress on pinned ``b``; True if it is then valid."""
+        tag = self._tag[b]
+        while True:
+            p = self._lock_buf_part(b)
+            flags = self._flags[b]
+            if not flags & BM_IO_IN_PROGRESS or self._tag[b] != tag:
+                self.part_locks[p].release()
+                return bool(flags & BM_VALID) and self._tag[b] == tag
+            self._waiters[b] |= self.bit
+            self.part_locks[p].release()
+            self._sleep(b, deadline, "another backend's read")
+
+    def _read_run(self, rfn: int, fork: int, first_block: int, bufs: list[int]) -> None:
+        """Read consecutive blocks into buffers we own the I/O of, verify, make valid."""
+        try:
+            self.smgr.read_blocks(rfn, fork, first_block, [self._page_mv(b) for b in bufs])
+            pages = self.seg.buf_pages[bufs]
+            blocknos = np.arange(first_block, first_block + len(bufs))
+            good = (pg.verify_checksums(pages, blocknos) if self.settings.verify_checksums
+                    else np.ones(len(bufs), dtype=bool))
+            for i, b in enumerate(bufs):
+                if good[i]:
+                    pg.check_page_header(pages[i], f"block {first_block + i} of relation "
+                                                   f"{self.describe_rel(rfn)}")
+        except DataCorrupted:
+            self.stats[C["checksum_failures"]] += 1
+            self._fail_run(bufs)
+            raise
+        except BaseException:
+            self._fail_run(bufs)
+            raise
+        if not good.all():
+            bad = int(np.flatnonzero(~good)[0])
+            self.stats[C["checksum_failures"]] += 1
+            self._fail_run(bufs)
+            raise DataCorrupted(
+                f"invalid page in block {first_block + bad} of relation "
+                f"{self.describe_rel(rfn)}: page verification failed, calculated checksum "
+                f"does not match the stored one")
+        for b in bufs:
+            self._finish_io(b, True)
+        self.stats[C["buffers_read"]] += len(bufs)
+
+    def _fail_run(self, bufs: list[int]) -> None:
+        for b in bufs:
+            self._finish_io(b, False)
+            self.unpin(b)
+
+    # ------------------------------------------------------------------------------------
+    # new pages
+    def extend(self, rfn: int, count: int = 1, fork: int = MAIN_FORKNUM,
+               strategy: AccessStrategy | None = None) -> tuple[int, list[int]]:
+        """Add ``count`` zeroed pages; returns (first block, buffers pinned and exclusively
+        locked, one per page).  The caller initialises the pages and marks them dirty."""
+        ext = self.locks.extension[rfn % len(self.locks.extension)]
+        bufs: list[int] = []
+        with ext:
+            first = self.smgr.nblocks(rfn, fork)
+            self.smgr.extend(rfn, fork, first, count)
+            try:
+                for i in range(count):
+                    tag = make_tag(rfn, fork, first + i)
+                    bucket, p = self.table.hash(tag)
+                    b, mine = self._alloc(tag, bucket, p, strategy)
+                    assert mine, "a block beyond the end of the relation is in the pool"
+                    self.seg.buf_pages[b].fill(0)
+                    self._held[b] = EXCLUSIVE
+                    self._excl[b] = self.slot  # nobody else can know this page yet
+                    self._finish_io(b, True)
+                    bufs.append(b)
+            except BaseException:
+                for b in bufs:
+                    self.unlock(b)
+                    self.unpin(b)
+                raise
+        self.stats[C["buffers_extended"]] += count
+        return first, bufs
+
+    # ------------------------------------------------------------------------------------
+    # write-back
+    def _flush(self, b: int) -> bool:
+        """Write a pinned buffer if dirty (FlushBuffer).  True if it wrote."""
+        already = self._held[b]
+        if already == UNLOCKED:
+            self.lock(b, SHARE)
+        try:
+            p = self._lock_buf_part(b)
+            flags = self._flags[b]
+            if not flags & BM_DIRTY or flags & BM_IO_IN_PROGRESS:
+                self.part_locks[p].release()
+                return False
+            self._flags[b] = (flags & ~BM_DIRTY) | BM_IO_IN_PROGRESS
+            self.part_locks[p].release()
+            rfn, fork, block = tag_parts(self._tag[b])
+            copy = self.seg.buf_pages[b].copy()  # hint bits may change under a share lock
+        finally:
+            if already == UNLOCKED:
+                self.unlock(b)
+        ok = False
+        try:
+            pg.set_checksum(copy, block)
+            self.smgr.write_blocks(rfn, fork, block, [copy])
+            ok = True
+        finally:
+            p = self._lock_buf_part(b)
+            flags = self._flags[b] & ~BM_IO_IN_PROGRESS
+            if not ok:
+                flags |= BM_DIRTY
+            self._flags[b] = flags
+            wake = self._waiters[b]
+            self._waiters[b] = 0
+            self.part_locks[p].release()
+            if wake:
+                self._wake(wake)
+        self.stats[C["buffers_written"]] += 1
+        self._trace(f"wrote buffer {b} (block {block} of {self.describe_rel(rfn)})")
+        return True
+
+    def _pin_existing(self, b: int, expect_tag: int) -> bool:
+        p = self._lock_buf_part(b)
+        ok = self._tag[b] == expect_tag and self._flags[b] & BM_VALID
+        if ok:
+            self._pin_locked(b, None, bump=False)
+        self.part_locks[p].release()
+        return bool(ok)
+
+    def flush_buffers(self, rfn: int | None = None) -> int:
+        """Write every dirty buffer (of one relation, or all: a checkpoint)."""
+        dirty = np.flatnonzero(self.seg.buf_flags & BM_DIRTY)
+        if rfn is not None:
+            dirty = dirty[(self.seg.buf_tag[dirty] >> 34) == rfn]
+        order = np.argsort(self.seg.buf_tag[dirty], kind="stable")
+        n = 0
+        for b in dirty[order].tolist():
+            tag = self._tag[b]
+            if tag < 0 or not self._pin_existing(b, tag):
+                continue
+            try:
+                n += self._flush(b)
+            finally:
+                self.unpin(b)
+        return n
+
+    def drop_relation_buffers(self, rfn: int, from_block: int = 0, fork: int | None = None) -> None:
+        """Forget the buffers of a dropped or truncated relation without writing them.
+
+        The caller guarantees nobody uses the relation (it is being dropped / truncated).
+        """
+        tags = self.seg.buf_tag
+        sel = np.flatnonzero((tags >= 0) & ((tags >> 34) == rfn)
+                             & ((tags & 0xFFFFFFFF) >= from_block))
+        if fork is not None:
+            sel = sel[((tags[sel] >> 32) & 3) == fork]
+        for b in sel.tolist():
+            p = self._lock_buf_part(b)
+            try:
+                t = self._tag[b]
+                if t < 0 or (t >> 34) != rfn:
+                    continue
+                if self._refcount[b] != 0:
+                    rfn_, fork_, block = tag_parts(t)
+                    raise InsufficientResources(
+                        f"cannot drop buffer of block {block} of relation "
+                        f"{self.describe_rel(rfn)}: it is still pinned")
+                self._drop_tag_locked(b, p)
+            finally:
+                self.part_locks[p].release()
+
+    # ------------------------------------------------------------------------------------
+    # cleanup
+    def release_all(self) -> None:
+        """Release every content lock and pin this backend holds (error or exit path)."""
+        for b in np.flatnonzero(self.held != UNLOCKED).tolist():
+            self.unlock(b)
+        for b in np.flatnonzero(self.pins > 0).tolist():
+            self._pins[b] = 1
+            self.unpin(b)
+
+    def holds_nothing(self) -> bool:
+        return not self.pins.any() and not self.held.any()
+
+    def counters(self) -> dict[str, int]:
+        return {name: int(self.stats[i]) for name, i in C.items()}

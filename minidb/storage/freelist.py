@@ -1,0 +1,92 @@
+"""Buffer replacement: the clock sweep and the ring strategies (``freelist.c``).
+
+Clock sweep.  Every buffer has a usage count (0..``BM_MAX_USAGE_COUNT``); a pin through the
+default strategy raises it by one.  To find a victim the shared clock hand moves over the
+buffers: an unpinned buffer with usage 0 is a candidate; an unpinned buffer with a usage
+count above zero gets it decremented and is passed over; a pinned buffer is passed over.
+A try-counter starts at NBuffers, is reset by every decrement and counts down for every
+pinned buffer passed; when it reaches zero every buffer is pinned and the caller gets
+"no unpinned buffers available" instead of spinning forever.
+
+minidb moves the hand over a *slice* of buffers at a time (at least 32): one locked
+fetch-add on the hand, then numpy decides for the whole slice which buffers are
+candidates and decrements the others' usage counts.  The decisions are PostgreSQL's; only
+the step is wider.  Usage counts are advisory and updated without a lock, so a concurrent
+pin and decrement may lose one of the two updates (PostgreSQL uses an atomic; a lost
+update here only perturbs the replacement order).
+
+Ring strategies (``BufferAccessStrategy``).  A bulk read, bulk write or VACUUM cycles
+through a small private ring of buffers instead of evicting the whole pool:
+
+==========  ==========================  =================================================
+kind        size (capped at NBuffers/8)  used by
+==========  ==========================  =================================================
+bulkread    ``bulkread_ring_kb`` 256 kB  sequential scans of tables > NBuffers / 4
+bulkwrite   ``bulkwrite_ring_kb`` 16 MB  bulk loads (``heap.bulk_insert``)
+vacuum      ``vacuum_ring_kb`` 256 kB    VACUUM
+==========  ==========================  =================================================
+
+To allocate, the ring's cursor advances; the buffer in that slot is reused if nobody has
+it pinned and its usage count is at most 1 (nobody else has been using it); otherwise a
+victim comes from the clock sweep and takes the slot.  Pages a ring scan finds already in
+the pool are used in place and their usage count is raised to 1 at most.  PostgreSQL's
+bulk-read ring also refuses to reuse a dirty buffer whose write would need a WAL flush;
+minidb has no WAL, so a dirty ring buffer is simply written and reused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from minidb.config import BLCKSZ
+
+BM_MAX_USAGE_COUNT = 5
+SWEEP_STEP = 32
+
+RING_KINDS = ("bulkread", "bulkwrite", "vacuum")
+
+
+class AccessStrategy:
+    """A private ring of buffer ids, one per scan / load / VACUUM (backend-local)."""
+
+    __slots__ = ("kind", "ring", "cursor", "nbuffers")
+
+    def __init__(self, kind: str, ring_kb: int, shared_buffers: int):
+        if kind not in RING_KINDS:
+            raise ValueError(f"unknown strategy {kind}")
+        self.kind = kind
+        self.nbuffers = max(1, min(ring_kb * 1024 // BLCKSZ, shared_buffers // 8))
+        self.ring = np.full(self.nbuffers, -1, dtype=np.int64)
+        self.cursor = -1
+
+    def next_slot(self) -> tuple[int, int]:
+        """Advance the cursor: (slot index, buffer currently in it or -1)."""
+        self.cursor = (self.cursor + 1) % self.nbuffers
+        return self.cursor, int(self.ring[self.cursor])
+
+    def __repr__(self) -> str:
+        return f"AccessStrategy({self.kind}, {self.nbuffers} buffers)"
+
+
+def sweep_slice(seg, strategy_lock, nbuffers: int, step: int) -> tuple[np.ndarray, int, bool]:
+    """Advance the clock hand over ``step`` buffers.
+
+    Returns (candidate buffer ids in hand order, number of pinned buffers passed, whether
+    any usage count was decremented).  Candidates are unpinned with usage 0 and no I/O in
+    progress at the moment of looking; the caller must re-check under the partition lock.
+    """
+    from minidb.storage.bufmgr import BM_IO_IN_PROGRESS  # flag bits live with the manager
+
+    step = min(step, nbuffers)
+    with strategy_lock:
+        hand = int(seg.control[0])
+        seg.control[0] = hand + step
+    idx = (hand + np.arange(step)) % nbuffers
+    rc = seg.buf_refcount[idx]
+    usage = seg.buf_usage[idx]
+    free = rc == 0
+    dec = free & (usage > 0)
+    if dec.any():
+        seg.buf_usage[idx[dec]] = usage[dec] - 1
+    cand = idx[free & (usage == 0) & ((seg.buf_flags[idx] & BM_IO_IN_PROGRESS) == 0)]
+    return cand, int(step - np.count_nonzero(free)), bool(dec.any())
