@@ -50,7 +50,7 @@ from minidb.storage.freelist import AccessStrategy
 
 MAX_HEAP_TUPLES_PER_PAGE = (BLCKSZ - pg.PAGE_HEADER_SIZE) // (
     pg.maxalign(HEAP_TUPLE_HEADER_SIZE) + pg.ITEMID_SIZE)
-SCAN_BATCH_PAGES = 256
+SCAN_BATCH_PAGES = 512
 EXTEND_BATCH_PAGES = 64
 
 _CTID = struct.Struct("<IH")
@@ -162,8 +162,11 @@ def heap_bulk_insert(bm: BufferManager, rel: HeapRel, columns: dict, nrows: int,
     strategy = AccessStrategy("bulkwrite", bm.settings.bulkwrite_ring_kb, bm.nbuffers)
     npages = len(cuts) - 1
     fsm_blocks, fsm_avail = [], []
-    for first_page in range(0, npages, EXTEND_BATCH_PAGES):
-        k = min(EXTEND_BATCH_PAGES, npages - first_page)
+    # Never hold more new pages pinned than the ring has buffers: with a small pool, 64
+    # pinned pages would leave the clock sweep nothing to evict.
+    step = min(EXTEND_BATCH_PAGES, strategy.nbuffers)
+    for first_page in range(0, npages, step):
+        k = min(step, npages - first_page)
         block0, bufs = bm.extend(rel.relfilenode, k, strategy=strategy)
         try:
             for n, b in enumerate(bufs):
@@ -224,15 +227,36 @@ def heap_fetch(bm: BufferManager, rel: HeapRel, tid: tuple[int, int]) -> tuple |
 
 # ---------------------------------------------------------------------------------------------
 # scan
-@dataclass
 class Batch:
-    """The rows a scan returns from a run of pages."""
-    blocks: np.ndarray   # int64, block of each row
-    offsets: np.ndarray  # int64, line-pointer offset of each row
-    columns: list        # per requested column: (values ndarray, null mask ndarray or None)
+    """The rows a scan returns from a run of pages: requested columns, and TIDs on demand
+    (a ``count(*)`` never needs them, so they are computed only when asked for)."""
+
+    __slots__ = ("columns", "_first_block", "_positions", "_width", "_n", "_tids")
+
+    def __init__(self, columns, first_block, positions, width, n):
+        self.columns = columns  # per requested column: (values, null mask or None)
+        self._first_block = first_block
+        self._positions = positions
+        self._width = width
+        self._n = n
+        self._tids = None
 
     def __len__(self) -> int:
-        return len(self.blocks)
+        return self._n
+
+    def _compute_tids(self):
+        if self._tids is None:
+            page_idx, item_idx = positions_to_items(self._positions, self._width, self._n)
+            self._tids = (self._first_block + page_idx, item_idx + 1)
+        return self._tids
+
+    @property
+    def blocks(self) -> np.ndarray:
+        return self._compute_tids()[0]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self._compute_tids()[1]
 
 
 class HeapScan:
@@ -281,12 +305,13 @@ class HeapScan:
         try:
             bm.lock_share_batch(bufs)
             try:
-                page_idx, item_idx, tuple_starts = page_items(v, bufs)
+                positions, width, tuple_starts = page_items(v, bufs)
                 if self.tuple_filter is not None and len(tuple_starts):
                     keep = self.tuple_filter(gather_header(v, tuple_starts),
-                                             (bufs, page_idx, item_idx))
-                    page_idx, item_idx = page_idx[keep], item_idx[keep]
-                    tuple_starts = tuple_starts[keep]
+                                             (bufs, positions, width))
+                    if positions is None:
+                        positions = np.arange(len(tuple_starts), dtype=np.int64)
+                    positions, tuple_starts = positions[keep], tuple_starts[keep]
             finally:
                 bm.unlock_batch(bufs)
             if not len(tuple_starts):
@@ -294,25 +319,39 @@ class HeapScan:
             cols = self.rel.layout.gather(v, tuple_starts, self.columns)
         finally:
             bm.unpin_batch(bufs)
-        return Batch(first_block + page_idx, item_idx + 1, cols)
+        return Batch(cols, first_block, positions, width, len(tuple_starts))
 
 
 def page_items(v: FlatViews, bufs: np.ndarray):
-    """(page index, item index, absolute tuple start) of every LP_NORMAL item of the pages
-    in ``bufs`` (share-locked), in page order then item order.  Vectorized: one fancy
-    index reads all line pointers of the batch."""
+    """The LP_NORMAL items of the share-locked pages in ``bufs``, in page then item order.
+
+    Returns (positions, width, starts): ``starts`` are absolute byte offsets of the tuples
+    in the flat pool; ``positions`` index a (len(bufs), width) grid of line pointers, so
+    page index = position // width and item index = position % width (``None`` when every
+    slot of the grid is a normal item, the common case for a loaded table).  Vectorized:
+    one fancy index reads all line pointers of the batch.
+    """
     bufs = np.asarray(bufs, dtype=np.int64)
-    lower = v.u16[bufs * (BLCKSZ // 2) + 4].astype(np.int64)  # pd_lower at byte 8
+    lower = v.u16[bufs * (BLCKSZ // 2) + 4].astype(np.int64)  # pd_lower is at byte 8
     nitems = np.maximum(lower - pg.PAGE_HEADER_SIZE, 0) >> 2
-    maxn = int(nitems.max()) if len(nitems) else 0
-    if maxn == 0:
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty, empty
-    col = np.arange(maxn, dtype=np.int64)
-    present = col[None, :] < nitems[:, None]
-    page_idx, item_idx = np.nonzero(present)
-    lp = v.u32[bufs[page_idx] * (BLCKSZ // 4) + (pg.PAGE_HEADER_SIZE // 4) + item_idx]
-    normal = ((lp >> 15) & 3) == pg.LP_NORMAL
-    page_idx, item_idx = page_idx[normal], item_idx[normal]
-    starts = bufs[page_idx] * BLCKSZ + (lp[normal] & 0x7FFF).astype(np.int64)
-    return page_idx, item_idx, starts
+    width = int(nitems.max()) if len(nitems) else 0
+    if width == 0:
+        return np.empty(0, dtype=np.int64), 0, np.empty(0, dtype=np.int64)
+    col = np.arange(width, dtype=np.int64)
+    lp = v.u32[(bufs * (BLCKSZ // 4) + pg.PAGE_HEADER_SIZE // 4)[:, None] + col]
+    starts = (lp & 0x7FFF).astype(np.int64)
+    starts += (bufs * BLCKSZ)[:, None]
+    normal = (lp & 0x18000) == (pg.LP_NORMAL << 15)
+    if int(nitems.min()) != width:
+        normal &= col < nitems[:, None]
+    if normal.all():
+        return None, width, starts.reshape(-1)
+    positions = np.flatnonzero(normal)
+    return positions, width, starts.reshape(-1)[positions]
+
+
+def positions_to_items(positions, width: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(page index, item index) of grid positions from ``page_items``."""
+    if positions is None:
+        positions = np.arange(count, dtype=np.int64)
+    return positions // width, positions % width

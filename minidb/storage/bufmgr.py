@@ -578,14 +578,13 @@ class BufferManager:
         while True:
             cand, pinned, decremented = sweep_slice(self.seg, self.locks.strategy,
                                                     self.nbuffers, SWEEP_STEP)
-            for b in cand.tolist():
-                if self._claim(b, 0):
-                    self._trace(f"clock sweep chose buffer {b}")
-                    return b
+            if cand >= 0 and self._claim(cand, 0):
+                self._trace(f"clock sweep chose buffer {cand}")
+                return cand
             if decremented:
                 trycounter = self.nbuffers
             else:
-                trycounter -= max(pinned, 1 if not cand.size else 0)
+                trycounter -= pinned + (cand >= 0)
                 if trycounter <= 0:
                     raise InsufficientResources(
                         f"no unpinned buffers available (all {self.nbuffers} buffers of "
@@ -710,24 +709,33 @@ class BufferManager:
         ext = self.locks.extension[rfn % len(self.locks.extension)]
         bufs: list[int] = []
         with ext:
+            # The new blocks get their buffers (tagged, I/O in progress) BEFORE the file
+            # grows, as in PostgreSQL's ExtendBufferedRelShared: a backend that sees the
+            # larger size and pins a new block then waits for our "I/O" instead of reading
+            # the zero page from disk and installing it under our feet.
             first = self.smgr.nblocks(rfn, fork)
-            self.smgr.extend(rfn, fork, first, count)
             try:
                 for i in range(count):
                     tag = make_tag(rfn, fork, first + i)
                     bucket, p = self.table.hash(tag)
                     b, mine = self._alloc(tag, bucket, p, strategy)
-                    assert mine, "a block beyond the end of the relation is in the pool"
-                    self.seg.buf_pages[b].fill(0)
-                    self._held[b] = EXCLUSIVE
-                    self._excl[b] = self.slot  # nobody else can know this page yet
-                    self._finish_io(b, True)
+                    if not mine:
+                        self.unpin(b)
+                        raise DataCorrupted(
+                            f"unexpected buffer for block {first + i} beyond the end of "
+                            f"relation {self.describe_rel(rfn)}")
                     bufs.append(b)
+                self.smgr.extend(rfn, fork, first, count)
             except BaseException:
                 for b in bufs:
-                    self.unlock(b)
+                    self._finish_io(b, False)
                     self.unpin(b)
                 raise
+            for b in bufs:
+                self.seg.buf_pages[b].fill(0)
+                self._held[b] = EXCLUSIVE
+                self._excl[b] = self.slot  # waiters for the I/O wait for this lock next
+                self._finish_io(b, True)
         self.stats[C["buffers_extended"]] += count
         return first, bufs
 

@@ -68,25 +68,30 @@ class AccessStrategy:
         return f"AccessStrategy({self.kind}, {self.nbuffers} buffers)"
 
 
-def sweep_slice(seg, strategy_lock, nbuffers: int, step: int) -> tuple[np.ndarray, int, bool]:
-    """Advance the clock hand over ``step`` buffers.
+def sweep_slice(seg, strategy_lock, nbuffers: int, step: int) -> tuple[int, int, bool]:
+    """Advance the clock hand over at most ``step`` buffers, stopping past the first candidate.
 
-    Returns (candidate buffer ids in hand order, number of pinned buffers passed, whether
-    any usage count was decremented).  Candidates are unpinned with usage 0 and no I/O in
-    progress at the moment of looking; the caller must re-check under the partition lock.
+    Returns (candidate buffer id or -1, number of pinned buffers passed, whether any usage
+    count was decremented).  A candidate is unpinned with usage 0 and no I/O in progress at
+    the moment of looking; the caller must re-check it under its partition lock.  Only
+    buffers the hand actually passes have their usage count decremented, as in PostgreSQL.
     """
     from minidb.storage.bufmgr import BM_IO_IN_PROGRESS  # flag bits live with the manager
 
     step = min(step, nbuffers)
     with strategy_lock:
         hand = int(seg.control[0])
-        seg.control[0] = hand + step
-    idx = (hand + np.arange(step)) % nbuffers
-    rc = seg.buf_refcount[idx]
-    usage = seg.buf_usage[idx]
-    free = rc == 0
-    dec = free & (usage > 0)
-    if dec.any():
-        seg.buf_usage[idx[dec]] = usage[dec] - 1
-    cand = idx[free & (usage == 0) & ((seg.buf_flags[idx] & BM_IO_IN_PROGRESS) == 0)]
-    return cand, int(step - np.count_nonzero(free)), bool(dec.any())
+        idx = (hand + np.arange(step)) % nbuffers
+        rc = seg.buf_refcount[idx]
+        usage = seg.buf_usage[idx]
+        free = rc == 0
+        cand = np.flatnonzero(free & (usage == 0)
+                              & ((seg.buf_flags[idx] & BM_IO_IN_PROGRESS) == 0))
+        k = int(cand[0]) if cand.size else step  # the hand stops right after a candidate
+        dec = free[:k] & (usage[:k] > 0)
+        seg.control[0] = hand + min(k + 1, step)
+    decremented = bool(dec.any())
+    if decremented:
+        seg.buf_usage[idx[:k][dec]] = usage[:k][dec] - 1
+    pinned = int(k - np.count_nonzero(free[:k]))
+    return (int(idx[k]) if cand.size else -1), pinned, decremented

@@ -1,0 +1,765 @@
+"""Slotted pages: PostgreSQL's page layout, shared by heap and B-tree pages.
+
+Every block of every relation is an 8192-byte page living in the shared buffer
+pool; this module lays out items inside one page and knows nothing of what the
+items mean.  A page is a 1-D ``np.ndarray`` of ``uint8`` and length ``BLCKSZ``
+(usually a writable view of a buffer-pool frame); every function works in place
+on that view and never allocates a replacement page.  Single-page routines use
+``struct`` on the buffer (numpy element access costs microseconds per field);
+batch routines (checksums, header decoding) are vectorized over ``(n, BLCKSZ)``.
+
+Interface routines (PostgreSQL's bufpage.c name in brackets):
+
+  init_page [PageInit]            add_item [PageAddItemExtended]
+  repair_fragmentation            delete_items [PageIndexMultiDelete]
+    [PageRepairFragmentation]     free_space [PageGetFreeSpace]
+  heap_free_space                 set_item_dead / set_item_unused /
+    [PageGetHeapFreeSpace]          set_item_redirect [ItemIdSetDead ...]
+  check_page_header [PageIsVerified]       compute_checksums / set_checksum /
+  check_page (header + line pointers)        verify_checksums [pg_checksum_page]
+  items / dump_page (inspection)  page_headers / check_page_headers (batch)
+
+Layout::
+
+    0        page header (24 bytes)
+    24       line pointers, 4 bytes each, growing up  -> pd_lower
+             free space (kept zero)
+    pd_upper item storage, growing down, 8-byte aligned starts
+    pd_special  special space (0 bytes for heap, B-tree opaque data for indexes)
+    8192
+
+Page header (little-endian):
+
+    ======  ====  ===================  ============================================
+    OFFSET  SIZE  FIELD                MEANING
+    ======  ====  ===================  ============================================
+    0       4     pd_lsn               uint32 change counter (see departures)
+    4       2     pd_checksum          uint16, 0 = never set; see compute_checksums
+    6       2     pd_flags             PD_HAS_FREE_LINES 0x1, PD_PAGE_FULL 0x2,
+                                       PD_ALL_VISIBLE 0x4 (all hints)
+    8       2     pd_lower             end of the line pointer array
+    10      2     pd_upper             start of item storage; 0 = page is new
+    12      2     pd_special           start of special space
+    14      2     pd_pagesize_version  BLCKSZ | PG_PAGE_LAYOUT_VERSION (8196)
+    16      8     pd_prune_xid         oldest xid that may have left prunable
+                                       tuples; 0 = none (64-bit xids)
+    ======  ====  ===================  ============================================
+
+Line pointer (ItemIdData), one little-endian uint32 at 24 + 4 * (offset - 1):
+
+    ======  =====  ========  ===================================================
+    BITS    WIDTH  FIELD     MEANING
+    ======  =====  ========  ===================================================
+    0-14    15     lp_off    byte offset of the item; for LP_REDIRECT the
+                             offset *number* of the target line pointer
+    15-16   2      lp_flags  LP_UNUSED 0, LP_NORMAL 1, LP_REDIRECT 2, LP_DEAD 3
+    17-31   15     lp_len    item length in bytes; 0 = no storage
+    ======  =====  ========  ===================================================
+
+Line pointer states and the function that performs each transition:
+
+    ===========  ===========  ===============================  ===================
+    FROM         TO           FUNCTION                         WHO / WHY
+    ===========  ===========  ===============================  ===================
+    (none)       NORMAL       add_item (appends a pointer)     insert
+    UNUSED       NORMAL       add_item (heap: first UNUSED)    insert, reuse slot
+    NORMAL       DEAD         set_item_dead(keep_storage=F)    heap pruning
+    NORMAL       DEAD         set_item_dead(keep_storage=T)    index: kill item
+    DEAD         DEAD         set_item_dead                    idempotent re-kill
+    NORMAL       REDIRECT     set_item_redirect                prune HOT chain root
+    REDIRECT     REDIRECT     set_item_redirect                re-point the chain
+    REDIRECT     DEAD         set_item_dead(keep_storage=F)    whole chain dead
+    DEAD         UNUSED       set_item_unused                  vacuum, after index
+                                                               entries are gone
+    REDIRECT     UNUSED       set_item_unused                  vacuum
+    NORMAL       UNUSED       set_item_unused                  pruning a dead
+                                                               heap-only tuple
+    any          (removed)    delete_items                     index pages only
+    ===========  ===========  ===============================  ===================
+
+    (none) --add--> NORMAL --dead--> DEAD --unused--> UNUSED --add--> NORMAL
+                      |                ^                 ^
+                      +--redirect--> REDIRECT -----------+
+
+Each transition is checked with an ``assert``.  Storage left behind by an item
+that became UNUSED, REDIRECT or DEAD-without-storage stays where it is (the page
+does not get emptier) until ``repair_fragmentation`` or ``delete_items`` compacts.
+
+Invariants (``check_page`` verifies 1-4; tests check all of them):
+
+  1. 24 <= pd_lower <= pd_upper <= pd_special <= BLCKSZ, pd_special is a multiple
+     of 8, (pd_lower - 24) is a multiple of 4, pd_pagesize_version == 8196 --
+     unless the page is new (pd_upper == 0), in which case it is all zero.
+  2. An item has storage iff lp_len > 0; only NORMAL and DEAD items have storage;
+     LP_UNUSED pointers are all-zero words.  Every storage range lies inside
+     [pd_upper, pd_special), starts 8-byte aligned, and no two ranges overlap.
+  3. An offset number keeps naming the same line pointer until ``delete_items``
+     removes a pointer before it (index pages).  Nothing else renumbers: heap TIDs
+     are stable, and ``repair_fragmentation`` moves bytes, never pointers.
+  4. If some line pointer is LP_UNUSED, PD_HAS_FREE_LINES is set.  The converse
+     need not hold: the flag is a hint, cleared lazily by add_item.
+  5. The free space [pd_lower, pd_upper) is all zero, so alignment padding is
+     zero and page images are deterministic.  (Not relied on for correctness.)
+  6. Every change this module makes to line pointers or item storage bumps
+     pd_lsn.  Setting hint flags or pd_prune_xid does not, and neither do writes
+     through ``get_item``'s memoryview (heap hint bits, xmax): callers that want
+     those to count call ``bump_lsn`` themselves.
+
+Departures from PostgreSQL:
+
+  * pd_lsn is a 4-byte page change counter, not an 8-byte WAL position: minidb
+    has no WAL.  The B-tree compares it to notice "page changed while
+    unpinned" (_bt_killitems); wrap-around after 2**32 changes is harmless for
+    that use.  The 4 bytes freed go to pd_prune_xid.
+  * pd_prune_xid is 8 bytes: minidb's xids are 64-bit and never wrap, so there
+    is no freezing and no epoch.
+  * The checksum is minidb's own (a weighted sum of 64-bit words with a final
+    mix, see ``compute_checksums``), chosen because it vectorizes over many pages
+    in numpy; PostgreSQL's FNV-1a variant is built for SIMD C loops.  Like
+    PostgreSQL's it is 16 bits, covers the block number, and is never 0.
+  * add_item with an explicit offset on a heap page only fills an UNUSED slot or
+    appends (PostgreSQL's PAI_OVERWRITE); shifting line pointers is for index
+    pages (heap=False).
+  * repair_fragmentation also compacts DEAD items that kept their storage (index
+    pages), where PostgreSQL's heap-only version requires DEAD to be storage-free.
+  * Free space is kept zeroed (invariant 5); PostgreSQL leaves garbage there.
+
+Left out: WAL and full-page images; PageIndexTupleOverwrite with a size change
+(``overwrite_item`` requires the same length); PageTruncateLinePointerArray
+(trailing UNUSED pointers are never truncated); large pages (lp_off and lp_len
+are 15 bits, enough for BLCKSZ 8192 only); page-level compression.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from minidb.config import BLCKSZ
+from minidb.errors import DataCorrupted, InternalError, ProgramLimitExceeded
+
+# -- constants ---------------------------------------------------------------------------------
+
+PAGE_HEADER_SIZE = 24
+ITEMID_SIZE = 4
+MAXALIGN = 8  # as on 64-bit PostgreSQL builds: item starts are 8-byte aligned
+PG_PAGE_LAYOUT_VERSION = 4  # PostgreSQL's since 8.3
+PAGESIZE_VERSION = BLCKSZ | PG_PAGE_LAYOUT_VERSION
+
+LP_UNUSED = 0  # free slot, no storage
+LP_NORMAL = 1  # points at an item, has storage
+LP_REDIRECT = 2  # HOT redirect: lp_off is a target offset number, no storage
+LP_DEAD = 3  # dead; heap: no storage, index: keeps storage
+
+PD_HAS_FREE_LINES = 0x1  # some line pointer may be LP_UNUSED
+PD_PAGE_FULL = 0x2  # an UPDATE found no room here: pruning may be worthwhile
+PD_ALL_VISIBLE = 0x4  # every tuple is visible to every snapshot
+PD_VALID_FLAG_BITS = 0x7
+
+_LP_OFF_MASK = 0x7FFF
+_LP_FLAGS_SHIFT = 15
+_LP_LEN_SHIFT = 17
+_LP_MAX = 0x7FFF  # 15-bit lp_off and lp_len
+
+# header field offsets (the table in the docstring)
+_OFF_LSN = 0
+_OFF_CHECKSUM = 4
+_OFF_FLAGS = 6
+_OFF_LOWER = 8
+_OFF_UPPER = 10
+_OFF_SPECIAL = 12
+_OFF_VERSION = 14
+_OFF_PRUNE_XID = 16
+
+_HEADER = struct.Struct("<IHHHHHHQ")
+assert _HEADER.size == PAGE_HEADER_SIZE
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_LOWER_UPPER = struct.Struct("<HH")
+_LOWER_UPPER_SPECIAL = struct.Struct("<HHH")
+
+
+def maxalign(n: int) -> int:
+    """Round ``n`` up to a multiple of MAXALIGN (PostgreSQL's MAXALIGN macro)."""
+    return (n + (MAXALIGN - 1)) & ~(MAXALIGN - 1)
+
+
+def _lp_pack(lp_off: int, lp_flags: int, lp_len: int) -> int:
+    return lp_off | (lp_flags << _LP_FLAGS_SHIFT) | (lp_len << _LP_LEN_SHIFT)
+
+
+def _lp_pos(off: int) -> int:
+    """Byte position of line pointer ``off`` (1-based)."""
+    return PAGE_HEADER_SIZE + ITEMID_SIZE * (off - 1)
+
+
+def _nline(lower: int) -> int:
+    return (lower - PAGE_HEADER_SIZE) >> 2 if lower > PAGE_HEADER_SIZE else 0
+
+
+def _bytes_view(data) -> memoryview:
+    """A flat byte memoryview of ``data`` (bytes, bytearray, memoryview, uint8 ndarray)."""
+    mv = memoryview(data)
+    if mv.format != "B" or mv.ndim != 1:
+        if not mv.c_contiguous:
+            mv = memoryview(np.ascontiguousarray(data))
+        mv = mv.cast("B")
+    return mv
+
+
+# -- header ------------------------------------------------------------------------------------
+
+def init_page(page, special_size: int = 0) -> None:
+    """Format ``page`` as an empty page with ``special_size`` bytes of special space [PageInit]."""
+    special = BLCKSZ - maxalign(special_size)
+    if special_size < 0 or special < PAGE_HEADER_SIZE:
+        raise InternalError(f"invalid special space size {special_size} for a {BLCKSZ}-byte page")
+    np.frombuffer(page, dtype=np.uint8)[:] = 0
+    _HEADER.pack_into(page, 0, 0, 0, 0, PAGE_HEADER_SIZE, special, special, PAGESIZE_VERSION, 0)
+
+
+def page_is_new(page) -> bool:
+    """True if the page was never initialised (pd_upper == 0) [PageIsNew]."""
+    return _U16.unpack_from(page, _OFF_UPPER)[0] == 0
+
+
+def get_lower(page) -> int:
+    return _U16.unpack_from(page, _OFF_LOWER)[0]
+
+
+def get_upper(page) -> int:
+    return _U16.unpack_from(page, _OFF_UPPER)[0]
+
+
+def get_special(page) -> int:
+    return _U16.unpack_from(page, _OFF_SPECIAL)[0]
+
+
+def get_flags(page) -> int:
+    return _U16.unpack_from(page, _OFF_FLAGS)[0]
+
+
+def set_flags(page, flags: int) -> None:
+    """Store pd_flags (hints: does not bump pd_lsn)."""
+    if flags & ~PD_VALID_FLAG_BITS:
+        raise InternalError(f"invalid page flags 0x{flags:x}")
+    _U16.pack_into(page, _OFF_FLAGS, flags)
+
+
+def get_prune_xid(page) -> int:
+    return _U64.unpack_from(page, _OFF_PRUNE_XID)[0]
+
+
+def set_prune_xid(page, xid: int) -> None:
+    """Store pd_prune_xid (a hint: does not bump pd_lsn)."""
+    _U64.pack_into(page, _OFF_PRUNE_XID, xid)
+
+
+def get_lsn(page) -> int:
+    return _U32.unpack_from(page, _OFF_LSN)[0]
+
+
+def bump_lsn(page) -> None:
+    """Advance the page change counter (wraps at 2**32)."""
+    _U32.pack_into(page, _OFF_LSN, (_U32.unpack_from(page, _OFF_LSN)[0] + 1) & 0xFFFFFFFF)
+
+
+def get_checksum(page) -> int:
+    return _U16.unpack_from(page, _OFF_CHECKSUM)[0]
+
+
+def max_offset(page) -> int:
+    """Number of line pointers [PageGetMaxOffsetNumber]."""
+    return _nline(_U16.unpack_from(page, _OFF_LOWER)[0])
+
+
+# -- line pointers -----------------------------------------------------------------------------
+
+def _check_offset(page, off: int) -> int:
+    """Raise DataCorrupted unless 1 <= off <= max_offset; return max_offset."""
+    n = _nline(_U16.unpack_from(page, _OFF_LOWER)[0])
+    if not 1 <= off <= n:
+        raise DataCorrupted(f"invalid offset number {off}: page has {n} line pointers")
+    return n
+
+
+def get_item_id(page, off: int) -> tuple[int, int, int]:
+    """(lp_off, lp_flags, lp_len) of line pointer ``off`` (1-based)."""
+    _check_offset(page, off)
+    v = _U32.unpack_from(page, _lp_pos(off))[0]
+    return v & _LP_OFF_MASK, (v >> _LP_FLAGS_SHIFT) & 3, v >> _LP_LEN_SHIFT
+
+
+def set_item_id(page, off: int, lp_off: int, lp_flags: int, lp_len: int) -> None:
+    """Store line pointer ``off`` verbatim (no state checks; bumps pd_lsn)."""
+    _check_offset(page, off)
+    if not (0 <= lp_off <= _LP_MAX and 0 <= lp_flags <= 3 and 0 <= lp_len <= _LP_MAX):
+        raise InternalError(f"line pointer field out of range: off={lp_off} flags={lp_flags} "
+                            f"len={lp_len}")
+    _U32.pack_into(page, _lp_pos(off), _lp_pack(lp_off, lp_flags, lp_len))
+    bump_lsn(page)
+
+
+def get_item(page, off: int) -> memoryview:
+    """The bytes of item ``off`` as a writable memoryview into the page [PageGetItem].
+
+    Empty for items without storage (UNUSED, REDIRECT, heap DEAD)."""
+    lower, upper, special = _LOWER_UPPER_SPECIAL.unpack_from(page, _OFF_LOWER)
+    n = _nline(lower)
+    if not 1 <= off <= n:
+        raise DataCorrupted(f"invalid offset number {off}: page has {n} line pointers")
+    v = _U32.unpack_from(page, _lp_pos(off))[0]
+    lp_off = v & _LP_OFF_MASK
+    lp_len = v >> _LP_LEN_SHIFT
+    if lp_len and (lp_off < upper or lp_off + lp_len > special):
+        raise DataCorrupted(f"corrupted line pointer {off}: offset {lp_off}, length {lp_len}, "
+                            f"storage is [{upper}, {special})")
+    return memoryview(page)[lp_off:lp_off + lp_len]
+
+
+def items(page) -> list[tuple[int, int, int, int]]:
+    """(offset, lp_off, lp_flags, lp_len) for every line pointer, for page dumps."""
+    n = max_offset(page)
+    words = struct.unpack_from(f"<{n}I", page, PAGE_HEADER_SIZE)
+    return [(i + 1, v & _LP_OFF_MASK, (v >> _LP_FLAGS_SHIFT) & 3, v >> _LP_LEN_SHIFT)
+            for i, v in enumerate(words)]
+
+
+def line_pointer_arrays(page) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lp_off, lp_flags, lp_len) of all line pointers as numpy arrays (index i = offset i+1)."""
+    n = max_offset(page)
+    words = np.frombuffer(page, dtype="<u4", count=n, offset=PAGE_HEADER_SIZE)
+    return (words & _LP_OFF_MASK, (words >> _LP_FLAGS_SHIFT) & 3, words >> _LP_LEN_SHIFT)
+
+
+def _unused_offsets(page, n: int) -> np.ndarray:
+    words = np.frombuffer(page, dtype="<u4", count=n, offset=PAGE_HEADER_SIZE)
+    return np.flatnonzero((words & (3 << _LP_FLAGS_SHIFT)) == 0) + 1
+
+
+# -- free space --------------------------------------------------------------------------------
+
+def free_space(page) -> int:
+    """Bytes available for one new item, after reserving its line pointer [PageGetFreeSpace]."""
+    lower, upper = _LOWER_UPPER.unpack_from(page, _OFF_LOWER)
+    space = upper - lower - ITEMID_SIZE
+    return space if space > 0 else 0
+
+
+def heap_free_space(page, max_items: int) -> int:
+    """free_space, or 0 if no line pointer can be had [PageGetHeapFreeSpace]."""
+    lower, upper = _LOWER_UPPER.unpack_from(page, _OFF_LOWER)
+    space = upper - lower - ITEMID_SIZE
+    if space <= 0:
+        return 0
+    n = _nline(lower)
+    if n >= max_items:
+        if not get_flags(page) & PD_HAS_FREE_LINES or not len(_unused_offsets(page, n)):
+            return 0
+    return space
+
+
+# -- adding and changing items -----------------------------------------------------------------
+
+def add_item(page, data, *, offset: int | None = None, heap: bool = True,
+             max_items: int | None = None) -> int:
+    """Place ``data`` on the page and return its offset number [PageAddItemExtended].
+
+    heap, offset None:  reuse the first LP_UNUSED pointer if PD_HAS_FREE_LINES,
+                        else append a pointer.
+    heap, offset given: fill that LP_UNUSED slot, or append if offset == max+1.
+    index (heap=False): insert a pointer AT ``offset`` (default: append), shifting
+                        the following pointers up by one.
+    On ProgramLimitExceeded (no room, too many items) the page is unchanged."""
+    item = _bytes_view(data)
+    size = item.nbytes
+    if size == 0:
+        raise InternalError("cannot add an empty item: lp_len 0 means 'no storage'")
+    lower, upper, special = _LOWER_UPPER_SPECIAL.unpack_from(page, _OFF_LOWER)
+    if upper == 0:
+        raise InternalError("cannot add an item to an uninitialised page")
+    n = _nline(lower)
+    aligned = maxalign(size)
+    if aligned + ITEMID_SIZE > special - PAGE_HEADER_SIZE:
+        limit = (special - PAGE_HEADER_SIZE - ITEMID_SIZE) & ~(MAXALIGN - 1)
+        raise ProgramLimitExceeded(
+            f"item of {size} bytes is too large for a page (maximum {limit} bytes)")
+    flags = _U16.unpack_from(page, _OFF_FLAGS)[0]
+    new_flags = flags
+    reuse = False  # fill an existing LP_UNUSED pointer instead of adding one
+    if offset is None:
+        if heap and flags & PD_HAS_FREE_LINES:
+            unused = _unused_offsets(page, n)
+            if len(unused):
+                offset, reuse = int(unused[0]), True
+            if len(unused) <= 1:
+                new_flags &= ~PD_HAS_FREE_LINES  # none remains (or the hint was stale)
+        if not reuse:
+            offset = n + 1
+    else:
+        if not 1 <= offset <= n + 1:
+            raise InternalError(f"cannot add item at offset {offset}: page has {n} line pointers")
+        if heap and offset <= n:
+            if (_U32.unpack_from(page, _lp_pos(offset))[0] >> _LP_FLAGS_SHIFT) & 3 != LP_UNUSED:
+                raise InternalError(f"heap line pointer {offset} is in use")
+            reuse = True
+            if len(_unused_offsets(page, n)) <= 1:
+                new_flags &= ~PD_HAS_FREE_LINES
+    if not reuse and max_items is not None and n >= max_items:
+        raise ProgramLimitExceeded(f"cannot put more than {max_items} items on a page")
+    new_lower = lower if reuse else lower + ITEMID_SIZE
+    new_upper = upper - aligned
+    if new_lower > new_upper:
+        need = aligned + (0 if reuse else ITEMID_SIZE)
+        raise ProgramLimitExceeded(
+            f"page full: item of {size} bytes needs {need} bytes "
+            f"(aligned item{'' if reuse else ' + line pointer'}), {upper - lower} free")
+
+    # -- no failure past this point: mutate ----------------------------------------------------
+    mv = memoryview(page)
+    if not reuse and offset <= n:  # index insert: open a hole in the pointer array
+        start = _lp_pos(offset)
+        mv[start + ITEMID_SIZE:lower + ITEMID_SIZE] = mv[start:lower]  # memmove
+    mv[new_upper:new_upper + size] = item  # padding up to old upper is free space: zero
+    _U32.pack_into(page, _lp_pos(offset), _lp_pack(new_upper, LP_NORMAL, size))
+    _LOWER_UPPER.pack_into(page, _OFF_LOWER, new_lower, new_upper)
+    if new_flags != flags:
+        _U16.pack_into(page, _OFF_FLAGS, new_flags)
+    bump_lsn(page)
+    return offset
+
+
+def overwrite_item(page, off: int, data) -> None:
+    """Replace the bytes of item ``off`` in place; the length must not change."""
+    item = _bytes_view(data)
+    dest = get_item(page, off)
+    if item.nbytes != len(dest) or not len(dest):
+        raise InternalError(f"cannot overwrite item {off} of {len(dest)} bytes "
+                            f"with {item.nbytes} bytes")
+    dest[:] = item
+    bump_lsn(page)
+
+
+def set_item_dead(page, off: int, keep_storage: bool) -> None:
+    """NORMAL/REDIRECT/DEAD -> DEAD.  Heap: keep_storage=False (a 4-byte stub that
+    index entries still point at); index: keep_storage=True (the LP_DEAD hint)."""
+    lp_off, flags, lp_len = get_item_id(page, off)
+    assert flags != LP_UNUSED, f"line pointer {off}: UNUSED -> DEAD"
+    if keep_storage:
+        assert flags != LP_REDIRECT, f"line pointer {off}: REDIRECT has no storage to keep"
+        word = _lp_pack(lp_off, LP_DEAD, lp_len)
+    else:
+        word = _lp_pack(0, LP_DEAD, 0)
+    _U32.pack_into(page, _lp_pos(off), word)
+    bump_lsn(page)
+
+
+def set_item_unused(page, off: int) -> None:
+    """NORMAL/REDIRECT/DEAD -> UNUSED; the slot can be reused by add_item."""
+    _lp_off, flags, _lp_len = get_item_id(page, off)
+    assert flags != LP_UNUSED, f"line pointer {off} is already UNUSED"
+    _U32.pack_into(page, _lp_pos(off), 0)
+    _U16.pack_into(page, _OFF_FLAGS, _U16.unpack_from(page, _OFF_FLAGS)[0] | PD_HAS_FREE_LINES)
+    bump_lsn(page)
+
+
+def set_item_redirect(page, off: int, target_off: int) -> None:
+    """NORMAL/REDIRECT -> REDIRECT to line pointer ``target_off`` on the same page."""
+    _lp_off, flags, _lp_len = get_item_id(page, off)
+    assert flags in (LP_NORMAL, LP_REDIRECT), f"line pointer {off}: state {flags} -> REDIRECT"
+    n = max_offset(page)
+    if not 1 <= target_off <= n or target_off == off:
+        raise InternalError(f"invalid redirect target {target_off} for line pointer {off} "
+                            f"(page has {n} line pointers)")
+    _U32.pack_into(page, _lp_pos(off), _lp_pack(target_off, LP_REDIRECT, 0))
+    bump_lsn(page)
+
+
+# -- compaction --------------------------------------------------------------------------------
+
+def _compact(page, words: list[int], lower: int, upper: int, special: int) -> int:
+    """Move the storage of every pointer in ``words`` (pointer i = offset i+1) against
+    pd_special, in the same physical order, rewriting lp_off in ``words``; zero what
+    is freed.  Validates the pointers first (nothing is written if corrupt).
+    Returns the new pd_upper; the caller writes ``words`` and the header."""
+    stored = []  # (lp_off, lp_len, index into words)
+    total = 0
+    for i, v in enumerate(words):
+        lp_len = v >> _LP_LEN_SHIFT
+        if lp_len:
+            lp_off = v & _LP_OFF_MASK
+            if (v >> _LP_FLAGS_SHIFT) & 1 == 0:  # UNUSED or REDIRECT with a length
+                raise DataCorrupted(f"corrupted line pointer {i + 1}: state "
+                                    f"{(v >> _LP_FLAGS_SHIFT) & 3} with length {lp_len}")
+            if lp_off < upper or lp_off + lp_len > special:
+                raise DataCorrupted(f"corrupted line pointer {i + 1}: offset {lp_off}, "
+                                    f"length {lp_len}, storage is [{upper}, {special})")
+            stored.append((lp_off, lp_len, i))
+            total += maxalign(lp_len)
+    if total > special - lower:
+        raise DataCorrupted(f"corrupted item lengths: total {total}, available {special - lower}")
+    stored.sort(reverse=True)
+    for (off_hi, _len_hi, i_hi), (off_lo, len_lo, i_lo) in zip(stored, stored[1:]):
+        if off_lo + len_lo > off_hi:
+            raise DataCorrupted(f"line pointers {i_lo + 1} and {i_hi + 1} overlap")
+
+    new_upper = special - total
+    mv = memoryview(page)
+    old = mv[upper:special].tobytes()  # scratch copy: moves may overlap their sources
+    area = bytearray(total)  # the new storage area, padding zero
+    pos = total
+    for lp_off, lp_len, i in stored:
+        pos -= maxalign(lp_len)
+        area[pos:pos + lp_len] = old[lp_off - upper:lp_off - upper + lp_len]
+        words[i] = (words[i] & ~_LP_OFF_MASK) | (new_upper + pos)
+    mv[new_upper:special] = area
+    if new_upper > lower:
+        mv[lower:new_upper] = bytes(new_upper - lower)  # free space stays zero
+    return new_upper
+
+
+def repair_fragmentation(page) -> None:
+    """Compact item storage against pd_special without renumbering anything
+    [PageRepairFragmentation]; set PD_HAS_FREE_LINES iff some pointer is UNUSED."""
+    lower, upper, special = _LOWER_UPPER_SPECIAL.unpack_from(page, _OFF_LOWER)
+    n = _nline(lower)
+    words = list(struct.unpack_from(f"<{n}I", page, PAGE_HEADER_SIZE))
+    new_upper = _compact(page, words, lower, upper, special)
+    struct.pack_into(f"<{n}I", page, PAGE_HEADER_SIZE, *words)
+    _U16.pack_into(page, _OFF_UPPER, new_upper)
+    flags = _U16.unpack_from(page, _OFF_FLAGS)[0]
+    if any((v >> _LP_FLAGS_SHIFT) & 3 == LP_UNUSED for v in words):
+        flags |= PD_HAS_FREE_LINES
+    else:
+        flags &= ~PD_HAS_FREE_LINES
+    _U16.pack_into(page, _OFF_FLAGS, flags)
+    bump_lsn(page)
+
+
+def delete_items(page, offsets) -> None:
+    """Remove the given line pointers and their storage; later pointers move down so
+    offsets stay dense [PageIndexMultiDelete].  For index pages: renumbers items."""
+    lower, upper, special = _LOWER_UPPER_SPECIAL.unpack_from(page, _OFF_LOWER)
+    n = _nline(lower)
+    doomed = {int(o) for o in offsets}
+    if not doomed:
+        return
+    for o in doomed:
+        if not 1 <= o <= n:
+            raise DataCorrupted(f"invalid offset number {o}: page has {n} line pointers")
+    words = [v for i, v in enumerate(struct.unpack_from(f"<{n}I", page, PAGE_HEADER_SIZE))
+             if i + 1 not in doomed]
+    new_lower = PAGE_HEADER_SIZE + ITEMID_SIZE * len(words)
+    new_upper = _compact(page, words, new_lower, upper, special)
+    struct.pack_into(f"<{len(words)}I", page, PAGE_HEADER_SIZE, *words)
+    mv = memoryview(page)
+    mv[new_lower:lower] = bytes(lower - new_lower)  # the vacated pointers become free space
+    _LOWER_UPPER.pack_into(page, _OFF_LOWER, new_lower, new_upper)
+    bump_lsn(page)
+
+
+# -- verification and inspection ---------------------------------------------------------------
+
+def _header_problems(lower: int, upper: int, special: int, version: int, flags: int) -> list[str]:
+    problems = []
+    if version != PAGESIZE_VERSION:
+        problems.append(f"pd_pagesize_version {version} (expected {PAGESIZE_VERSION})")
+    if not PAGE_HEADER_SIZE <= lower <= upper <= special <= BLCKSZ:
+        problems.append(f"pd_lower {lower}, pd_upper {upper}, pd_special {special} out of order")
+    if special % MAXALIGN:
+        problems.append(f"pd_special {special} not {MAXALIGN}-byte aligned")
+    if (lower - PAGE_HEADER_SIZE) % ITEMID_SIZE:
+        problems.append(f"pd_lower {lower} does not end a line pointer")
+    if flags & ~PD_VALID_FLAG_BITS:
+        problems.append(f"pd_flags 0x{flags:x} has unknown bits")
+    return problems
+
+
+def _all_zero(page) -> bool:
+    return not np.frombuffer(page, dtype=np.uint64).any()
+
+
+def check_page_header(page, what: str) -> None:
+    """Raise DataCorrupted if the header is impossible; an all-zero page is valid
+    [PageIsVerified, without the checksum]."""
+    _lsn, _cks, flags, lower, upper, special, version, _xid = _HEADER.unpack_from(page, 0)
+    if upper == 0:
+        if _all_zero(page):
+            return
+        raise DataCorrupted(f"invalid page in {what}: pd_upper is 0 but the page is not all zero")
+    problems = _header_problems(lower, upper, special, version, flags)
+    if problems:
+        raise DataCorrupted(f"invalid page in {what}: {'; '.join(problems)}")
+
+
+def check_page(page, what: str) -> None:
+    """check_page_header plus invariants 2 and 4 on every line pointer (for tests and
+    check_heap/check_btree; O(items) Python)."""
+    check_page_header(page, what)
+    if page_is_new(page):
+        return
+    lower, upper, special = _LOWER_UPPER_SPECIAL.unpack_from(page, _OFF_LOWER)
+    n = _nline(lower)
+    ranges = []
+    has_unused = False
+    for off, lp_off, flags, lp_len in items(page):
+        if flags == LP_UNUSED:
+            has_unused = True
+            if lp_off or lp_len:
+                raise DataCorrupted(f"invalid page in {what}: UNUSED line pointer {off} "
+                                    f"has offset {lp_off}, length {lp_len}")
+        elif flags == LP_REDIRECT:
+            if lp_len or not 1 <= lp_off <= n or lp_off == off:
+                raise DataCorrupted(f"invalid page in {what}: REDIRECT line pointer {off} "
+                                    f"to {lp_off}, length {lp_len}")
+        elif flags == LP_NORMAL and not lp_len:
+            raise DataCorrupted(f"invalid page in {what}: NORMAL line pointer {off} has no storage")
+        if lp_len:
+            if lp_off < upper or lp_off + lp_len > special or lp_off % MAXALIGN:
+                raise DataCorrupted(f"invalid page in {what}: line pointer {off} storage "
+                                    f"[{lp_off}, {lp_off + lp_len}) outside [{upper}, {special}) "
+                                    f"or unaligned")
+            ranges.append((lp_off, lp_off + lp_len, off))
+    ranges.sort()
+    for (_s1, e1, o1), (s2, _e2, o2) in zip(ranges, ranges[1:]):
+        if s2 < e1:
+            raise DataCorrupted(f"invalid page in {what}: items {o1} and {o2} overlap")
+    if has_unused and not get_flags(page) & PD_HAS_FREE_LINES:
+        raise DataCorrupted(f"invalid page in {what}: UNUSED line pointer but no "
+                            f"PD_HAS_FREE_LINES")
+
+
+_STATE_NAMES = {LP_UNUSED: "UNUSED", LP_NORMAL: "NORMAL", LP_REDIRECT: "REDIRECT",
+                LP_DEAD: "DEAD"}
+
+
+def dump_page(page) -> str:
+    """The header and every line pointer, one per line (item contents are the caller's)."""
+    lsn, cks, flags, lower, upper, special, version, xid = _HEADER.unpack_from(page, 0)
+    names = [n for bit, n in ((PD_HAS_FREE_LINES, "HAS_FREE_LINES"), (PD_PAGE_FULL, "PAGE_FULL"),
+                              (PD_ALL_VISIBLE, "ALL_VISIBLE")) if flags & bit]
+    lines = [f"lsn={lsn} checksum={cks} flags=0x{flags:x}({'|'.join(names)}) lower={lower} "
+             f"upper={upper} special={special} version=0x{version:x} prune_xid={xid} "
+             f"free={free_space(page)}"]
+    if upper == 0:
+        return lines[0] + " (new page)"
+    for off, lp_off, lp_flags, lp_len in items(page):
+        if lp_flags == LP_REDIRECT:
+            lines.append(f"  {off:4d}: REDIRECT -> {lp_off}")
+        else:
+            lines.append(f"  {off:4d}: {_STATE_NAMES[lp_flags]:<8} off={lp_off} len={lp_len}")
+    return "\n".join(lines)
+
+
+# -- batch header decoding ---------------------------------------------------------------------
+
+# One page as a numpy record: viewing an (n, BLCKSZ) uint8 array with this dtype gives
+# the n headers as zero-copy field arrays (pages.view(PAGE_DTYPE)[:, 0]["pd_lower"]).
+PAGE_DTYPE = np.dtype({
+    "names": ["pd_lsn", "pd_checksum", "pd_flags", "pd_lower", "pd_upper", "pd_special",
+              "pd_pagesize_version", "pd_prune_xid"],
+    "formats": ["<u4", "<u2", "<u2", "<u2", "<u2", "<u2", "<u2", "<u8"],
+    "offsets": [_OFF_LSN, _OFF_CHECKSUM, _OFF_FLAGS, _OFF_LOWER, _OFF_UPPER, _OFF_SPECIAL,
+                _OFF_VERSION, _OFF_PRUNE_XID],
+    "itemsize": BLCKSZ,
+})
+
+
+def _as_page_matrix(pages) -> np.ndarray:
+    pages = np.asarray(pages)
+    if pages.dtype != np.uint8 or pages.shape[-1] != BLCKSZ:
+        raise InternalError(f"expected uint8 pages of {BLCKSZ} bytes, got {pages.dtype} "
+                            f"{pages.shape}")
+    return np.ascontiguousarray(pages.reshape(-1, BLCKSZ))
+
+
+def page_headers(pages) -> np.ndarray:
+    """Headers of an (n, BLCKSZ) batch as a structured array of shape (n,); a view of
+    ``pages`` when it is C-contiguous (writes to the fields then change the pages)."""
+    return _as_page_matrix(pages).view(PAGE_DTYPE)[:, 0]
+
+
+def check_page_headers(pages) -> np.ndarray:
+    """Vectorized check_page_header: bool array, True where the header is possible or
+    the page is all zero."""
+    pages = _as_page_matrix(pages)
+    h = pages.view(PAGE_DTYPE)[:, 0]
+    lower = h["pd_lower"].astype(np.int32)
+    upper = h["pd_upper"].astype(np.int32)
+    special = h["pd_special"].astype(np.int32)
+    ok = ((h["pd_pagesize_version"] == PAGESIZE_VERSION)
+          & (PAGE_HEADER_SIZE <= lower) & (lower <= upper) & (upper <= special)
+          & (special <= BLCKSZ) & (special % MAXALIGN == 0)
+          & ((lower - PAGE_HEADER_SIZE) % ITEMID_SIZE == 0)
+          & ((h["pd_flags"] & np.uint16(0xFFFF & ~PD_VALID_FLAG_BITS)) == 0))
+    new = np.flatnonzero(upper == 0)
+    if len(new):
+        ok[new] = ~pages[new].view(np.uint64).any(axis=1)
+    return ok
+
+
+# -- checksums ---------------------------------------------------------------------------------
+#
+# checksum(page, blockno), with the page read as 1024 little-endian uint64 words w_i and
+# pd_checksum taken as 0:
+#     s = sum_i w_i * K_i                     (mod 2**64; K_i distinct odd constants)
+#     s ^= (blockno + 1) * 0x9E3779B97F4A7C15   (a page copied to the wrong block fails)
+#     s ^= s >> 29; s *= 0xBF58476D1CE4E5B9; s ^= s >> 32; s ^= s >> 16
+#     checksum = s & 0xFFFF, or 1 if that is 0 (0 marks "never set")
+# Odd K_i are invertible mod 2**64, so changing any one word always changes s; the
+# fold is a bijection on 64 bits, so only the final truncation to 16 bits can hide a
+# change (about 1 corruption in 65536 goes unnoticed, as with any 16-bit checksum).
+# The sum is one numpy matrix-vector product over the whole batch.
+
+_NWORDS = BLCKSZ // 8
+_CHECKSUM_K = np.random.default_rng(0x6D696E6964620001).integers(
+    0, 2**64, size=_NWORDS, dtype=np.uint64, endpoint=False) | np.uint64(1)
+assert len(np.unique(_CHECKSUM_K)) == _NWORDS
+_WORD0_MASK = np.uint64(0xFFFF0000FFFFFFFF)  # word 0 without bytes 4-5 (pd_checksum)
+_BLOCK_MIX = np.uint64(0x9E3779B97F4A7C15)
+_FOLD_MUL = np.uint64(0xBF58476D1CE4E5B9)
+
+
+def _checksum_words(words: np.ndarray, blocknos) -> np.ndarray:
+    """Checksums of an (n, 1024) uint64 matrix of pages."""
+    with np.errstate(over="ignore"):
+        s = words @ _CHECKSUM_K
+        w0 = words[:, 0]
+        s += ((w0 & _WORD0_MASK) - w0) * _CHECKSUM_K[0]  # as if pd_checksum were 0
+        b = np.asarray(blocknos).astype(np.uint64)
+        s ^= (b + np.uint64(1)) * _BLOCK_MIX
+        s ^= s >> np.uint64(29)
+        s *= _FOLD_MUL
+        s ^= s >> np.uint64(32)
+        s ^= s >> np.uint64(16)
+    c = (s & np.uint64(0xFFFF)).astype(np.uint16)
+    c[c == 0] = 1
+    return c
+
+
+def _words(pages) -> np.ndarray:
+    return _as_page_matrix(pages).view("<u8")
+
+
+def compute_checksums(pages, blocknos) -> np.ndarray:
+    """uint16 checksums of an (n, BLCKSZ) batch, as if pd_checksum were 0 (input untouched)."""
+    return _checksum_words(_words(pages), blocknos)
+
+
+def set_checksum(page, blockno: int) -> None:
+    """Compute the checksum of one page and store it in pd_checksum."""
+    words = np.frombuffer(page, dtype="<u8").reshape(1, _NWORDS)
+    _U16.pack_into(page, _OFF_CHECKSUM, int(_checksum_words(words, blockno)[0]))
+
+
+def verify_checksums(pages, blocknos) -> np.ndarray:
+    """bool per page: stored checksum matches, or the page is all zero (new)."""
+    words = _words(pages)
+    stored = ((words[:, 0] >> np.uint64(32)) & np.uint64(0xFFFF)).astype(np.uint16)
+    ok = _checksum_words(words, blocknos) == stored
+    bad = np.flatnonzero(~ok)
+    if len(bad):
+        ok[bad] = ~words[bad].any(axis=1)
+    return ok
