@@ -87,6 +87,7 @@ class Catalog:
         self.next_oid = FIRST_OID
         self._gen = -1
         self._by_rfn: dict[int, str] = {}
+        self._rels: dict = {}
         with self.lock:
             self._load()
 
@@ -119,6 +120,24 @@ class Catalog:
         if t is None:
             raise UndefinedTable(f'relation "{name}" does not exist')
         return t
+
+    def heap_rel(self, name: str):
+        """The ``HeapRel`` of a table (row layout built once per catalog generation)."""
+        from minidb.heap.heapam import HeapRel
+        from minidb.heap.layout import Column, RowLayout
+
+        t = self.table(name)
+        key = (name, self._gen)
+        rel = self._rels.get(key)
+        if rel is None:
+            cols = [Column(c.name, c.type, c.not_null) for c in t.columns]
+            indexed = frozenset(t.column_index(c) for i in t.indexes
+                                if i in self.indexes for c in self.indexes[i].columns)
+            rel = HeapRel(t.name, t.relfilenode, RowLayout(cols), t.oid, indexed)
+            if len(self._rels) > 256:
+                self._rels.clear()
+            self._rels[key] = rel
+        return rel
 
     def name_of_relfilenode(self, rfn: int) -> str | None:
         return self._by_rfn.get(rfn)

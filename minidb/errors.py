@@ -152,3 +152,45 @@ class DataCorrupted(InternalError):
 
 class IOError_(OperationalError):
     sqlstate = "58030"
+
+
+class TransactionRollbackError(OperationalError):
+    """Class 40: the transaction was rolled back (psycopg's name for the class)."""
+    sqlstate = "40000"
+
+
+class SerializationFailure(TransactionRollbackError):
+    sqlstate = "40001"
+
+
+class DeadlockDetected(TransactionRollbackError):
+    sqlstate = "40P01"
+
+
+class ActiveSqlTransaction(InternalError):
+    sqlstate = "25001"
+
+
+class NoActiveSqlTransaction(InternalError):
+    sqlstate = "25P01"
+
+
+class InFailedSqlTransaction(InternalError):
+    """A statement in a transaction block that already failed (until ROLLBACK)."""
+    sqlstate = "25P02"
+
+
+class QueryCanceled(OperationalError):
+    sqlstate = "57014"
+
+
+class CharacterNotInRepertoire(DataError):
+    sqlstate = "22021"
+
+
+class DatetimeFieldOverflow(DataError):
+    sqlstate = "22008"
+
+
+class DuplicateColumn(ProgrammingError):
+    sqlstate = "42701"

@@ -31,12 +31,25 @@ import fcntl
 import os
 import threading
 
+import numpy as np
+
 from minidb.catalog import Catalog
 from minidb.config import Settings
 from minidb.errors import DatabaseInUse, InterfaceError, OperationalError, TooManyConnections
 from minidb.shmem import COUNTERS, SharedLocks, Segment, n_slots
 from minidb.storage.bufmgr import BufferManager
 from minidb.storage.smgr import Smgr
+from minidb.heap.pgstat import TableStats
+from minidb.txn.clog import CommitLog
+from minidb.txn.procarray import ProcArray
+from minidb.txn.xact import Transaction
+
+REAPER_INTERVAL_S = 0.1
+
+# data directories this process holds the lock of: (st_dev, st_ino) -> pid (a forked
+# child inherits the dict, but not the locks: the pid tells them apart)
+_HELD_DIRS: dict[tuple[int, int], int] = {}
+_HELD_LOCK = threading.Lock()
 
 FORMAT_VERSION = "minidb 1"
 VERSION_FILE = "MINIDB_VERSION"
@@ -57,6 +70,9 @@ class Instance:
             self.locks = SharedLocks(self.settings)
             self.smgr = Smgr(self.datadir)
             self.catalog = Catalog(self.datadir, self.locks.catalog, self.seg.control, self.smgr)
+            self.clog = CommitLog(self.datadir, self.locks.clog)
+            self.procarray = ProcArray(self.datadir, self.seg, self.locks, self.clog)
+            self.procarray._on_wait_tick = self.reap_dead_backends
         except BaseException:
             self._release_lock()
             raise
@@ -64,6 +80,11 @@ class Instance:
         self._closed = False
         self._local = threading.Lock()
         self._backends: set[Backend] = set()
+        self.reaped: list[tuple[int, int, int]] = []  # (slot, pid, aborted xid) - for tests
+        self._stop = threading.Event()
+        self._reaper = threading.Thread(target=self._reaper_loop, name="minidb-reaper",
+                                        daemon=True)
+        self._reaper.start()
 
     # -- data directory and its lock ----------------------------------------------------------
     def _prepare_directory(self) -> None:
@@ -90,17 +111,29 @@ class Instance:
             os.rename(tmp, vpath)
 
     def _take_lock(self) -> int:
-        path = os.path.join(self.datadir, LOCK_FILE)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        # fcntl locks belong to the process: a second lockf from this process would succeed,
+        # and closing any descriptor of the file would drop the first instance's lock.  So
+        # the directories this process holds are also remembered here, and checked first.
+        st = os.stat(self.datadir)
+        key = (st.st_dev, st.st_ino)
+        with _HELD_LOCK:
+            if _HELD_DIRS.get(key) == os.getpid():
+                raise DatabaseInUse(f'database "{self.datadir}" is already open in this '
+                                    f"process (pid {os.getpid()})")
+            path = os.path.join(self.datadir, LOCK_FILE)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
-                holder = os.pread(fd, 64, 0).decode(errors="replace").split()[0]
-            except (OSError, IndexError):
-                holder = "unknown"
-            os.close(fd)
-            raise DatabaseInUse(f'database "{self.datadir}" is in use by pid {holder}') from None
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                try:
+                    holder = os.pread(fd, 64, 0).decode(errors="replace").split()[0]
+                except (OSError, IndexError):
+                    holder = "unknown"
+                os.close(fd)
+                raise DatabaseInUse(
+                    f'database "{self.datadir}" is in use by pid {holder}') from None
+            _HELD_DIRS[key] = os.getpid()
+        self._lock_key = key
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n{self.datadir}\n".encode(), 0)
         return fd
@@ -113,6 +146,8 @@ class Instance:
             finally:
                 os.close(self._lock_fd)
                 self._lock_fd = None
+                with _HELD_LOCK:
+                    _HELD_DIRS.pop(self._lock_key, None)
 
     # -- backends ----------------------------------------------------------------------------
     def connect(self, *, worker: bool = False, **session_settings) -> "Backend":
@@ -149,6 +184,40 @@ class Instance:
             self.seg.stats[slot] = 0
             self.seg.proc_pid[slot] = 0
 
+    # -- backends whose process died ------------------------------------------------------------
+    def _reaper_loop(self) -> None:
+        while not self._stop.wait(REAPER_INTERVAL_S):
+            if os.getpid() != self.owner_pid:
+                return  # pragma: no cover - threads do not survive fork, but be safe
+            try:
+                self.reap_dead_backends()
+            except Exception:  # pragma: no cover - the reaper must never die
+                pass
+
+    def reap_dead_backends(self) -> list[int]:
+        """Free the slots of backends whose process has died (PostgreSQL's postmaster does
+        this on SIGCHLD): abort their transaction, release their pins and content locks,
+        wake everyone waiting on them.  Returns the slots freed."""
+        if self._closed:
+            return []
+        pids = self.seg.proc_pid
+        freed = []
+        for slot in np.flatnonzero(pids != 0).tolist():
+            pid = int(pids[slot])
+            if pid == os.getpid() or _process_alive(pid):
+                continue
+            with self.locks.proc:
+                if int(pids[slot]) != pid:
+                    continue  # freed meanwhile
+                pids[slot] = -pid  # claimed by this reaper
+            xid = self.procarray.abort_dead_slot(slot)
+            BufferManager(self.seg, self.locks, self.smgr, self.settings, slot,
+                          describe_rel=self.describe_rel).release_all()
+            self._free_slot(slot)
+            self.reaped.append((slot, pid, xid))
+            freed.append(slot)
+        return freed
+
     def counters(self) -> dict[str, int]:
         """Statistics summed over every backend, live and exited."""
         total = self.seg.stats.sum(axis=0)
@@ -175,10 +244,12 @@ class Instance:
         if me != self.owner_pid:
             self._closed = True  # a forked child leaves the instance to its owner
             return
+        self._stop.set()
         try:
             self.checkpoint()
         finally:
             self._closed = True
+            self.clog.close()
             self.smgr.close()
             self._release_lock()
             self.seg.close()
@@ -200,6 +271,8 @@ class Backend:
         self.pid = os.getpid()
         self.bufmgr = BufferManager(instance.seg, instance.locks, instance.smgr, settings,
                                     slot, describe_rel=instance.describe_rel)
+        self.pgstat = TableStats(instance.seg, instance.locks.stats)
+        self.xact = Transaction(instance.procarray, slot, settings, on_end=self.pgstat.flush)
         self.closed = False
 
     @property
@@ -213,7 +286,10 @@ class Backend:
         if self.closed:
             return
         self.closed = True
-        self.bufmgr.release_all()
+        try:
+            self.xact.rollback()
+        finally:
+            self.bufmgr.release_all()
         self.instance._free_slot(self.slot)
         with self.instance._local:
             self.instance._backends.discard(self)
@@ -223,6 +299,23 @@ class Backend:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _process_alive(pid: int) -> bool:
+    """True unless process ``pid`` is gone or a zombie (reading /proc does not reap it, so
+    whoever forked it still gets its exit status)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    except OSError:  # pragma: no cover - no /proc: fall back to signal 0
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] != b"Z"
 
 
 def open_instance(datadir: str, **settings) -> Instance:

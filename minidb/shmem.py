@@ -26,6 +26,13 @@ map_heads          (B,)            int32      partition lock of the bucket's par
 backend_pins       (S, N)          int32      only the owning backend writes its row
 backend_locks      (S, N)          int8       only the owning backend writes its row
 proc_pid           (S,)            int64      proc lock (0: slot free)
+proc_xid           (S,)            int64      procarray lock (top-level xid, 0: none)
+proc_xmin          (S,)            int64      procarray lock (published snapshot xmin)
+proc_wait_xid      (S,)            int64      procarray lock (xid this backend waits for)
+proc_xact_waiters  (S,)            uint64     procarray lock (slots waiting for this
+                                              backend's transaction to end)
+table_stats_oid    (T,)            int64      stats lock (oid owning each row, 0: free)
+table_stats        (T, K2)         int64      stats lock (pg_stat_user_tables counters)
 stats              (S + 1, K)      int64      only the owning backend writes its row; the
                                               last row collects the counts of backends
                                               that have exited (proc lock)
@@ -41,6 +48,10 @@ Locks (all created before any fork):
 * ``strategy`` - the clock hand.
 * ``proc`` - backend slot allocation and the ``retired`` statistics row.
 * ``catalog`` - serializes catalog changes across processes.
+* ``procarray`` - the proc array: xid assignment, snapshots, commit (ProcArrayLock and
+  XidGenLock in one).
+* ``clog[i]`` - commit-log writers, striped by xid (a byte holds four xids' status).
+* ``stats`` - the shared per-table statistics.
 * ``extension[i]`` - relation extension locks, striped by relfilenode.
 * ``sem[slot]`` - one semaphore per backend slot: a backend that must wait (for a buffer
   content lock, an I/O in progress, a cleanup lock; later for a transaction) sets its bit
@@ -72,7 +83,13 @@ CTL_CLOCK_HAND = 0        # strategy lock: next buffer the clock sweep looks at
 CTL_CATALOG_GEN = 1       # catalog lock: bumped by every catalog change
 CTL_NEXT_RELFILENODE = 2  # catalog lock: (informational; the catalog file is authoritative)
 CTL_COMPLETED_PASSES = 3  # strategy lock: full turns of the clock hand
+CTL_NEXT_XID = 4          # procarray lock: the next xid to assign
+CTL_LATEST_COMPLETED = 5  # procarray lock: newest xid that committed or aborted
+CTL_XID_LIMIT = 6         # procarray lock: xids below this are reserved in pg_control
 N_CONTROL = 16
+
+N_CLOG_LOCKS = 16
+MAX_TABLE_STATS = 512     # tables with shared statistics (pg_stat_user_tables rows)
 
 N_EXTENSION_LOCKS = 16
 
@@ -87,6 +104,14 @@ COUNTERS = (
     "checksum_failures",  # pages that failed verification on read
 )
 C = {name: i for i, name in enumerate(COUNTERS)}
+
+# per-table statistics, one column each (pg_stat_user_tables)
+TABLE_COUNTERS = (
+    "seq_scan", "seq_tup_read", "idx_scan", "idx_tup_fetch",
+    "n_tup_ins", "n_tup_upd", "n_tup_del", "n_tup_hot_upd",
+    "n_live_tup", "n_dead_tup", "vacuum_count", "analyze_count",
+)
+TC = {name: i for i, name in enumerate(TABLE_COUNTERS)}
 
 
 @dataclass(frozen=True)
@@ -131,6 +156,12 @@ def regions(settings: Settings) -> list[Region]:
         Region("backend_pins", (s, n), "<i4", "owning backend"),
         Region("backend_locks", (s, n), "i1", "owning backend"),
         Region("proc_pid", (s,), "<i8", "proc lock"),
+        Region("proc_xid", (s,), "<i8", "procarray lock"),
+        Region("proc_xmin", (s,), "<i8", "procarray lock"),
+        Region("proc_wait_xid", (s,), "<i8", "procarray lock"),
+        Region("proc_xact_waiters", (s,), "<u8", "procarray lock"),
+        Region("table_stats_oid", (MAX_TABLE_STATS,), "<i8", "stats lock"),
+        Region("table_stats", (MAX_TABLE_STATS, len(TABLE_COUNTERS)), "<i8", "stats lock"),
         Region("stats", (s + 1, len(COUNTERS)), "<i8", "owning backend / proc lock"),
         Region("control", (N_CONTROL,), "<i8", "see CTL_*"),
     ]
@@ -178,5 +209,8 @@ class SharedLocks:
         self.strategy = ctx.Lock()
         self.proc = ctx.Lock()
         self.catalog = ctx.Lock()
+        self.procarray = ctx.Lock()
+        self.clog = [ctx.Lock() for _ in range(N_CLOG_LOCKS)]
+        self.stats = ctx.Lock()
         self.extension = [ctx.Lock() for _ in range(N_EXTENSION_LOCKS)]
         self.sem = [ctx.Semaphore(0) for _ in range(n_slots(settings))]

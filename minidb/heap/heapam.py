@@ -30,7 +30,8 @@ Invariants:
   2. Every page written here has at most ``MAX_HEAP_TUPLES_PER_PAGE`` line pointers.
 
 MVCC (which tuples a snapshot sees) belongs to the transaction layer: the scan takes a
-``tuple_filter`` that decides, from the tuple headers of a whole batch, which to return.
+``tuple_filter`` that decides, from the tuple headers of a whole batch, which to return,
+and a ``prepare_pages`` hook where opportunistic pruning runs.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import numpy as np
 
 from minidb.config import BLCKSZ
 from minidb.errors import ProgramLimitExceeded
-from minidb.heap.layout import FlatViews, HEAP_TUPLE_HEADER_SIZE, RowLayout, gather_header
+from minidb.heap.layout import FlatViews, HEAP_TUPLE_HEADER_SIZE, RowLayout
 from minidb.storage import freespace
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE, BufferManager
@@ -60,10 +61,19 @@ _LOWER_UPPER = struct.Struct("<HH")
 
 @dataclass
 class HeapRel:
-    """What the heap needs to know of a table: its file and its row layout."""
+    """What the heap needs to know of a table: its file, its row layout, its oid (for
+    statistics) and which columns some index covers (an update that changes none of them
+    may be HOT)."""
     name: str
     relfilenode: int
     layout: RowLayout
+    oid: int = 0
+    indexed_columns: frozenset = frozenset()
+
+
+# MaxHeapTupleSize - (MaxHeapTuplesPerPage / 8 * sizeof(ItemIdData)), as in hio.c
+_NEARLY_EMPTY_FREE_SPACE = (BLCKSZ - pg.maxalign(pg.PAGE_HEADER_SIZE + pg.ITEMID_SIZE)
+                            - MAX_HEAP_TUPLES_PER_PAGE // 8 * pg.ITEMID_SIZE)
 
 
 def _save_free_space(bm: BufferManager) -> int:
@@ -85,13 +95,18 @@ def insert_tuple(bm: BufferManager, rel: HeapRel, data: bytes) -> tuple[int, int
     if size > BLCKSZ - pg.PAGE_HEADER_SIZE - pg.ITEMID_SIZE:
         raise ProgramLimitExceeded(f"row is too big: size {len(data)}, maximum size "
                                    f"{BLCKSZ - pg.PAGE_HEADER_SIZE - pg.ITEMID_SIZE}")
-    save = _save_free_space(bm)
+    # Free space wanted on a page: the row plus what fillfactor keeps free, but never more
+    # than a nearly empty page has (PostgreSQL's nearlyEmptyFreeSpace): else an empty page
+    # would be refused by the check below yet recommended by the FSM forever.
+    need = size + _save_free_space(bm)
+    if need > _NEARLY_EMPTY_FREE_SPACE:
+        need = max(size, _NEARLY_EMPTY_FREE_SPACE)
     nblocks = bm.smgr.nblocks(rfn)
     target = bm.heap_targets.get(rfn, -1)
     tried_fsm_from = -1
     while True:
         if not 0 <= target < nblocks:
-            target = freespace.search(bm, rfn, size + save, nblocks,
+            target = freespace.search(bm, rfn, need, nblocks,
                                       start=max(0, tried_fsm_from))
             if target < 0:
                 return _insert_on_new_page(bm, rel, data)
@@ -100,7 +115,7 @@ def insert_tuple(bm: BufferManager, rel: HeapRel, data: bytes) -> tuple[int, int
             bm.lock(b, EXCLUSIVE)
             page = bm.page(b)
             avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
-            if avail - save >= size:
+            if avail >= need:
                 off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
                 _set_ctid(page, off, target)
                 bm.mark_dirty(b)
@@ -262,19 +277,25 @@ class Batch:
 class HeapScan:
     """Sequential scan of a heap in batches of pages (see the module docstring).
 
-    ``tuple_filter(header, batch_info) -> bool mask`` (optional) is called with the
-    headers of every LP_NORMAL tuple of a batch while the pages are share-locked, and
-    returns which to keep; the transaction layer uses it for visibility.
+    Two hooks let the layers above take part without this module knowing MVCC:
+
+    * ``prepare_pages(bufs, first_block)`` is called with each batch's pinned but
+      unlocked buffers (opportunistic pruning goes here: it needs a cleanup lock);
+    * ``tuple_filter(views, starts, bufs) -> bool mask`` is called while the batch is
+      share-locked, with the absolute byte offsets of every LP_NORMAL tuple, and says
+      which tuples the scan returns (visibility; it may also set hint bits, since it runs
+      under the share locks, and mark the buffers dirty as hints).
     """
 
     def __init__(self, bm: BufferManager, rel: HeapRel, columns: list[int], *,
-                 batch_pages: int = SCAN_BATCH_PAGES, tuple_filter=None,
+                 batch_pages: int = SCAN_BATCH_PAGES, tuple_filter=None, prepare_pages=None,
                  use_ring: bool | None = None, start_block: int = 0):
         self.bm = bm
         self.rel = rel
         self.columns = list(columns)
         self.batch_pages = batch_pages
         self.tuple_filter = tuple_filter
+        self.prepare_pages = prepare_pages
         self.nblocks = bm.smgr.nblocks(rel.relfilenode)
         if use_ring is None:
             use_ring = self.nblocks > bm.nbuffers // 4
@@ -283,6 +304,7 @@ class HeapScan:
         self.start_block = start_block if start_block < self.nblocks else 0
         self.views = FlatViews(bm.seg.pool_flat)
         self.pages_scanned = 0
+        self.tuples_seen = 0  # LP_NORMAL tuples looked at (before the filter)
 
     def __iter__(self):
         return self.batches()
@@ -303,12 +325,14 @@ class HeapScan:
     def _read_pages(self, bufs: np.ndarray, first_block: int) -> Batch | None:
         bm, v = self.bm, self.views
         try:
+            if self.prepare_pages is not None:
+                self.prepare_pages(bufs, first_block)
             bm.lock_share_batch(bufs)
             try:
                 positions, width, tuple_starts = page_items(v, bufs)
+                self.tuples_seen += len(tuple_starts)
                 if self.tuple_filter is not None and len(tuple_starts):
-                    keep = self.tuple_filter(gather_header(v, tuple_starts),
-                                             (bufs, positions, width))
+                    keep = self.tuple_filter(v, tuple_starts, bufs)
                     if positions is None:
                         positions = np.arange(len(tuple_starts), dtype=np.int64)
                     positions, tuple_starts = positions[keep], tuple_starts[keep]

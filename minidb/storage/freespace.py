@@ -97,20 +97,21 @@ def search(bm, rfn: int, need: int, nblocks: int, start: int = 0) -> int:
     first = min(start // SLOTS_PER_PAGE, nfsm - 1)
     for k in range(nfsm):
         fb = (first + k) % nfsm
+        base = fb * SLOTS_PER_PAGE
+        limit = min(SLOTS_PER_PAGE, nblocks - base)  # only slots of blocks below nblocks
+        lo = min(start % SLOTS_PER_PAGE, limit) if k == 0 and fb == start // SLOTS_PER_PAGE else 0
         b = bm.pin(rfn, fb, fork=FSM_FORKNUM)
         try:
             bm.lock(b, SHARE)
-            cats = bm.page(b)[pg.PAGE_HEADER_SIZE:]
-            lo = start % SLOTS_PER_PAGE if k == 0 else 0
-            hits = np.flatnonzero(cats[lo:] >= want)
-            if not hits.size and k == 0 and lo:
-                hits = np.flatnonzero(cats[:lo] >= want) - lo
+            cats = bm.page(b)[pg.PAGE_HEADER_SIZE:pg.PAGE_HEADER_SIZE + limit]
+            hits = np.flatnonzero(cats[lo:] >= want) + lo
+            if not hits.size and lo:
+                hits = np.flatnonzero(cats[:lo] >= want)
             bm.unlock(b)
         finally:
             bm.unpin(b)
-        for h in (hits + lo + fb * SLOTS_PER_PAGE).tolist():
-            if h < nblocks:
-                return int(h)
+        if hits.size:
+            return base + int(hits[0])
     return -1
 
 

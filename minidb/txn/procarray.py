@@ -1,0 +1,288 @@
+"""The proc array: running transactions, snapshots, the xmin horizon, waits for a transaction.
+
+Shared state (``minidb.shmem``, guarded by the ``procarray`` lock, PostgreSQL's
+ProcArrayLock and XidGenLock in one):
+
+=====================  ==================================================================
+``proc_xid[slot]``     the slot's top-level xid while its transaction runs, else 0
+``proc_xmin[slot]``    xmin of the snapshot the slot holds (0: none), published so that
+                       others know which old versions it may still read
+``proc_wait_xid``      the xid the slot sleeps on (0: not waiting) - the wait-for graph
+``proc_xact_waiters``  per slot, the slots sleeping until its transaction ends
+``CTL_NEXT_XID``       the next xid to hand out
+``CTL_LATEST_COMPLETED``  the newest xid that committed or aborted
+=====================  ==================================================================
+
+Protocols (PostgreSQL's, ``procarray.c``):
+
+* **xid assignment** happens at a transaction's first write; the new xid is published in
+  ``proc_xid`` under the same lock that hands it out, so no snapshot can miss it.  xids are
+  reserved in ranges of ``XID_RESERVE`` written to ``pg_control`` before use, so after a
+  crash of the instance (no WAL here) no xid found in a page is ever handed out again.
+* **snapshot**: ``xmax = latest_completed + 1``; ``xip`` = running xids below xmax except
+  the caller's own; ``xmin`` = the smallest running xid (the caller's own included), or
+  xmax.  The slot's ``proc_xmin`` is set if it had none.
+* **end of transaction**: the commit log is written *first* (commit or abort), then the
+  xid leaves the proc array and ``latest_completed`` advances, under the lock.  So a reader
+  that asks "is xid still running?" checks the proc array (or its snapshot) *before* the
+  commit log: in the window between the two steps the log already says committed while
+  the proc array still says running, and a snapshot taken then must still see it running.
+* **horizon** (``global_xmin``): the oldest xmin any slot publishes or any running xid,
+  else ``latest_completed + 1``.  A version deleted by a committed transaction older than
+  this is dead to everyone.
+* **waiting for a transaction** (XactLockTableWait): the waiter puts its bit in the
+  holder's ``proc_xact_waiters`` mask and its target xid in ``proc_wait_xid``, then sleeps
+  on its own semaphore; the holder wakes the mask when it ends.  After
+  ``deadlock_timeout`` the waiter follows the wait-for graph (each waiter waits for one
+  xid, so it is a chain) and, if the chain comes back to itself, it is the victim and gets
+  SQLSTATE 40P01.  ``lock_timeout`` (0 = wait forever, bounded anyway by
+  ``lock_wait_timeout_ms``) ends the wait with 55P03.
+
+Invariants:
+  1. ``proc_xid[s] != 0`` iff the commit log says IN_PROGRESS for it, except in the short
+     window of ``end_transaction`` between the log write and the proc-array update.
+  2. ``latest_completed`` never decreases; ``global_xmin()`` never decreases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from minidb.errors import DeadlockDetected, LockNotAvailable
+from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID, CTL_XID_LIMIT
+from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID, IN_PROGRESS
+
+XID_RESERVE = 8192
+CONTROL_FILE = "pg_control"
+
+
+class Snapshot:
+    """An MVCC snapshot: which transactions had committed when it was taken."""
+
+    __slots__ = ("xmin", "xmax", "xip", "_xip_set", "curcid", "myxid")
+
+    def __init__(self, xmin: int, xmax: int, xip: np.ndarray, curcid: int = 0, myxid: int = 0):
+        self.xmin = xmin
+        self.xmax = xmax
+        self.xip = xip  # sorted int64
+        self._xip_set = frozenset(xip.tolist())
+        self.curcid = curcid
+        self.myxid = myxid
+
+    def xid_running(self, xid: int) -> bool:
+        """XidInMVCCSnapshot: does this snapshot consider ``xid`` still running?"""
+        if xid < self.xmin:
+            return False
+        if xid >= self.xmax:
+            return True
+        return xid in self._xip_set
+
+    def xids_running(self, xids: np.ndarray) -> np.ndarray:
+        """Vectorized ``xid_running``."""
+        xids = np.asarray(xids, dtype=np.int64)
+        res = xids >= self.xmax
+        if self.xip.size:
+            mid = (xids >= self.xmin) & ~res
+            if mid.any():
+                pos = np.searchsorted(self.xip, xids[mid])
+                pos = np.minimum(pos, self.xip.size - 1)
+                res[mid] = self.xip[pos] == xids[mid]
+        return res
+
+    def with_cid(self, curcid: int) -> "Snapshot":
+        s = Snapshot.__new__(Snapshot)
+        s.xmin, s.xmax, s.xip, s._xip_set = self.xmin, self.xmax, self.xip, self._xip_set
+        s.curcid, s.myxid = curcid, self.myxid
+        return s
+
+    def __repr__(self) -> str:
+        return (f"Snapshot(xmin={self.xmin}, xmax={self.xmax}, xip={self.xip.tolist()}, "
+                f"curcid={self.curcid}, myxid={self.myxid})")
+
+
+class ProcArray:
+    """Access to the shared proc array for one process."""
+
+    def __init__(self, datadir: str, seg, locks, clog):
+        self.seg = seg
+        self.locks = locks
+        self.lock = locks.procarray
+        self.clog = clog
+        self.control_path = os.path.join(datadir, CONTROL_FILE)
+        limit = FIRST_NORMAL_XID
+        if os.path.exists(self.control_path):
+            with open(self.control_path) as f:
+                limit = max(limit, int(json.load(f)["xid_limit"]))
+        ctl = seg.control
+        ctl[CTL_NEXT_XID] = limit  # everything below was (maybe) used before a crash
+        ctl[CTL_LATEST_COMPLETED] = limit - 1
+        ctl[CTL_XID_LIMIT] = limit
+        self._on_wait_tick = None  # set by the instance: reap dead backends while waiting
+
+    # -- xids -----------------------------------------------------------------------------------
+    def assign_xid(self, slot: int) -> int:
+        ctl = self.seg.control
+        with self.lock:
+            xid = int(ctl[CTL_NEXT_XID])
+            if xid >= ctl[CTL_XID_LIMIT]:
+                self._reserve(xid + XID_RESERVE)
+            ctl[CTL_NEXT_XID] = xid + 1
+            self.seg.proc_xid[slot] = xid
+        return xid
+
+    def _reserve(self, limit: int) -> None:
+        tmp = self.control_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"xid_limit": limit}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(tmp, self.control_path)
+        self.seg.control[CTL_XID_LIMIT] = limit
+
+    def next_xid(self) -> int:
+        return int(self.seg.control[CTL_NEXT_XID])
+
+    # -- snapshots --------------------------------------------------------------------------------
+    def get_snapshot(self, slot: int, myxid: int, curcid: int) -> Snapshot:
+        seg = self.seg
+        with self.lock:
+            xmax = int(seg.control[CTL_LATEST_COMPLETED]) + 1
+            xids = seg.proc_xid[seg.proc_xid != 0]
+            running = xids[xids < xmax]
+            xmin = int(running.min()) if running.size else xmax
+            if myxid:
+                xmin = min(xmin, myxid)
+            if seg.proc_xmin[slot] == 0:
+                seg.proc_xmin[slot] = xmin
+        xip = np.sort(running[running != myxid])
+        return Snapshot(xmin, xmax, xip, curcid, myxid)
+
+    def clear_xmin(self, slot: int) -> None:
+        """The slot holds no snapshot any more (SnapshotResetXmin)."""
+        with self.lock:
+            self.seg.proc_xmin[slot] = 0
+
+    def global_xmin(self) -> int:
+        """The horizon: versions deleted before it are dead to every snapshot."""
+        seg = self.seg
+        with self.lock:
+            h = int(seg.control[CTL_LATEST_COMPLETED]) + 1
+            xs = seg.proc_xid[seg.proc_xid != 0]
+            ms = seg.proc_xmin[seg.proc_xmin != 0]
+        if xs.size:
+            h = min(h, int(xs.min()))
+        if ms.size:
+            h = min(h, int(ms.min()))
+        return h
+
+    def is_in_progress(self, xid: int) -> bool:
+        """TransactionIdIsInProgress: is ``xid`` in the proc array now?"""
+        if xid < FIRST_NORMAL_XID:
+            return False
+        return bool((self.seg.proc_xid == xid).any())
+
+    def in_progress_vec(self, xids: np.ndarray) -> np.ndarray:
+        running = self.seg.proc_xid[self.seg.proc_xid != 0]
+        return np.isin(xids, running)
+
+    def did_commit(self, xid: int) -> bool:
+        return self.clog.status(xid) == COMMITTED
+
+    # -- end of transaction -----------------------------------------------------------------------
+    def end_transaction(self, slot: int, xid: int, committed: bool) -> None:
+        """Record the outcome, then leave the proc array, then wake the waiters."""
+        if xid:
+            self.clog.set(xid, COMMITTED if committed else ABORTED)
+        seg = self.seg
+        with self.lock:
+            seg.proc_xid[slot] = 0
+            seg.proc_xmin[slot] = 0
+            seg.proc_wait_xid[slot] = 0
+            if xid and xid > seg.control[CTL_LATEST_COMPLETED]:
+                seg.control[CTL_LATEST_COMPLETED] = xid
+            waiters = int(seg.proc_xact_waiters[slot])
+            seg.proc_xact_waiters[slot] = 0
+        self._wake(waiters)
+
+    def abort_dead_slot(self, slot: int) -> int:
+        """End the transaction of a backend whose process died: its xid becomes aborted.
+        Returns the xid (0 if it had none)."""
+        xid = int(self.seg.proc_xid[slot])
+        if xid and self.clog.status(xid) == IN_PROGRESS:
+            self.end_transaction(slot, xid, committed=False)
+        else:
+            self.end_transaction(slot, 0, committed=False)
+        return xid
+
+    def _wake(self, mask: int) -> None:
+        slot = 0
+        while mask:
+            if mask & 1:
+                self.locks.sem[slot].release()
+            mask >>= 1
+            slot += 1
+
+    # -- waiting for a transaction ------------------------------------------------------------------
+    def wait_for(self, slot: int, xid: int, *, lock_timeout_ms: int, deadlock_timeout_ms: int,
+                 max_wait_ms: int, what: str = "") -> None:
+        """Sleep until transaction ``xid`` has ended (XactLockTableWait)."""
+        seg = self.seg
+        bit = 1 << slot
+        start = time.monotonic()
+        limit_ms = lock_timeout_ms if lock_timeout_ms > 0 else max_wait_ms
+        deadline = start + limit_ms / 1000.0
+        check_at = start + deadlock_timeout_ms / 1000.0
+        checked = False
+        try:
+            while True:
+                with self.lock:
+                    holders = np.flatnonzero(seg.proc_xid == xid)
+                    if not holders.size:
+                        return
+                    holder = int(holders[0])
+                    seg.proc_xact_waiters[holder] |= np.uint64(bit)
+                    seg.proc_wait_xid[slot] = xid
+                now = time.monotonic()
+                if not checked and now >= check_at:
+                    checked = True
+                    if self._in_deadlock(slot):
+                        raise DeadlockDetected(
+                            f"deadlock detected: process in slot {slot} waits for "
+                            f"transaction {xid}{what}, which waits (directly or not) for "
+                            "this one")
+                if now >= deadline:
+                    raise LockNotAvailable(
+                        "canceling statement due to lock timeout" if lock_timeout_ms > 0
+                        else f"timed out after {max_wait_ms} ms waiting for transaction {xid}")
+                wake_at = min(deadline, check_at if not checked else deadline, now + 0.1)
+                self.locks.sem[slot].acquire(timeout=max(0.001, wake_at - now))
+                if self._on_wait_tick is not None:
+                    self._on_wait_tick()
+        finally:
+            with self.lock:
+                seg.proc_wait_xid[slot] = 0
+                for h in np.flatnonzero(seg.proc_xact_waiters & np.uint64(bit)).tolist():
+                    seg.proc_xact_waiters[h] &= ~np.uint64(bit)
+
+    def _in_deadlock(self, slot: int) -> bool:
+        """Follow the wait-for chain from ``slot``; True if it leads back to it."""
+        seg = self.seg
+        with self.lock:
+            wait = seg.proc_wait_xid.copy()
+            xids = seg.proc_xid.copy()
+        s = slot
+        for _ in range(len(wait) + 1):
+            x = wait[s]
+            if x == 0:
+                return False
+            holders = np.flatnonzero(xids == x)
+            if not holders.size:
+                return False
+            s = int(holders[0])
+            if s == slot:
+                return True
+        return False

@@ -1,0 +1,362 @@
+"""Tuple visibility: PostgreSQL's MVCC rules, once per tuple and once per batch.
+
+Every test here decides from a tuple's header (xmin, xmax, cmin, cmax, infomask), a
+snapshot or horizon, the proc array and the commit log.  Two implementations of the MVCC
+test must agree exactly (a hypothesis test checks it): ``satisfies_mvcc`` for paths that
+touch one row (index fetch, update), ``satisfies_mvcc_batch`` for scans, which decides for
+every tuple of a batch of pages with a handful of numpy operations.
+
+HeapTupleSatisfiesMVCC (``heapam_visibility.c``), MultiXact and MOVED branches dropped::
+
+    inserter xmin                         deleter xmax                         visible
+    ------------------------------------  -----------------------------------  -------
+    XMIN_INVALID hint                     any                                  no
+    me, cmin >= curcid                    any                                  no
+    me, cmin < curcid                     none / lock-only / XMAX_INVALID      yes
+    me, cmin < curcid                     me, cmax >= curcid                   yes
+    me, cmin < curcid                     me, cmax < curcid                    no
+    me, cmin < curcid                     someone else (an aborted locker)     yes  +XMAX_INVALID
+    other, running for the snapshot       any                                  no   (no hint)
+    other, not running, clog aborted      any                                  no   +XMIN_INVALID
+    committed, not running for snapshot   none / lock-only / XMAX_INVALID      yes  +XMIN_COMMITTED
+    committed, running for the snapshot   any                                  no
+    committed, visible                    me, cmax >= curcid                   yes
+    committed, visible                    me, cmax < curcid                    no
+    committed, visible                    other, running for the snapshot      yes  (no hint)
+    committed, visible                    other, not running, clog aborted     yes  +XMAX_INVALID
+    committed, visible                    other, not running, clog committed   no   +XMAX_COMMITTED
+    committed, visible                    XMAX_COMMITTED hint, running for snap yes
+
+Hint bits are only set when the commit log decided the answer (never for a transaction
+the snapshot still considers running), and the caller writes them under a share lock and
+marks the buffer dirty as a hint.  Without WAL there is no "commit record not yet flushed"
+case, so committed hints are always safe to set.
+
+"Running for the snapshot" (``Snapshot.xid_running``) is asked before the commit log, and
+"running now" (``ProcArray.is_in_progress``) before the commit log too, because a
+committing transaction writes the log before it leaves the proc array.
+
+``satisfies_vacuum`` classifies a tuple against the global horizon for pruning and VACUUM:
+DEAD, RECENTLY_DEAD, LIVE, INSERT_IN_PROGRESS, DELETE_IN_PROGRESS.  ``surely_dead`` is the
+cheap hint-bits-only version used to decide index tuple killing; when unsure it says no.
+
+``satisfies_update`` (HeapTupleSatisfiesUpdate) tells a writer what it may do with the
+newest version it found: OK, INVISIBLE, SELF_MODIFIED, BEING_MODIFIED (wait for xmax),
+UPDATED (a newer version exists; follow t_ctid) or DELETED.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from minidb.heap.layout import (HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY,
+                                HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
+from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID
+
+XMIN_FROZEN = HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID
+
+# satisfies_vacuum results (HTSV_Result)
+DEAD, LIVE, RECENTLY_DEAD, INSERT_IN_PROGRESS, DELETE_IN_PROGRESS = range(5)
+HTSV_NAMES = ("DEAD", "LIVE", "RECENTLY_DEAD", "INSERT_IN_PROGRESS", "DELETE_IN_PROGRESS")
+
+# satisfies_update results (TM_Result)
+TM_OK, TM_INVISIBLE, TM_SELF_MODIFIED, TM_BEING_MODIFIED, TM_UPDATED, TM_DELETED = range(6)
+
+
+def _xmax_is_lock_only(infomask: int) -> bool:
+    return bool(infomask & HEAP_XMAX_LOCK_ONLY)
+
+
+# ---------------------------------------------------------------------------------------------
+# MVCC, one tuple
+def satisfies_mvcc(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int, snap,
+                   clog) -> tuple[bool, int]:
+    """(visible, hint bits to OR into t_infomask) for one tuple and snapshot."""
+    hints = 0
+    me = snap.myxid
+    if not infomask & HEAP_XMIN_COMMITTED:
+        if infomask & HEAP_XMIN_INVALID:
+            return False, 0
+        if me and xmin == me:
+            if cmin >= snap.curcid:
+                return False, 0
+            if infomask & HEAP_XMAX_INVALID or _xmax_is_lock_only(infomask) or xmax == 0:
+                return True, 0
+            if xmax != me:
+                return True, HEAP_XMAX_INVALID
+            return cmax >= snap.curcid, 0
+        if snap.xid_running(xmin):
+            return False, 0
+        if clog.status(xmin) == COMMITTED:
+            hints |= HEAP_XMIN_COMMITTED
+        else:
+            return False, HEAP_XMIN_INVALID
+    elif (infomask & XMIN_FROZEN) != XMIN_FROZEN and snap.xid_running(xmin):
+        return False, 0
+    # the insert is visible; now the delete
+    if infomask & HEAP_XMAX_INVALID or _xmax_is_lock_only(infomask) or xmax == 0:
+        return True, hints
+    if not infomask & HEAP_XMAX_COMMITTED:
+        if me and xmax == me:
+            return cmax >= snap.curcid, hints
+        if snap.xid_running(xmax):
+            return True, hints
+        if clog.status(xmax) != COMMITTED:
+            return True, hints | HEAP_XMAX_INVALID
+        hints |= HEAP_XMAX_COMMITTED
+    elif snap.xid_running(xmax):
+        return True, hints
+    return False, hints
+
+
+# ---------------------------------------------------------------------------------------------
+# MVCC, a batch
+def satisfies_mvcc_batch(hdr: dict, snap, clog) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorized ``satisfies_mvcc``: (visible mask, hint bits to OR in, per tuple).
+
+    ``hdr`` holds arrays xmin, xmax, cmin, cmax, infomask (``layout.gather_header``).  The
+    common case - every xmin committed by hint, every xmax invalid - costs three array
+    operations; the commit log is read only for tuples whose hint bits are missing.
+    """
+    xmin = hdr["xmin"].astype(np.int64, copy=False)
+    xmax = hdr["xmax"].astype(np.int64, copy=False)
+    im = hdr["infomask"]
+    n = len(im)
+    hints = np.zeros(n, dtype=np.uint16)
+    me = snap.myxid
+
+    xmin_committed = (im & HEAP_XMIN_COMMITTED) != 0
+    xmin_invalid_hint = (im & XMIN_FROZEN) == HEAP_XMIN_INVALID
+    frozen = (im & XMIN_FROZEN) == XMIN_FROZEN
+    xmax_gone = ((im & (HEAP_XMAX_INVALID | HEAP_XMAX_LOCK_ONLY)) != 0) | (xmax == 0)
+
+    # fast path: every inserter known committed and older than the snapshot, no deleter
+    if xmin_committed.all() and xmax_gone.all():
+        vis = frozen | ~snap.xids_running(xmin) if not frozen.all() else np.ones(n, bool)
+        return vis, hints
+
+    vis = np.zeros(n, dtype=bool)
+    # -- inserter ------------------------------------------------------------------------
+    ins_ok = np.zeros(n, dtype=bool)   # insert visible, go on to the deleter
+    mine_ins = ~xmin_committed & ~xmin_invalid_hint & (xmin == me) & (me != 0)
+    other = ~xmin_committed & ~xmin_invalid_hint & ~mine_ins
+    # own inserts decide completely here
+    if mine_ins.any():
+        m = mine_ins & (hdr["cmin"] < snap.curcid)
+        gone = m & xmax_gone
+        vis |= gone
+        m2 = m & ~xmax_gone
+        my_del = m2 & (xmax == me)
+        vis |= my_del & (hdr["cmax"] >= snap.curcid)
+        aborted_locker = m2 & ~my_del
+        vis |= aborted_locker
+        hints[aborted_locker] |= HEAP_XMAX_INVALID
+    if other.any():
+        running = np.zeros(n, dtype=bool)
+        running[other] = snap.xids_running(xmin[other])
+        ask = other & ~running
+        if ask.any():
+            st = np.zeros(n, dtype=np.uint8)
+            st[ask] = clog.statuses(xmin[ask])
+            committed = ask & (st == COMMITTED)
+            hints[committed] |= HEAP_XMIN_COMMITTED
+            hints[ask & ~committed] |= HEAP_XMIN_INVALID
+            ins_ok |= committed
+    known = xmin_committed & ~frozen
+    if known.any():
+        kr = np.zeros(n, dtype=bool)
+        kr[known] = snap.xids_running(xmin[known])
+        ins_ok |= known & ~kr
+    ins_ok |= frozen
+    # -- deleter (for tuples whose insert is visible and not mine) ------------------------
+    d = ins_ok & ~xmax_gone
+    vis |= ins_ok & xmax_gone
+    if d.any():
+        xmax_hint = (im & HEAP_XMAX_COMMITTED) != 0
+        my_del = d & ~xmax_hint & (xmax == me) & (me != 0)
+        vis |= my_del & (hdr["cmax"] >= snap.curcid)
+        rest = d & ~my_del
+        if rest.any():
+            r = np.zeros(n, dtype=bool)
+            r[rest] = snap.xids_running(xmax[rest])
+            vis |= rest & r                       # deleter still running for us: visible
+            ask = rest & ~r & ~xmax_hint
+            if ask.any():
+                st = np.zeros(n, dtype=np.uint8)
+                st[ask] = clog.statuses(xmax[ask])
+                committed = ask & (st == COMMITTED)
+                hints[committed] |= HEAP_XMAX_COMMITTED
+                aborted = ask & ~committed
+                hints[aborted] |= HEAP_XMAX_INVALID
+                vis |= aborted
+    return vis, hints
+
+
+# ---------------------------------------------------------------------------------------------
+# VACUUM and pruning
+def satisfies_vacuum(xmin: int, xmax: int, infomask: int, horizon: int, procarray,
+                     clog) -> tuple[int, int]:
+    """(HTSV state, hint bits) of one tuple against the global xmin ``horizon``."""
+    hints = 0
+    if not infomask & HEAP_XMIN_COMMITTED:
+        if infomask & HEAP_XMIN_INVALID:
+            return DEAD, 0
+        if procarray.is_in_progress(xmin):
+            if infomask & HEAP_XMAX_INVALID or _xmax_is_lock_only(infomask) or xmax == 0:
+                return INSERT_IN_PROGRESS, 0
+            # inserted and deleted by the same running transaction
+            return DELETE_IN_PROGRESS if xmax == xmin else INSERT_IN_PROGRESS, 0
+        st = clog.status(xmin)
+        if st == COMMITTED:
+            hints |= HEAP_XMIN_COMMITTED
+        else:  # aborted, or crashed (not running, never committed)
+            return DEAD, HEAP_XMIN_INVALID
+    # inserter committed
+    if infomask & HEAP_XMAX_INVALID or xmax == 0:
+        return LIVE, hints
+    if _xmax_is_lock_only(infomask):
+        if not infomask & HEAP_XMAX_COMMITTED and not procarray.is_in_progress(xmax):
+            hints |= HEAP_XMAX_INVALID  # the locker is gone
+        return LIVE, hints
+    if not infomask & HEAP_XMAX_COMMITTED:
+        if procarray.is_in_progress(xmax):
+            return DELETE_IN_PROGRESS, hints
+        if clog.status(xmax) == COMMITTED:
+            hints |= HEAP_XMAX_COMMITTED
+        else:
+            return LIVE, hints | HEAP_XMAX_INVALID
+    # deleter committed
+    if xmax >= horizon:
+        return RECENTLY_DEAD, hints
+    return DEAD, hints
+
+
+def satisfies_vacuum_batch(hdr: dict, horizon: int, procarray, clog
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorized ``satisfies_vacuum``: (state per tuple (uint8), hint bits per tuple)."""
+    xmin = hdr["xmin"].astype(np.int64, copy=False)
+    xmax = hdr["xmax"].astype(np.int64, copy=False)
+    im = hdr["infomask"]
+    n = len(im)
+    state = np.full(n, LIVE, dtype=np.uint8)
+    hints = np.zeros(n, dtype=np.uint16)
+    todo = np.ones(n, dtype=bool)
+
+    xmin_c = (im & HEAP_XMIN_COMMITTED) != 0
+    xmin_bad = ~xmin_c & ((im & HEAP_XMIN_INVALID) != 0)
+    state[xmin_bad] = DEAD
+    todo &= ~xmin_bad
+    no_xmax = ((im & HEAP_XMAX_INVALID) != 0) | (xmax == 0)
+    lock_only = (im & HEAP_XMAX_LOCK_ONLY) != 0
+    u = todo & ~xmin_c
+    if u.any():
+        running = np.zeros(n, dtype=bool)
+        running[u] = procarray.in_progress_vec(xmin[u])
+        ins = u & running
+        state[ins] = INSERT_IN_PROGRESS
+        state[ins & ~no_xmax & ~lock_only & (xmax == xmin)] = DELETE_IN_PROGRESS
+        todo &= ~ins
+        ask = u & ~running
+        st = np.zeros(n, dtype=np.uint8)
+        st[ask] = clog.statuses(xmin[ask])
+        ok = ask & (st == COMMITTED)
+        hints[ok] |= HEAP_XMIN_COMMITTED
+        bad = ask & ~ok
+        hints[bad] |= HEAP_XMIN_INVALID
+        state[bad] = DEAD
+        todo &= ~bad
+    # inserter committed from here on
+    state[todo & no_xmax] = LIVE
+    todo &= ~no_xmax
+    lk = todo & lock_only
+    if lk.any():
+        gone = lk & ((im & HEAP_XMAX_COMMITTED) == 0)
+        r = np.zeros(n, dtype=bool)
+        r[gone] = procarray.in_progress_vec(xmax[gone])
+        hints[gone & ~r] |= HEAP_XMAX_INVALID
+        state[lk] = LIVE
+        todo &= ~lk
+    uc = todo & ((im & HEAP_XMAX_COMMITTED) == 0)
+    if uc.any():
+        r = np.zeros(n, dtype=bool)
+        r[uc] = procarray.in_progress_vec(xmax[uc])
+        state[uc & r] = DELETE_IN_PROGRESS
+        todo &= ~(uc & r)
+        ask = uc & ~r
+        st = np.zeros(n, dtype=np.uint8)
+        st[ask] = clog.statuses(xmax[ask])
+        ok = ask & (st == COMMITTED)
+        hints[ok] |= HEAP_XMAX_COMMITTED
+        ab = ask & ~ok
+        hints[ab] |= HEAP_XMAX_INVALID
+        state[ab] = LIVE
+        todo &= ~ab
+    state[todo & (xmax >= horizon)] = RECENTLY_DEAD
+    state[todo & (xmax < horizon)] = DEAD
+    return state, hints
+
+
+def surely_dead(xmax: int, infomask: int, horizon: int) -> bool:
+    """HeapTupleIsSurelyDead: dead to everyone, judged from hint bits alone."""
+    if infomask & HEAP_XMIN_INVALID and not infomask & HEAP_XMIN_COMMITTED:
+        return True
+    if not infomask & HEAP_XMAX_COMMITTED or _xmax_is_lock_only(infomask):
+        return False
+    return xmax < horizon
+
+
+# ---------------------------------------------------------------------------------------------
+# writers
+def satisfies_update(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int,
+                     curcid: int, myxid: int, procarray, clog, *, ctid_is_self: bool
+                     ) -> tuple[int, int]:
+    """(TM result, hint bits) for a writer that wants to update/delete/lock this version.
+
+    The writer has already found the version visible to its snapshot (or, in READ
+    COMMITTED, is re-checking the newest version of a chain).  BEING_MODIFIED means: wait
+    for ``xmax`` to end, then ask again.  ``ctid_is_self`` (t_ctid is the tuple's own TID)
+    tells a committed delete (DELETED) from a committed update (UPDATED: follow t_ctid).
+    """
+    gone = TM_DELETED if ctid_is_self else TM_UPDATED
+    hints = 0
+    if not infomask & HEAP_XMIN_COMMITTED:
+        if infomask & HEAP_XMIN_INVALID:
+            return TM_INVISIBLE, 0
+        if myxid and xmin == myxid:
+            if cmin >= curcid:
+                return TM_INVISIBLE, 0  # inserted by a later command
+            if infomask & HEAP_XMAX_INVALID or xmax == 0 or _xmax_is_lock_only(infomask):
+                return TM_OK, 0
+            if xmax != myxid:
+                return TM_OK, HEAP_XMAX_INVALID
+            return (TM_SELF_MODIFIED if cmax < curcid else TM_INVISIBLE), 0
+        if procarray.is_in_progress(xmin):
+            return TM_INVISIBLE, 0
+        if clog.status(xmin) == COMMITTED:
+            hints |= HEAP_XMIN_COMMITTED
+        else:
+            return TM_INVISIBLE, HEAP_XMIN_INVALID
+    # inserter committed
+    if infomask & HEAP_XMAX_INVALID or xmax == 0:
+        return TM_OK, hints
+    if infomask & HEAP_XMAX_COMMITTED and not _xmax_is_lock_only(infomask):
+        return gone, hints
+    if myxid and xmax == myxid:
+        if _xmax_is_lock_only(infomask):
+            return TM_OK, hints  # locked by me: I may go on
+        return (TM_SELF_MODIFIED if cmax < curcid else TM_INVISIBLE), hints
+    if procarray.is_in_progress(xmax):
+        return TM_BEING_MODIFIED, hints
+    if _xmax_is_lock_only(infomask):
+        return TM_OK, hints | HEAP_XMAX_INVALID  # the locker has gone
+    if clog.status(xmax) == COMMITTED:
+        return gone, hints | HEAP_XMAX_COMMITTED
+    return TM_OK, hints | HEAP_XMAX_INVALID
+
+
+__all__ = [
+    "satisfies_mvcc", "satisfies_mvcc_batch", "satisfies_vacuum", "satisfies_vacuum_batch",
+    "surely_dead", "satisfies_update", "DEAD", "LIVE", "RECENTLY_DEAD", "INSERT_IN_PROGRESS",
+    "DELETE_IN_PROGRESS", "HTSV_NAMES", "TM_OK", "TM_INVISIBLE", "TM_SELF_MODIFIED",
+    "TM_BEING_MODIFIED", "TM_UPDATED", "TM_DELETED", "ABORTED", "FIRST_NORMAL_XID",
+]

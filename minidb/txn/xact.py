@@ -1,0 +1,189 @@
+"""One backend's transaction: its state, xid, command ids and snapshots (``xact.c``).
+
+State machine (``Transaction.state``)::
+
+    state        event                           next        performed by
+    ----------   -----------------------------   ---------   --------------------------
+    IDLE         begin()  (BEGIN)                INPROGRESS  begin
+    IDLE         start_statement() (implicit)    INPROGRESS  start_statement
+    INPROGRESS   error inside a BEGIN block      FAILED      fail
+    INPROGRESS   commit()                        IDLE        commit
+    INPROGRESS   rollback()                      IDLE        rollback
+    FAILED       commit() / rollback()           IDLE        rollback (commit = rollback)
+    FAILED       start_statement()               error 25P02 start_statement
+
+A transaction gets an xid only at its first write (``xid_for_write``); a read-only
+transaction never takes one and never appears in anyone's snapshot.  Each statement runs
+under a command id; ``command_done(wrote=True)`` advances it so that the next statement sees
+what this one wrote and a statement never sees its own writes (cmin/cmax).
+
+Snapshots: READ COMMITTED takes a fresh snapshot at every statement and drops it (and the
+published xmin) at the end of the statement, so an idle-in-transaction session does not
+hold back pruning; REPEATABLE READ takes one at its first statement and keeps it until the
+end.  SERIALIZABLE is refused with a clear error (SSI is not implemented); savepoints are
+not supported.
+
+Autocommit is the caller's business: a statement outside ``begin()`` starts an implicit
+transaction, and the caller commits it when the statement ends.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from minidb.errors import (ActiveSqlTransaction, InFailedSqlTransaction, NotSupportedError,
+                           NoActiveSqlTransaction)
+from minidb.txn.procarray import ProcArray, Snapshot
+
+IDLE, INPROGRESS, FAILED = "idle", "in progress", "failed"
+READ_COMMITTED, REPEATABLE_READ = "read committed", "repeatable read"
+
+
+class Transaction:
+    """The transaction state of one backend (see the module docstring)."""
+
+    def __init__(self, procarray: ProcArray, slot: int, settings, on_end=None):
+        self.procarray = procarray
+        self.slot = slot
+        self.settings = settings
+        self.state = IDLE
+        self.explicit = False
+        self.xid = 0
+        self.cid = 0
+        self.isolation = READ_COMMITTED
+        self.snapshot: Snapshot | None = None
+        self._statement_snapshot: Snapshot | None = None
+        self._on_end = on_end  # callbacks run at commit/abort (statistics, locks)
+
+    # -- starting --------------------------------------------------------------------------------
+    def begin(self, isolation: str | None = None) -> None:
+        if self.state != IDLE:
+            raise ActiveSqlTransaction("there is already a transaction in progress")
+        self._start(isolation)
+        self.explicit = True
+
+    def _start(self, isolation: str | None) -> None:
+        iso = (isolation or self.settings.default_transaction_isolation).lower()
+        if iso == "serializable":
+            raise NotSupportedError(
+                "isolation level SERIALIZABLE is not supported (minidb has no SSI); "
+                "use REPEATABLE READ, which gives snapshot isolation")
+        if iso == "read uncommitted":  # PostgreSQL treats it as READ COMMITTED
+            iso = READ_COMMITTED
+        if iso not in (READ_COMMITTED, REPEATABLE_READ):
+            raise NotSupportedError(f'unknown isolation level "{iso}"')
+        self.isolation = iso
+        self.state = INPROGRESS
+        self.explicit = False
+        self.xid = 0
+        self.cid = 0
+        self.snapshot = None
+        self._trace(f"begin ({iso})")
+
+    def set_isolation(self, isolation: str) -> None:
+        """SET TRANSACTION ISOLATION LEVEL: only before the first statement."""
+        if self.snapshot is not None or self._statement_snapshot is not None:
+            raise ActiveSqlTransaction(
+                "SET TRANSACTION ISOLATION LEVEL must be called before any query")
+        if self.state == IDLE:
+            raise NoActiveSqlTransaction("SET TRANSACTION can only be used in transaction blocks")
+        explicit = self.explicit
+        self._start(isolation)
+        self.explicit = explicit
+
+    @property
+    def in_block(self) -> bool:
+        return self.state != IDLE and self.explicit
+
+    # -- statements --------------------------------------------------------------------------------
+    def start_statement(self) -> Snapshot:
+        """Begin a statement (implicitly a transaction if none); returns its snapshot."""
+        if self.state == FAILED:
+            raise InFailedSqlTransaction(
+                "current transaction is aborted, commands ignored until end of transaction block")
+        if self.state == IDLE:
+            self._start(None)
+        if self.isolation == REPEATABLE_READ:
+            if self.snapshot is None:
+                self.snapshot = self.procarray.get_snapshot(self.slot, self.xid, self.cid)
+            snap = self.snapshot.with_cid(self.cid)
+        else:
+            snap = self.procarray.get_snapshot(self.slot, self.xid, self.cid)
+        self._statement_snapshot = snap
+        self._trace(f"statement snapshot xmin={snap.xmin} xmax={snap.xmax} "
+                    f"xip={snap.xip.tolist()} cid={snap.curcid}")
+        return snap
+
+    def current_snapshot(self) -> Snapshot:
+        if self._statement_snapshot is None:
+            return self.start_statement()
+        return self._statement_snapshot
+
+    def xid_for_write(self) -> int:
+        """The transaction's xid, assigned now if this is its first write."""
+        if self.state != INPROGRESS:
+            raise NoActiveSqlTransaction("no transaction in progress")
+        if not self.xid:
+            self.xid = self.procarray.assign_xid(self.slot)
+            if self._statement_snapshot is not None:
+                self._statement_snapshot.myxid = self.xid
+            if self.snapshot is not None:
+                self.snapshot.myxid = self.xid
+            self._trace(f"xid {self.xid} assigned")
+        return self.xid
+
+    def command_done(self, wrote: bool) -> None:
+        """End of a statement: later statements see its writes; RC drops the snapshot."""
+        if wrote:
+            self.cid += 1
+        self._statement_snapshot = None
+        if self.isolation == READ_COMMITTED and self.state == INPROGRESS:
+            self.procarray.clear_xmin(self.slot)
+
+    def fail(self) -> None:
+        """An error inside the transaction: an explicit block waits for ROLLBACK; an
+        implicit one (autocommit statement) is rolled back at once."""
+        if self.state == IDLE:
+            return
+        if self.explicit:
+            self.state = FAILED
+            self._statement_snapshot = None
+        else:
+            self.rollback()
+
+    # -- ending ---------------------------------------------------------------------------------
+    def commit(self) -> bool:
+        """Commit (a FAILED block rolls back, as COMMIT does in PostgreSQL); True if it
+        committed."""
+        if self.state == IDLE:
+            return False
+        if self.state == FAILED:
+            self.rollback()
+            return False
+        self._end(committed=True)
+        return True
+
+    def rollback(self) -> None:
+        if self.state == IDLE:
+            return
+        self._end(committed=False)
+
+    def _end(self, committed: bool) -> None:
+        xid = self.xid
+        self.procarray.end_transaction(self.slot, xid, committed)
+        self._trace(f"{'commit' if committed else 'abort'} xid {xid}")
+        self.state = IDLE
+        self.explicit = False
+        self.xid = 0
+        self.cid = 0
+        self.snapshot = None
+        self._statement_snapshot = None
+        if self._on_end is not None:
+            self._on_end(committed)
+
+    def is_mine(self, xid: int) -> bool:
+        return xid != 0 and xid == self.xid
+
+    def _trace(self, msg: str) -> None:
+        if self.settings.trace_xact:
+            print(f"[xact slot {self.slot}] {msg}", file=sys.stderr)
