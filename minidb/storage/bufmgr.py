@@ -292,44 +292,47 @@ class BufferManager:
         return bufs
 
     def _read_missing(self, rfn, fork, blocks, bufs, miss_idx, strategy) -> None:
-        """Pin (allocating and reading as needed) the missing blocks of a run, in place."""
-        run: list[int] = []
-        run_start = -1
-        done: list[int] = []
+        """Pin the missing blocks of a run in place (``bufs[i]`` for each ``i`` in
+        ``miss_idx``): allocate them all, read the runs whose I/O we own, then wait for
+        the pages other backends are reading.  Reading ours before waiting for theirs
+        means two scans can never wait for each other's reads."""
+        owned: list[int] = []   # indexes whose read we own and have not finished
+        others: list[int] = []  # indexes pinned that someone else had or is reading
         try:
             for i in miss_idx.tolist():
                 tag = make_tag(rfn, fork, int(blocks[i]))
                 bucket, p = self.table.hash(tag)
                 b, mine = self._alloc(tag, bucket, p, strategy)
                 bufs[i] = b
-                done.append(i)
-                if mine:
-                    if run and run_start + len(run) != i:
-                        self._read_run(rfn, fork, int(blocks[run_start]), run)
-                        run = []
-                    if not run:
-                        run_start = i
-                    run.append(b)
-                elif not self._flags[b] & BM_VALID:
-                    # someone else is reading it; finish our own run first, then wait
-                    if run:
-                        self._read_run(rfn, fork, int(blocks[run_start]), run)
-                        run = []
-                    if not self._wait_io(b, self._deadline()):
-                        self.unpin(b)
-                        bufs[i] = self.pin(rfn, int(blocks[i]), fork, strategy)
-                else:
-                    self.stats[C["buffers_hit"]] += 1
-            if run:
-                self._read_run(rfn, fork, int(blocks[run_start]), run)
-                run = []
-        except BaseException:
-            pending = set(run)
-            for i in done:
+                (owned if mine else others).append(i)
+            while owned:
+                n = 1
+                while n < len(owned) and owned[n] == owned[0] + n:
+                    n += 1
+                run, owned = owned[:n], owned[n:]
+                # _read_run finishes (ok or failed) and, on failure, unpins its buffers
+                self._read_run(rfn, fork, int(blocks[run[0]]), [int(bufs[i]) for i in run])
+            while others:
+                i = others[0]
                 b = int(bufs[i])
-                if b in pending:
-                    continue  # _read_run already released buffers of a failed run
-                if self._pins[b]:
+                if self._flags[b] & BM_VALID or self._wait_io(b, self._deadline()):
+                    self.stats[C["buffers_hit"]] += 1
+                    others.pop(0)
+                    continue
+                self.unpin(b)  # their read failed: read it ourselves
+                others.pop(0)
+                bufs[i] = self.pin(rfn, int(blocks[i]), fork, strategy)
+        except BaseException:
+            for i in owned:
+                self._finish_io(int(bufs[i]), False)
+                self.unpin(int(bufs[i]))
+            for i in others:
+                self.unpin(int(bufs[i]))
+            done = [i for i in miss_idx.tolist() if i not in set(owned) | set(others)]
+            for i in done:  # fully read earlier runs: still pinned by us
+                b = int(bufs[i])
+                if b >= 0 and self._pins[b] and self._flags[b] & BM_VALID \
+                        and self._tag[b] == make_tag(rfn, fork, int(blocks[i])):
                     self.unpin(b)
             raise
 
