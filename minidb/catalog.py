@@ -28,7 +28,8 @@ import os
 import threading
 from dataclasses import dataclass, field, asdict
 
-from minidb.errors import DuplicateTable, ProgramLimitExceeded, UndefinedTable
+from minidb.errors import (DuplicateTable, ProgramLimitExceeded, UndefinedColumn,
+                           UndefinedObject, UndefinedTable)
 from minidb.shmem import CTL_CATALOG_GEN
 from minidb.storage.smgr import Smgr
 
@@ -140,7 +141,11 @@ class Catalog:
         return rel
 
     def name_of_relfilenode(self, rfn: int) -> str | None:
-        return self._by_rfn.get(rfn)
+        name = self._by_rfn.get(rfn)
+        if name is None:  # perhaps created by another process since we last looked
+            self.refresh()
+            name = self._by_rfn.get(rfn)
+        return name
 
     # -- changing ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -150,10 +155,10 @@ class Catalog:
             self._load()
             try:
                 yield self
+                self._save()
             except BaseException:
-                self._load()  # forget the half-made change
+                self._load()  # forget the half-made (or half-saved) change
                 raise
-            self._save()
 
     def _save(self) -> None:
         data = {
@@ -190,6 +195,10 @@ class Catalog:
             if name in self.tables or name in self.indexes:
                 raise DuplicateTable(f'relation "{name}" already exists')
             oid = self.allocate_oid()
+            # A crash (or failed save) after smgr.create leaves a file the catalog never
+            # named; skip such oids, as PostgreSQL's GetNewRelFileNumber does.
+            while self.smgr.exists(oid):
+                oid = self.allocate_oid()
             t = TableDef(oid=oid, name=name, relfilenode=oid, columns=list(columns))
             self.smgr.create(t.relfilenode)
             self.tables[name] = t
@@ -205,6 +214,58 @@ class Catalog:
             for iname in t.indexes:
                 self.indexes.pop(iname, None)
         return t
+
+    def index(self, name: str) -> IndexDef:
+        self.refresh()
+        i = self.indexes.get(name)
+        if i is None:
+            raise UndefinedObject(f'index "{name}" does not exist')
+        return i
+
+    def create_index(self, name: str, table: str, columns: list[str], *, unique: bool = False,
+                     primary: bool = False, build=None) -> IndexDef:
+        """Add an index on ``table``: allocate its relfilenode, create its file, run
+        ``build(index_def)`` (which fills the file), then publish the entry.  The catalog
+        lock is held throughout, so nobody sees a half-built index; if ``build`` raises,
+        the file is removed and the catalog is unchanged."""
+        with self.change():
+            if name in self.tables or name in self.indexes:
+                raise DuplicateTable(f'relation "{name}" already exists')
+            t = self.tables.get(table)
+            if t is None:
+                raise UndefinedTable(f'relation "{table}" does not exist')
+            if not columns:
+                raise UndefinedColumn("an index needs at least one column")
+            for c in columns:
+                if t.column_index(c) < 0:
+                    raise UndefinedColumn(f'column "{c}" does not exist')
+            oid = self.allocate_oid()
+            while self.smgr.exists(oid):
+                oid = self.allocate_oid()
+            idx = IndexDef(oid=oid, name=name, table=table, relfilenode=oid,
+                           columns=list(columns), unique=unique, primary=primary)
+            self.smgr.create(oid)
+            try:
+                if build is not None:
+                    build(idx)
+            except BaseException:
+                self.smgr.unlink(oid)
+                raise
+            self.indexes[name] = idx
+            t.indexes.append(name)
+        return self.indexes[name]
+
+    def drop_index(self, name: str) -> IndexDef:
+        """Remove an index from the catalog; the caller drops its buffers and then
+        unlinks its file."""
+        with self.change():
+            i = self.indexes.pop(name, None)
+            if i is None:
+                raise UndefinedObject(f'index "{name}" does not exist')
+            t = self.tables.get(i.table)
+            if t is not None and name in t.indexes:
+                t.indexes.remove(name)
+        return i
 
     def set_relfilenode(self, name: str, rfn: int) -> None:
         with self.change():

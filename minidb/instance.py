@@ -150,22 +150,26 @@ class Instance:
                     _HELD_DIRS.pop(self._lock_key, None)
 
     # -- backends ----------------------------------------------------------------------------
-    def connect(self, *, worker: bool = False, **session_settings) -> "Backend":
-        """A new backend (session) with its own slot; ``worker`` uses the reserved slots."""
+    def connect(self, *, worker: bool = False, aux: bool = False,
+                **session_settings) -> "Backend":
+        """A new backend (session) with its own slot; ``worker`` and ``aux`` (the
+        checkpointer) use their reserved slots."""
         if self._closed:
             raise InterfaceError("the instance is closed")
         settings = self.settings.copy()
         for k, v in session_settings.items():
             settings.set(k, v)
-        slot = self._claim_slot(worker)
+        slot = self._claim_slot("aux" if aux else "worker" if worker else "connection")
         b = Backend(self, slot, settings)
         with self._local:
             self._backends.add(b)
         return b
 
-    def _claim_slot(self, worker: bool) -> int:
+    def _claim_slot(self, kind: str) -> int:
         nconn = self.settings.max_connections
-        rng = range(nconn, n_slots(self.settings)) if worker else range(nconn)
+        nwork = nconn + self.settings.max_worker_processes
+        rng = {"connection": range(nconn), "worker": range(nconn, nwork),
+               "aux": range(nwork, n_slots(self.settings))}[kind]
         with self.locks.proc:
             for s in rng:
                 if self.seg.proc_pid[s] == 0:
@@ -174,7 +178,6 @@ class Instance:
                     self.seg.backend_pins[s] = 0
                     self.seg.backend_locks[s] = 0
                     return s
-        kind = "worker" if worker else "connection"
         raise TooManyConnections(f"sorry, too many clients already (all {len(rng)} {kind} "
                                  "slots are in use)")
 
@@ -225,7 +228,7 @@ class Instance:
 
     def checkpoint(self) -> int:
         """Write every dirty buffer and fsync the relation files; returns pages written."""
-        with self.connect(worker=False) as b:
+        with self.connect(aux=True) as b:
             n = b.bufmgr.flush_buffers()
         self.smgr.fsync_all()
         return n

@@ -6,7 +6,8 @@ child inherits the mapping at the same address and the locks, so the numpy views
 valid in every process and nothing shared is ever created after a fork.
 
 Regions (``N`` = shared_buffers, ``S`` = backend slots = max_connections +
-max_worker_processes, at most 64 so a wait set fits in one uint64 bitmask,
+max_worker_processes + 1 auxiliary (the checkpointer), at most 64 so a wait set fits in one
+uint64 bitmask,
 ``B`` = mapping buckets, a power of two >= max(2N, 16 * partitions)):
 
 =================  ==============  =========  ============================================
@@ -102,6 +103,11 @@ COUNTERS = (
     "buffers_extended",   # new pages added to relations
     "ring_reused",        # a ring strategy reused one of its own buffers
     "checksum_failures",  # pages that failed verification on read
+    "index_items_read",   # B-tree leaf items a scan took into its batches
+    "index_items_killed",  # B-tree items marked LP_DEAD (scans and unique checks)
+    "index_heap_fetches",  # heap fetches (HOT chain walks) made by index scans
+    "index_items_deleted",  # LP_DEAD items removed by simple deletion before a split
+    "index_splits",       # B-tree page splits (any level; a new root is not a split)
 )
 C = {name: i for i, name in enumerate(COUNTERS)}
 
@@ -127,8 +133,12 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+N_AUX_SLOTS = 1  # the checkpointer: close() must never fail for want of a free slot
+
+
 def n_slots(settings: Settings) -> int:
-    return settings.max_connections + settings.max_worker_processes
+    """Backend slots: connections, then parallel workers, then auxiliary processes."""
+    return settings.max_connections + settings.max_worker_processes + N_AUX_SLOTS
 
 
 def n_buckets(settings: Settings) -> int:
@@ -140,7 +150,8 @@ def regions(settings: Settings) -> list[Region]:
     n = settings.shared_buffers
     s = n_slots(settings)
     if s > MAX_SLOTS:
-        raise ValueError(f"max_connections + max_worker_processes must be <= {MAX_SLOTS}")
+        raise ValueError(f"max_connections + max_worker_processes must be <= "
+                         f"{MAX_SLOTS - N_AUX_SLOTS}")
     return [
         Region("buf_pages", (n, BLCKSZ), "u1", "buffer content lock"),
         Region("buf_tag", (n,), "<i8", "partition lock", fill=-1),

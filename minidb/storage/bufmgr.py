@@ -107,6 +107,8 @@ class BufferManager:
         self._waiters = memoryview(seg.buf_waiters)
         self._pages = [None] * self.nbuffers
         self.heap_targets: dict[int, int] = {}  # relfilenode -> block inserted into last
+        # LimitAdditionalPins: a batch may pin at most this backend's fair share of the pool
+        self.max_batch_pins = max(1, self.nbuffers // seg.backend_pins.shape[0])
 
     # ------------------------------------------------------------------------------------
     # small helpers
@@ -249,8 +251,11 @@ class BufferManager:
         Pages already in the pool are looked up and pinned in one vectorized step.  The
         prefix stops before its number of missing pages exceeds half the ring (with a
         strategy), so a ring scan never needs more buffers at once than its ring has.
-        Missing pages are read with one ``preadv`` per run of consecutive blocks.
+        Missing pages are read with one ``preadv`` per run of consecutive blocks.  At most
+        ``max_batch_pins`` pages are pinned (PostgreSQL's LimitAdditionalPins: a backend
+        may pin its fair share of the pool, NBuffers / backend slots, at once).
         """
+        max_n = max(1, min(max_n, self.max_batch_pins))
         blocks = np.arange(start, start + max_n, dtype=np.int64)
         tags = blocks | make_tag(rfn, fork, 0)
         buckets, parts = self.table.hash_vec(tags)

@@ -95,18 +95,21 @@ def search(bm, rfn: int, need: int, nblocks: int, start: int = 0) -> int:
     if nfsm == 0:
         return -1
     first = min(start // SLOTS_PER_PAGE, nfsm - 1)
-    for k in range(nfsm):
+    lo = start % SLOTS_PER_PAGE if first == start // SLOTS_PER_PAGE else 0
+    # pages first .. nfsm-1, 0 .. first-1, then the part of page `first` below `start`
+    # (with one FSM page, that part is searched under the same pin)
+    for k in range(nfsm + (1 if lo and nfsm > 1 else 0)):
         fb = (first + k) % nfsm
         base = fb * SLOTS_PER_PAGE
         limit = min(SLOTS_PER_PAGE, nblocks - base)  # only slots of blocks below nblocks
-        lo = min(start % SLOTS_PER_PAGE, limit) if k == 0 and fb == start // SLOTS_PER_PAGE else 0
+        a, z = (min(lo, limit), limit) if k == 0 else (0, limit if k < nfsm else min(lo, limit))
         b = bm.pin(rfn, fb, fork=FSM_FORKNUM)
         try:
             bm.lock(b, SHARE)
             cats = bm.page(b)[pg.PAGE_HEADER_SIZE:pg.PAGE_HEADER_SIZE + limit]
-            hits = np.flatnonzero(cats[lo:] >= want) + lo
-            if not hits.size and lo:
-                hits = np.flatnonzero(cats[:lo] >= want)
+            hits = np.flatnonzero(cats[a:z] >= want) + a
+            if not hits.size and k == 0 and nfsm == 1 and a:
+                hits = np.flatnonzero(cats[:a] >= want)
             bm.unlock(b)
         finally:
             bm.unpin(b)

@@ -80,7 +80,15 @@ class Smgr:
         if size != first_block * BLCKSZ:
             raise IOError_(f'could not extend file "{self.path(rfn, fork)}": expected '
                            f"{first_block} blocks, file has {size / BLCKSZ:g}")
-        os.pwrite(fd, bytes(BLCKSZ * count), size)
+        try:
+            got = os.pwrite(fd, bytes(BLCKSZ * count), size)
+            err = f"wrote only {got} of {BLCKSZ * count} bytes"
+        except OSError as e:
+            got, err = -1, os.strerror(e.errno or errno.EIO)
+        if got != BLCKSZ * count:
+            os.ftruncate(fd, size)  # keep the file a whole number of blocks (invariant 1)
+            raise IOError_(f'could not extend file "{self.path(rfn, fork)}" by {count} '
+                           f"blocks: {err}")
 
     def truncate(self, rfn: int, fork: int, nblocks: int) -> None:
         if fork != MAIN_FORKNUM and not self.exists(rfn, fork):
@@ -121,7 +129,12 @@ class Smgr:
 
     def write_blocks(self, rfn: int, fork: int, first_block: int, buffers: list) -> None:
         fd = self._fd(rfn, fork)
-        got = os.pwritev(fd, buffers, first_block * BLCKSZ)
+        try:
+            got = os.pwritev(fd, buffers, first_block * BLCKSZ)
+        except OSError as e:
+            raise IOError_(f'could not write block {first_block} in file '
+                           f'"{self.path(rfn, fork)}": {os.strerror(e.errno or errno.EIO)}'
+                           ) from e
         if got != BLCKSZ * len(buffers):
             raise IOError_(f'could not write block {first_block} in file '
                            f'"{self.path(rfn, fork)}": wrote only {got} bytes')

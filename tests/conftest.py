@@ -1,0 +1,97 @@
+"""Shared fixtures: an open instance on a temporary data directory, tables as ``HeapRel``s,
+and the checks every storage test ends with (no pins or content locks left in the pool).
+
+Fixtures that return functions (``make_table``, ``open_rel``, ``assert_no_pins``) do so
+because tests reopen instances and need the helpers for more than one of them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minidb.catalog import ColumnDef
+from minidb.heap.heapam import HeapRel
+from minidb.heap.layout import Column, RowLayout
+from minidb.instance import Instance
+
+
+def rel_of(inst: Instance, name: str) -> HeapRel:
+    """The HeapRel of an existing table, built from the catalog (as the executor will)."""
+    t = inst.catalog.table(name)
+    layout = RowLayout([Column(c.name, c.type, c.not_null) for c in t.columns])
+    return HeapRel(t.name, t.relfilenode, layout)
+
+
+def create_table(inst: Instance, name: str, columns) -> HeapRel:
+    """Create a table; ``columns`` are (name, type) or (name, type, not_null) tuples."""
+    defs = [ColumnDef(c[0], c[1], bool(c[2]) if len(c) > 2 else False) for c in columns]
+    inst.catalog.create_table(name, defs)
+    return rel_of(inst, name)
+
+
+def no_pins_problems(inst: Instance) -> list[str]:
+    """What is still pinned or content-locked anywhere in the pool (empty list: nothing)."""
+    seg = inst.seg
+    problems = []
+    for arr, what in ((seg.buf_refcount, "shared refcount"),
+                      (seg.buf_lock_shared, "share-lock holders")):
+        bad = np.flatnonzero(arr != 0)
+        if bad.size:
+            problems.append(f"{what} nonzero on buffers {bad[:10].tolist()}")
+    bad = np.flatnonzero(seg.buf_lock_excl != -1)
+    if bad.size:
+        problems.append(f"exclusive lock held on buffers {bad[:10].tolist()}")
+    bad = np.argwhere(seg.backend_pins != 0)
+    if bad.size:
+        problems.append(f"private pins (slot, buffer) {bad[:10].tolist()}")
+    bad = np.argwhere(seg.backend_locks != 0)
+    if bad.size:
+        problems.append(f"private content locks (slot, buffer) {bad[:10].tolist()}")
+    bad = np.flatnonzero(seg.buf_waiters != 0)
+    if bad.size:
+        problems.append(f"waiters left on buffers {bad[:10].tolist()}")
+    return problems
+
+
+def assert_no_pins_in(inst: Instance) -> None:
+    problems = no_pins_problems(inst)
+    assert not problems, "; ".join(problems)
+
+
+@pytest.fixture
+def instance(tmp_path):
+    """An instance on ``tmp_path/'data'`` with a 64-buffer pool; closed afterwards."""
+    inst = Instance(tmp_path / "data", shared_buffers=64)
+    try:
+        yield inst
+    finally:
+        inst.close()
+
+
+@pytest.fixture
+def backend(instance):
+    """A backend (session) of ``instance``."""
+    b = instance.connect()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture
+def make_table():
+    """``make_table(inst, name, [(col, type[, not_null]), ...]) -> HeapRel``."""
+    return create_table
+
+
+@pytest.fixture
+def open_rel():
+    """``open_rel(inst, name) -> HeapRel`` of an existing table (e.g. after a reopen)."""
+    return rel_of
+
+
+@pytest.fixture
+def assert_no_pins():
+    """``assert_no_pins(inst)``: no pin, content lock or waiter left anywhere in the pool."""
+    return assert_no_pins_in
