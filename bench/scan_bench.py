@@ -200,7 +200,7 @@ def main() -> None:
     mrows = lambda s: r["rows"] / s / 1e6  # noqa: E731
     print(f"table: {r['rows']:,} rows in {r['pages']:,} pages, bulk load {r['load_s']:.1f} s "
           f"({r['rows'] / r['load_s'] / 1e6:.2f} M rows/s)")
-    print("| scan (warm, abalance < 0, no match) | M rows/s | ratio of minidb |")
+    print("| scan (warm, abalance < 0, no match) | M rows/s | minidb's speed / this one |")
     print("| --- | ---: | ---: |")
     print(f"| minidb, through the buffer pool | {mrows(r['pool_s']):.1f} | 1.00 |")
     print(f"| same decode over a plain numpy array | {mrows(r['plain_s']):.1f} | "
