@@ -65,6 +65,9 @@ class TableDef:
     indexes: list[str] = field(default_factory=list)
     relpages: int = 0
     reltuples: float = -1.0  # -1: never vacuumed or analyzed (PostgreSQL 14+)
+    # ANALYZE's per-column statistics (pg_statistic), by column name: null_frac,
+    # avg_width, n_distinct, mcv / mcv_freq, histogram, correlation (minidb.sql.stats)
+    column_stats: dict = field(default_factory=dict)
 
     def column_index(self, name: str) -> int:
         for i, c in enumerate(self.columns):
@@ -276,3 +279,12 @@ class Catalog:
             t = self.tables.get(name)
             if t is not None:
                 t.relpages, t.reltuples = int(relpages), float(reltuples)
+
+    def set_column_stats(self, name: str, relpages: int, reltuples: float,
+                         column_stats: dict) -> None:
+        """ANALYZE: the table's size and its per-column statistics, in one change."""
+        with self.change():
+            t = self.tables.get(name)
+            if t is not None:
+                t.relpages, t.reltuples = int(relpages), float(reltuples)
+                t.column_stats = dict(column_stats)

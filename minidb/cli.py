@@ -1,15 +1,31 @@
-"""The ``minidb`` command (click).
+"""The ``minidb`` command (click): the REPL, ``minidb demo``, and room for ``minidb bench``.
 
-``minidb demo`` is the main job of the quick start: on the default data directory
-(``./minidb-data``) it loads a pgbench_accounts-shaped table the first time, then scans it
-through the shared buffer pool and prints what the buffer manager did, so that a fresh
-install shows the engine working end to end.  Later layers add the SQL REPL and
-``minidb bench`` here.
+::
+
+    minidb [DATADIR]              interactive REPL on DATADIR (default ./minidb-data)
+    minidb [DATADIR] -c "SQL"     run statements (or one meta command), print, exit
+    minidb [DATADIR] < file.sql   run a script (stdin not a terminal), as psql -f
+    minidb [DATADIR] -f file.sql  the same from a file
+    minidb demo                   load pgbench_accounts and scan it through the buffer pool
+    minidb repl [DATADIR] ...     the REPL by its name (for a data directory named like a
+                                  subcommand)
+
+The group takes no positional argument of its own: a first argument that is not a
+subcommand's name (a data directory, or an option such as ``-c``) is handed to the ``repl``
+subcommand (``_Main.resolve_command``), and so is an empty command line.  Subcommands added
+later (``bench``) need nothing more than ``@main.command()``.
+
+Exit codes of the REPL: 0 success; 1 a statement or meta command failed (in ``-c`` and script
+modes the run stops there unless ``--on-error continue``); 2 the data directory could not be
+opened.  ``minidb demo`` loads a pgbench_accounts-shaped table the first time, then scans it
+through the shared buffer pool and prints what the buffer manager did, so that a fresh install
+shows the engine working end to end.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import click
@@ -21,10 +37,101 @@ ACCOUNTS = [("aid", "integer"), ("bid", "integer"), ("abalance", "integer"),
             ("filler", "character(84)")]
 
 
-@click.group()
+class _Main(click.Group):
+    """A group whose unknown first argument (a data directory, or a REPL option) goes to
+    the ``repl`` subcommand."""
+
+    def resolve_command(self, ctx, args):
+        if args and args[0] not in self.commands:
+            return "repl", self.commands["repl"], args
+        return super().resolve_command(ctx, args)
+
+    def format_usage(self, ctx, formatter):
+        formatter.write("Usage: minidb [DATADIR] [-c SQL | -f FILE] [OPTIONS]\n"
+                        "       minidb COMMAND [ARGS]...\n")
+
+
+@click.group(cls=_Main, invoke_without_command=True,
+             context_settings={"ignore_unknown_options": True,
+                               "help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="minidb")
-def main() -> None:
-    """minidb: a relational storage engine built the way PostgreSQL is built."""
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """minidb: a relational storage engine built the way PostgreSQL is built.
+
+    Without a command, opens the SQL REPL on DATADIR (default ./minidb-data); see
+    "minidb repl --help" for its options (-c, -f, -a, --on-error, --set).
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(repl)
+
+
+@main.command()
+@click.argument("datadir", required=False, default=DEFAULT_DATADIR)
+@click.option("-c", "--command", "commands", multiple=True, metavar="SQL",
+              help="run SQL (statements, or one meta command such as \\dt) and exit; "
+                   "may be repeated")
+@click.option("-f", "--file", "file", type=click.File("r"), metavar="FILE",
+              help="run the statements in FILE and exit ('-' for stdin)")
+@click.option("-a", "--echo-all", is_flag=True, help="echo each input line (script mode)")
+@click.option("--on-error", type=click.Choice(["stop", "continue"]), default="stop",
+              show_default=True, help="in -c and script modes: stop at the first error "
+                                       "(exit 1), or run on and exit 1 at the end")
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="a setting for the connection (instance settings apply when the "
+                   "directory is opened); may be repeated")
+def repl(datadir: str, commands: tuple[str, ...], file, echo_all: bool, on_error: str,
+         settings: tuple[str, ...]) -> None:
+    """The SQL REPL on DATADIR (default ./minidb-data, created if new).
+
+    Interactive when standard input is a terminal; otherwise the input runs as a script.
+    """
+    import minidb
+    from minidb.errors import Error
+    from minidb.repl import HISTORY_FILE, Repl
+
+    kw = {}
+    for item in settings:
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--set")
+        kw[name.strip()] = value.strip()
+    try:
+        conn = minidb.connect(datadir, **kw)
+    except Error as e:
+        click.echo(f"minidb: error: {e}", err=True)
+        sys.exit(2)
+    try:
+        conn.autocommit = True
+        r = Repl(conn, echo=echo_all)
+        stop = on_error == "stop"
+        if commands:
+            r.stop_on_error = stop
+            for text in commands:
+                if not r.run_command(text) and stop:
+                    break
+            ok = r.errors == 0
+        elif file is not None:
+            ok = r.run_script(file, stop_on_error=stop)
+        elif not sys.stdin.isatty():
+            ok = r.run_script(sys.stdin, stop_on_error=stop)
+        else:
+            click.echo(f"minidb {_version()} on {conn.datadir}\n"
+                       'Type "\\?" for help, "\\q" to quit.\n')
+            r.interactive(os.path.join(conn.datadir, HISTORY_FILE))
+            ok = True
+        sys.stdout.flush()
+    finally:
+        conn.close()
+    sys.exit(0 if ok else 1)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("minidb")
+    except PackageNotFoundError:
+        return "(source tree)"
 
 
 @main.command()
@@ -84,4 +191,4 @@ def demo(datadir: str, scale: int, shared_buffers: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="minidb")

@@ -145,6 +145,83 @@ _ALL = [
     _s("heap_fillfactor", 100, int, "session",
        "HEAP_DEFAULT_FILLFACTOR: heap pages are filled completely by inserts",
        min=10, max=100, unit="%"),
+    # -- planner (minidb.sql.planner); costs in PostgreSQL's units ---------------------------
+    _s("enable_seqscan", True, bool, "session",
+       "off: a sequential scan costs disable_cost (1e10) more, so any other path wins"),
+    _s("enable_indexscan", True, bool, "session",
+       "off: an index scan costs disable_cost more (PostgreSQL's enable_indexscan)"),
+    _s("enable_hashjoin", True, bool, "session", "off: hash joins cost disable_cost more"),
+    _s("enable_nestloop", True, bool, "session",
+       "off: nested loops (plain and over an index) cost disable_cost more"),
+    _s("seq_page_cost", 1.0, float, "session",
+       "PostgreSQL's default: the unit of cost, one sequentially read page", min=0, max=1e10),
+    _s("random_page_cost", 4.0, float, "session",
+       "PostgreSQL's default: a random page read costs 4 sequential ones", min=0, max=1e10),
+    _s("cpu_tuple_cost", 0.01, float, "session",
+       "PostgreSQL's default: processing one row", min=0, max=1e10),
+    _s("cpu_index_tuple_cost", 0.005, float, "session",
+       "PostgreSQL's default: processing one index entry", min=0, max=1e10),
+    _s("cpu_operator_cost", 0.0025, float, "session",
+       "PostgreSQL's default: evaluating one operator or function", min=0, max=1e10),
+    _s("effective_cache_size", 524288, int, "session",
+       "PostgreSQL's default (4 GB in pages): the cache the Mackert-Lohman estimate of index "
+       "scan page fetches assumes", min=1, max=1 << 31, unit="8kB"),
+    _s("default_statistics_target", 100, int, "session",
+       "PostgreSQL's default: ANALYZE samples 300 x this many rows and keeps this many "
+       "histogram buckets and most common values", min=1, max=10000),
+    _s("trace_planner", False, bool, "session",
+       "print each access path and join the planner costs, and the one it chose"),
+    # -- I/O model (minidb.storage.iomodel) ----------------------------------------------------
+    _s("io_model", "none", str, "instance",
+       "none: reads cost what this machine's disk costs (a GB in half a second, cached); hdd, "
+       "ssd or custom put a simulated OS cache, read-ahead and disk beneath the buffer pool "
+       "so that the I/O effects of the seed experiments show", choices=("none", "hdd", "ssd",
+                                                                          "custom")),
+    _s("io_seq_mb_per_s", 150.0, float, "instance",
+       "io_model=custom: sequential bandwidth of the simulated disk (a 7200 rpm disk's)",
+       min=0.01, max=1e6, unit="MB/s"),
+    _s("io_seek_ms", 8.0, float, "instance",
+       "io_model=custom: cost of a request that does not continue the disk's stream (a "
+       "7200 rpm disk's average seek plus half a rotation)", min=0, max=10000, unit="ms"),
+    _s("io_readahead_kb", 128, int, "instance",
+       "Linux's default read_ahead_kb: the largest read-ahead window of a stream (16 blocks); "
+       "0 turns read-ahead off", min=0, max=1 << 20, unit="kB"),
+    _s("os_cache_mb", 256, int, "instance",
+       "size of the simulated OS page cache shared by all processes; the seeds need tables "
+       "at least 8 times larger than it", min=1, max=1 << 20, unit="MB"),
+    # -- sequential scans (minidb.heap.syncscan, minidb.heap.parallel, minidb.workers) ---------
+    _s("synchronize_seqscans", True, bool, "session",
+       "PostgreSQL 8.3+: a scan of a table larger than shared_buffers/4 starts where another "
+       "scan of it is; off = always start at block 0 (row order of unordered queries is then "
+       "stable)"),
+    _s("trace_syncscan", False, bool, "session",
+       "print the start block of each synchronized scan (PostgreSQL's trace_syncscan)"),
+    _s("parallel_chunk_policy", "pg14", str, "session",
+       "how a parallel scan hands out blocks: pg14 = chunks of nblocks/2048 rounded to a power "
+       "of two with ramp-down (PostgreSQL 14+); block = one block at a time (9.6-13); fixed = "
+       "parallel_fixed_chunk_blocks", choices=("block", "fixed", "pg14")),
+    _s("parallel_max_chunk_blocks", 8192, int, "session",
+       "PARALLEL_SEQSCAN_MAX_CHUNK_SIZE: larger chunks were measured to hurt synchronized "
+       "scans (seed 000)", min=1, max=1 << 24, unit="8kB"),
+    _s("parallel_fixed_chunk_blocks", 64, int, "session",
+       "chunk size of the fixed policy: 64 as in the first patch of 2020 (seed 002), four "
+       "times Linux's read-ahead window", min=1, max=1 << 24, unit="8kB"),
+    _s("parallel_seqscan_nchunks", 2048, int, "session",
+       "PARALLEL_SEQSCAN_NCHUNKS, the number of chunks pg14 aims at; lower it to keep the "
+       "chunk sizes of a seed experiment on a scaled-down table", min=1, max=1 << 24),
+    _s("max_parallel_workers_per_gather", 2, int, "session",
+       "PostgreSQL's default: workers one parallel scan may use (0 = no parallel scans)",
+       min=0, max=8),
+    _s("max_parallel_workers", 8, int, "session",
+       "PostgreSQL's default: workers all parallel scans of the instance may use at once",
+       min=0, max=8),
+    _s("parallel_leader_participation", True, bool, "session",
+       "PostgreSQL's default: the leader scans too while it waits for its workers' rows"),
+    _s("min_parallel_table_scan_size", 1024, int, "session",
+       "PostgreSQL's default (8 MB): smaller tables are not scanned in parallel; one more "
+       "worker each time the table triples", min=0, max=1 << 30, unit="8kB"),
+    _s("trace_parallel", False, bool, "session",
+       "print each parallel scan decision: workers launched, start block, every chunk taken"),
 ]
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in _ALL}

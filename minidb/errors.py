@@ -93,6 +93,11 @@ class NotNullViolation(IntegrityError):
     sqlstate = "23502"
 
 
+class UniqueViolation(IntegrityError):
+    """A unique index already holds the key for a live or committed row."""
+    sqlstate = "23505"
+
+
 class UndefinedParameter(ProgrammingError):
     sqlstate = "42704"
 
@@ -111,6 +116,11 @@ class DuplicateTable(ProgrammingError):
 
 class UndefinedColumn(ProgrammingError):
     sqlstate = "42703"
+
+
+class UndefinedObject(ProgrammingError):
+    """An object other than a table or column (an index) does not exist."""
+    sqlstate = "42704"
 
 
 class DatatypeMismatch(ProgrammingError):
@@ -194,3 +204,51 @@ class DatetimeFieldOverflow(DataError):
 
 class DuplicateColumn(ProgrammingError):
     sqlstate = "42701"
+
+
+# -- the SQL layer (minidb.sql, minidb.exec) ---------------------------------------------------
+
+class SyntaxError_(ProgrammingError):
+    """Malformed SQL; the message ends with the position: (line L, column C)."""
+    sqlstate = "42601"
+
+
+class DivisionByZero(DataError):
+    sqlstate = "22012"
+
+
+class InvalidTextRepresentation(DataError):
+    """A string that is not a value of the type it must be read as ('abc' as integer)."""
+    sqlstate = "22P02"
+
+
+class GroupingError(ProgrammingError):
+    """A column used outside an aggregate that is not in GROUP BY."""
+    sqlstate = "42803"
+
+
+class UndefinedFunction(ProgrammingError):
+    sqlstate = "42883"
+
+
+class AmbiguousColumn(ProgrammingError):
+    sqlstate = "42702"
+
+
+class InvalidColumnReference(ProgrammingError):
+    """ORDER BY / GROUP BY position out of range, DISTINCT with ORDER BY not selected."""
+    sqlstate = "42P10"
+
+
+class DuplicateObject(ProgrammingError):
+    sqlstate = "42710"
+
+
+class InvalidParameterCount(ProgrammingError):
+    """Parameters given do not match the placeholders of the statement."""
+    sqlstate = "08P01"
+
+
+class BadCopyFileFormat(DataError):
+    """COPY FROM: a line with too many or too few fields, an unterminated quote."""
+    sqlstate = "22P04"

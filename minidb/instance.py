@@ -9,7 +9,8 @@ Opening a data directory plays the postmaster's part:
    drops the lock when its holder dies, so a lock left by a killed process is simply taken
    over (the pid in the file is then stale and is overwritten);
 3. map the shared segment and create every cross-process lock (``minidb.shmem``) - before
-   any fork;
+   any fork - then set up the I/O model (``io_model``) and fork the parallel worker pool's
+   master process (``minidb.workers.pool``), before the reaper thread starts;
 4. hand out *backends*: a ``Backend`` is one session's slot in the shared arrays, with its
    own buffer-manager handle and session settings.  Backends work from any thread of the
    process that opened the instance, and from processes forked from it (benchmark clients,
@@ -27,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import threading
@@ -34,10 +36,12 @@ import threading
 import numpy as np
 
 from minidb.catalog import Catalog
-from minidb.config import Settings
-from minidb.errors import DatabaseInUse, InterfaceError, OperationalError, TooManyConnections
-from minidb.shmem import COUNTERS, SharedLocks, Segment, n_slots
+from minidb.config import SETTINGS, Settings
+from minidb.errors import (CantChangeParameter, DatabaseInUse, InterfaceError, OperationalError,
+                           TooManyConnections)
+from minidb.shmem import COUNTERS, IO_COUNTERS, SharedLocks, Segment, n_slots
 from minidb.storage.bufmgr import BufferManager
+from minidb.storage.iomodel import IOModel
 from minidb.storage.smgr import Smgr
 from minidb.heap.pgstat import TableStats
 from minidb.txn.clog import CommitLog
@@ -82,6 +86,22 @@ class Instance:
         self._backends: set[Backend] = set()
         self.reaped: list[tuple[int, int, int]] = []  # (slot, pid, aborted xid) - for tests
         self._stop = threading.Event()
+        # The I/O model (io_model) beneath every relation read, and the parallel worker
+        # pool (minidb.workers.pool): its master process is forked here, after the segment,
+        # the locks and the channels exist and BEFORE the reaper thread starts (a process
+        # with threads must not fork).  No pool at all when max_worker_processes is 0.
+        self.iomodel = (IOModel(self.seg, self.locks.iomodel, self.settings)
+                        if self.settings.io_model != "none" else None)
+        self.smgr.iomodel = self.iomodel
+        self.pool = None
+        if self.settings.max_worker_processes > 0:
+            from minidb.workers.pool import WorkerPool  # the executor layer starts here
+            try:
+                self.pool = WorkerPool(self)
+                self.pool.start()
+            except BaseException:
+                self._release_lock()
+                raise
         self._reaper = threading.Thread(target=self._reaper_loop, name="minidb-reaper",
                                         daemon=True)
         self._reaper.start()
@@ -226,6 +246,18 @@ class Instance:
         total = self.seg.stats.sum(axis=0)
         return {name: int(total[i]) for i, name in enumerate(COUNTERS)}
 
+    def io_counters(self) -> dict[str, int]:
+        """The I/O model's exact counters, summed over all processes since open (all zero
+        when io_model is none; see minidb.storage.iomodel)."""
+        if self.iomodel is None:
+            return {name: 0 for name in IO_COUNTERS}
+        return self.iomodel.counters()
+
+    def drop_os_cache(self) -> None:
+        """Empty the simulated OS page cache, for cold runs (no-op when io_model is none)."""
+        if self.iomodel is not None:
+            self.iomodel.drop_cache()
+
     def checkpoint(self) -> int:
         """Write every dirty buffer and fsync the relation files; returns pages written."""
         with self.connect(aux=True) as b:
@@ -247,6 +279,8 @@ class Instance:
         if me != self.owner_pid:
             self._closed = True  # a forked child leaves the instance to its owner
             return
+        if self.pool is not None:
+            self.pool.stop()  # the workers close their backends; nothing is left running
         self._stop.set()
         try:
             self.checkpoint()
@@ -324,3 +358,68 @@ def _process_alive(pid: int) -> bool:
 def open_instance(datadir: str, **settings) -> Instance:
     return Instance(datadir, **settings)
 
+
+# ---------------------------------------------------------------------------------------------
+# One Instance per data directory per process, shared by the DB-API's connections.
+#
+# ``minidb.connect(path)`` may be called many times in one process (from threads, or one after
+# another); each connection is one backend of the same Instance.  The first connection opens
+# the instance (with the instance settings it was given), the last one to close closes it
+# (checkpoint, lock released).  Instances still open when the interpreter exits are closed by
+# an atexit hook, so committed work of a program that forgot ``close()`` reaches the disk.
+
+_SHARED: dict[str, list] = {}  # realpath of the data directory -> [Instance, references]
+_SHARED_LOCK = threading.Lock()
+
+
+def acquire_shared(datadir: str, **instance_settings) -> Instance:
+    """The process's shared Instance of ``datadir`` (opened now if it is not open), with one
+    more reference.  Instance settings given for an instance that is already open must equal
+    its values (CantChangeParameter otherwise: shared memory is already sized)."""
+    key = os.path.realpath(datadir)
+    with _SHARED_LOCK:
+        entry = _SHARED.get(key)
+        if entry is not None and entry[0]._closed:
+            del _SHARED[key]  # closed behind the registry's back: open afresh
+            entry = None
+        if entry is None:
+            inst = Instance(key, **instance_settings)
+            _SHARED[key] = [inst, 1]
+            return inst
+        inst = entry[0]
+        for name, value in instance_settings.items():
+            want = SETTINGS[name.lower()].parse(value)
+            if inst.settings.get(name) != want:
+                raise CantChangeParameter(
+                    f'parameter "{name}" cannot be changed without reopening the database '
+                    f"(it is open in this process with {inst.settings.get(name)})")
+        entry[1] += 1
+        return inst
+
+
+def release_shared(inst: Instance) -> None:
+    """Drop one reference taken by ``acquire_shared``; the last one closes the instance."""
+    with _SHARED_LOCK:
+        for key, entry in list(_SHARED.items()):
+            if entry[0] is inst:
+                entry[1] -= 1
+                if entry[1] > 0:
+                    return
+                del _SHARED[key]
+                break
+        else:
+            return
+    inst.close()
+
+
+@atexit.register
+def _close_shared_at_exit() -> None:
+    with _SHARED_LOCK:
+        insts = [entry[0] for entry in _SHARED.values()]
+        _SHARED.clear()
+    for inst in insts:
+        if inst.owner_pid == os.getpid():
+            try:
+                inst.close()
+            except Exception:  # pragma: no cover - nothing left to report it to
+                pass

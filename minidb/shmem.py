@@ -38,7 +38,26 @@ stats              (S + 1, K)      int64      only the owning backend writes its
                                               last row collects the counts of backends
                                               that have exited (proc lock)
 control            (16,)           int64      see CTL_* (each entry names its lock)
+syncscan           (20, 3)         int64      syncscan lock (relfilenode, block, LRU stamp;
+                                              ``minidb.heap.syncscan``)
+syncscan_clock     (1,)            int64      syncscan lock (LRU stamp counter)
+pscan              (P, 16)         int64      pscan[slot % 16] (one parallel scan's block
+                                              allocator per row; ``minidb.heap.parallel``)
+pool               (W, 4)          int64      pool lock (per worker process: state, pid,
+                                              leader pid, task id; ``minidb.workers.pool``)
+oc_tag             (OC,)           int64      iomodel lock (simulated OS page cache: file
+                                              and block of each page, -1 empty;
+                                              ``minidb.storage.iomodel``)
+oc_stamp           (OC,)           int64      iomodel lock (LRU stamp of each page)
+oc_ready           (OC,)           float64    iomodel lock (when each page's read ends)
+io_state           (4,)            int64      iomodel lock (disk's last file and block,
+                                              LRU clock)
+io_busy            (1,)            float64    iomodel lock (the disk is busy until then)
+io_counters        (IO,)           int64      iomodel lock (IO_COUNTERS)
 =================  ==============  =========  ============================================
+
+``P`` = parallel scan slots (max_connections), ``W`` = max_worker_processes, ``OC`` = pages
+of the simulated OS cache (``os_cache_mb``; a placeholder of 8 when ``io_model`` is none).
 
 Locks (all created before any fork):
 
@@ -54,6 +73,12 @@ Locks (all created before any fork):
 * ``clog[i]`` - commit-log writers, striped by xid (a byte holds four xids' status).
 * ``stats`` - the shared per-table statistics.
 * ``extension[i]`` - relation extension locks, striped by relfilenode.
+* ``syncscan`` - the synchronized-scan position list (SyncScanLock).
+* ``pscan[i]`` - parallel scan slots, striped: slot ``s`` uses ``pscan[s % 16]`` for its
+  shared counter and start block.
+* ``pool`` - claiming and releasing parallel worker processes.
+* ``iomodel`` - the I/O model's cache, disk and counters (one lock: a lookup, the disk
+  reservation and the insertion of a read are one critical section).
 * ``sem[slot]`` - one semaphore per backend slot: a backend that must wait (for a buffer
   content lock, an I/O in progress, a cleanup lock; later for a transaction) sets its bit
   in the object's waiter mask and sleeps on its own semaphore, as a PostgreSQL backend
@@ -93,6 +118,25 @@ N_CLOG_LOCKS = 16
 MAX_TABLE_STATS = 512     # tables with shared statistics (pg_stat_user_tables rows)
 
 N_EXTENSION_LOCKS = 16
+
+# synchronized scans, parallel scans, the worker pool, the I/O model (see their modules)
+SYNC_SCAN_NELEM = 20
+N_PSCAN_FIELDS = 16
+N_PSCAN_LOCKS = 16
+N_POOL_FIELDS = 4
+OS_CACHE_WAYS = 8
+N_IO_STATE = 4
+IO_COUNTERS = (
+    "requests",         # disk requests (one per run of consecutive missing blocks)
+    "bytes",            # bytes transferred by the disk
+    "seeks",            # requests that paid the seek
+    "cache_hits",       # demanded pages found in the simulated OS cache
+    "cache_misses",     # demanded pages read from the disk
+    "readahead_pages",  # pages the disk read that nobody had demanded yet
+    "pages_written",    # pages written into the cache by the buffer manager
+    "disk_busy_us",     # time the disk was occupied
+    "wait_us",          # time readers were owed (and slept)
+)
 
 # statistics counters, one column each (per backend slot, plus the retired row)
 COUNTERS = (
@@ -141,6 +185,19 @@ def n_slots(settings: Settings) -> int:
     return settings.max_connections + settings.max_worker_processes + N_AUX_SLOTS
 
 
+def n_pscan_slots(settings: Settings) -> int:
+    """Parallel scans that can run at once: one per connection."""
+    return settings.max_connections
+
+
+def os_cache_pages(settings: Settings) -> int:
+    """Pages of the simulated OS cache (a multiple of its associativity)."""
+    if settings.io_model == "none":
+        return OS_CACHE_WAYS  # a placeholder: nothing uses it
+    pages = settings.os_cache_mb * (1 << 20) // BLCKSZ
+    return max(OS_CACHE_WAYS, pages // OS_CACHE_WAYS * OS_CACHE_WAYS)
+
+
 def n_buckets(settings: Settings) -> int:
     return _next_pow2(max(2 * settings.shared_buffers, 16 * _next_pow2(settings.buffer_partitions)))
 
@@ -175,6 +232,17 @@ def regions(settings: Settings) -> list[Region]:
         Region("table_stats", (MAX_TABLE_STATS, len(TABLE_COUNTERS)), "<i8", "stats lock"),
         Region("stats", (s + 1, len(COUNTERS)), "<i8", "owning backend / proc lock"),
         Region("control", (N_CONTROL,), "<i8", "see CTL_*"),
+        Region("syncscan", (SYNC_SCAN_NELEM, 3), "<i8", "syncscan lock", fill=-1),
+        Region("syncscan_clock", (1,), "<i8", "syncscan lock"),
+        Region("pscan", (n_pscan_slots(settings), N_PSCAN_FIELDS), "<i8", "pscan lock stripe"),
+        Region("pool", (max(1, settings.max_worker_processes), N_POOL_FIELDS), "<i8",
+               "pool lock"),
+        Region("oc_tag", (os_cache_pages(settings),), "<i8", "iomodel lock", fill=-1),
+        Region("oc_stamp", (os_cache_pages(settings),), "<i8", "iomodel lock"),
+        Region("oc_ready", (os_cache_pages(settings),), "<f8", "iomodel lock"),
+        Region("io_state", (N_IO_STATE,), "<i8", "iomodel lock"),
+        Region("io_busy", (1,), "<f8", "iomodel lock"),
+        Region("io_counters", (len(IO_COUNTERS),), "<i8", "iomodel lock"),
     ]
 
 
@@ -224,4 +292,8 @@ class SharedLocks:
         self.clog = [ctx.Lock() for _ in range(N_CLOG_LOCKS)]
         self.stats = ctx.Lock()
         self.extension = [ctx.Lock() for _ in range(N_EXTENSION_LOCKS)]
+        self.syncscan = ctx.Lock()
+        self.pscan = [ctx.Lock() for _ in range(N_PSCAN_LOCKS)]
+        self.pool = ctx.Lock()
+        self.iomodel = ctx.Lock()
         self.sem = [ctx.Semaphore(0) for _ in range(n_slots(settings))]

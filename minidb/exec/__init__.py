@@ -1,0 +1,1 @@
+"""minidb's vectorized executor: expressions compiled to numpy, plan nodes (see README.md)."""

@@ -23,7 +23,24 @@ pointers with one fancy index, decide which tuples to return while the locks are
 release the locks, gather the requested columns with one fancy index per column over the
 whole pool while holding only the pins (buffer rule 2: nothing moves a tuple while a pin
 is held), then unpin.  A scan of a table larger than a quarter of ``shared_buffers`` uses
-the bulk-read ring.  The number of blocks is fixed when the scan starts.
+the bulk-read ring and, if ``synchronize_seqscans`` is on, is *synchronized*
+(``minidb.heap.syncscan``): it starts where another scan of the table is, wraps around the
+end, and reports its position after each batch (the last multiple of 16 among the blocks
+it reads next, so that another scan joining there finds the pages still in this scan's
+ring).  One threshold for both, as PostgreSQL's ``initscan``.  The number of blocks is
+fixed when the scan starts.
+
+A parallel participant gives ``HeapScan`` a ``block_source`` (``minidb.heap.parallel``'s
+``BlockAllocator``) instead of a range: the scan then takes runs of blocks from it (the
+rest of its current chunk, or a new chunk).  While the runs are found in shared buffers, a
+batch gathers several of them (up to ``batch_pages`` pages), so that small chunks (one
+block, for the ``block`` policy) do not each pay a batch's fixed cost of about 0.2 ms in a
+warm, CPU-bound scan.  As soon as a run had to be read from the file, the batch ends with
+it: a participant of a cold scan then allocates, reads and processes one chunk at a time,
+as a PostgreSQL participant does, so the order in which the participants' reads reach
+the (simulated) kernel is PostgreSQL's - gathering there would turn a ``block`` scan's
+interleaved reads into bursts of consecutive ones and hand it the read-ahead it is known
+to lose.  Every participant has its own ring.
 
 Invariants:
   1. A tuple's ``t_ctid`` is its own TID when it is stored.
@@ -44,6 +61,8 @@ import numpy as np
 from minidb.config import BLCKSZ
 from minidb.errors import ProgramLimitExceeded
 from minidb.heap.layout import FlatViews, HEAP_TUPLE_HEADER_SIZE, RowLayout
+from minidb.heap.syncscan import SyncScanTable
+from minidb.shmem import C as _COUNTER
 from minidb.storage import freespace
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE, BufferManager
@@ -262,7 +281,9 @@ class Batch:
     def _compute_tids(self):
         if self._tids is None:
             page_idx, item_idx = positions_to_items(self._positions, self._width, self._n)
-            self._tids = (self._first_block + page_idx, item_idx + 1)
+            fb = self._first_block  # a block number, or one per page (a gathered batch)
+            blocks = fb[page_idx] if isinstance(fb, np.ndarray) else fb + page_idx
+            self._tids = (blocks, item_idx + 1)
         return self._tids
 
     @property
@@ -285,23 +306,41 @@ class HeapScan:
       share-locked, with the absolute byte offsets of every LP_NORMAL tuple, and says
       which tuples the scan returns (visibility; it may also set hint bits, since it runs
       under the share locks, and mark the buffers dirty as hints).
+
+    ``syncscan``: None (the default) synchronizes a scan of a table larger than
+    ``shared_buffers / 4`` when ``synchronize_seqscans`` is on and no ``start_block`` was
+    asked for; False never; True always.  ``block_source``: an object with ``nblocks`` and
+    ``next_run(max_n) -> (block, n) | None`` (a parallel participant's block allocator);
+    the scan then reads what it hands out (see the module docstring).
     """
 
     def __init__(self, bm: BufferManager, rel: HeapRel, columns: list[int], *,
                  batch_pages: int = SCAN_BATCH_PAGES, tuple_filter=None, prepare_pages=None,
-                 use_ring: bool | None = None, start_block: int = 0):
+                 use_ring: bool | None = None, start_block: int = 0,
+                 syncscan: bool | None = None, block_source=None):
         self.bm = bm
         self.rel = rel
         self.columns = list(columns)
         self.batch_pages = batch_pages
         self.tuple_filter = tuple_filter
         self.prepare_pages = prepare_pages
-        self.nblocks = bm.smgr.nblocks(rel.relfilenode)
+        self.block_source = block_source
+        self.nblocks = (block_source.nblocks if block_source is not None
+                        else bm.smgr.nblocks(rel.relfilenode))
+        large = self.nblocks > bm.nbuffers // 4
         if use_ring is None:
-            use_ring = self.nblocks > bm.nbuffers // 4
+            use_ring = large
         self.strategy = (AccessStrategy("bulkread", bm.settings.bulkread_ring_kb, bm.nbuffers)
                          if use_ring else None)
         self.start_block = start_block if start_block < self.nblocks else 0
+        self.syncscan: SyncScanTable | None = None
+        if syncscan is None:
+            syncscan = large and start_block == 0 and bm.settings.synchronize_seqscans
+        if syncscan and block_source is None and self.nblocks:
+            self.syncscan = SyncScanTable(bm.seg, bm.locks.syncscan)
+            self.start_block = self.syncscan.get_location(rel.relfilenode, self.nblocks)
+            if bm.settings.trace_syncscan:
+                _trace_syncscan(rel, self.start_block, self.nblocks)
         self.views = FlatViews(bm.seg.pool_flat)
         self.pages_scanned = 0
         self.tuples_seen = 0  # LP_NORMAL tuples looked at (before the filter)
@@ -310,23 +349,80 @@ class HeapScan:
         return self.batches()
 
     def batches(self):
+        if self.block_source is not None:
+            yield from self._source_batches()
+            return
         n = self.nblocks
+        rfn = self.rel.relfilenode
+        ss = self.syncscan
         pos = 0
         while pos < n:
             block = (self.start_block + pos) % n
             want = min(self.batch_pages, n - pos, n - block)
-            bufs = self.bm.pin_run(self.rel.relfilenode, block, want, strategy=self.strategy)
+            bufs = self.bm.pin_run(rfn, block, want, strategy=self.strategy)
             pos += len(bufs)
             self.pages_scanned += len(bufs)
+            if ss is not None:
+                ss.report_run(rfn, block, len(bufs), n)
             batch = self._read_pages(bufs, block)
             if batch is not None and len(batch):
                 yield batch
 
-    def _read_pages(self, bufs: np.ndarray, first_block: int) -> Batch | None:
+    def _source_batches(self):
+        """Batches of the runs a block source hands out, several runs to a batch."""
+        bm, src, strategy = self.bm, self.block_source, self.strategy
+        rfn = self.rel.relfilenode
+        target = max(1, min(self.batch_pages, bm.max_batch_pins))
+        stats, reads = bm.stats, _COUNTER["buffers_read"]
+        pending = None  # the part of a run not pinned yet
+        while True:
+            firsts: list[int] = []
+            counts: list[int] = []
+            pinned: list[np.ndarray] = []
+            have = 0
+            read_before = int(stats[reads])
+            try:
+                while have < target:
+                    if pending is None:
+                        pending = src.next_run(target - have)
+                        if pending is None:
+                            break
+                    block, n = pending
+                    want = min(n, target - have)
+                    bufs = bm.pin_run(rfn, block, want, strategy=strategy)
+                    k = len(bufs)
+                    firsts.append(block)
+                    counts.append(k)
+                    pinned.append(bufs)
+                    have += k
+                    pending = (block + k, n - k) if k < n else None
+                    if k < want or int(stats[reads]) != read_before:
+                        break  # a pin limit, or this run was read: process what we have
+            except BaseException:
+                for bufs in pinned:
+                    bm.unpin_batch(bufs)
+                raise
+            if not pinned:
+                return
+            self.pages_scanned += have
+            if len(pinned) == 1:
+                batch = self._read_pages(pinned[0], firsts[0])
+            else:
+                blocks = np.concatenate([np.arange(f, f + k, dtype=np.int64)
+                                         for f, k in zip(firsts, counts)])
+                batch = self._read_pages(np.concatenate(pinned), blocks)
+            if batch is not None and len(batch):
+                yield batch
+
+    def _read_pages(self, bufs: np.ndarray, first_block) -> Batch | None:
+        """``first_block``: the block of ``bufs[0]`` when the pages are consecutive, else an
+        array with the block of every page (``prepare_pages`` then gets the first one: the
+        pruning hook names pages by their buffer tags)."""
         bm, v = self.bm, self.views
         try:
             if self.prepare_pages is not None:
-                self.prepare_pages(bufs, first_block)
+                self.prepare_pages(bufs, first_block if not isinstance(first_block, np.ndarray)
+                                   else int(first_block[0]))
             bm.lock_share_batch(bufs)
             try:
                 positions, width, tuple_starts = page_items(v, bufs)
@@ -344,6 +440,13 @@ class HeapScan:
         finally:
             bm.unpin_batch(bufs)
         return Batch(cols, first_block, positions, width, len(tuple_starts))
+
+
+def _trace_syncscan(rel: HeapRel, start: int, nblocks: int) -> None:
+    import os
+    import sys
+    print(f"[syncscan pid {os.getpid()}] \"{rel.name}\" (base/{rel.relfilenode}): start block "
+          f"{start} of {nblocks}", file=sys.stderr)
 
 
 def page_items(v: FlatViews, bufs: np.ndarray):

@@ -1,0 +1,61 @@
+"""minidb's B-tree index (PostgreSQL's nbtree, Lehman & Yao): see README.md in this package.
+
+Public interface (for the executor and the SQL layer):
+
+  create_index(backend, table, name, columns, unique=False, primary=False)
+                                               catalog entry + build by sorting
+  drop_index(backend, name)                                   catalog, buffers, file
+  insert_entry(backend, index, row, tid)       after a heap insert / a non-HOT update
+  index_scan(backend, index, low, high, *, low_inclusive, high_inclusive, direction)
+  lookup_visible(backend, index, key, snapshot) -> [(tid, row)]
+  bulk_delete(backend, index, dead_tids)       VACUUM's index pass
+  index_vacuum_callbacks(backend, table)       the callbacks for heap.vacuum.vacuum_table
+  check_btree(backend, index, heapallindexed=True), dump_btree(backend, index)
+
+``index`` is an index name, a ``catalog.IndexDef`` or an ``IndexRel`` (``open_index``).
+"""
+
+from __future__ import annotations
+
+from minidb.index.build import build_index
+from minidb.index.check import check_btree, dump_btree
+from minidb.index.insert import insert_entry
+from minidb.index.rel import IndexRel, forget_index, open_index
+from minidb.index.scan import BACKWARD, FORWARD, IndexScan, index_scan, lookup_visible
+from minidb.index.vacuum import bulk_delete, index_vacuum_callbacks
+
+__all__ = ["create_index", "drop_index", "insert_entry", "index_scan", "lookup_visible",
+           "bulk_delete", "index_vacuum_callbacks", "check_btree", "dump_btree",
+           "open_index", "IndexRel", "IndexScan", "FORWARD", "BACKWARD"]
+
+
+def create_index(backend, table_name: str, index_name: str, columns, unique: bool = False,
+                 primary: bool = False):
+    """CREATE [UNIQUE] INDEX index_name ON table_name (columns): build the index from the
+    table's current rows, then publish it in the catalog.  Returns its ``IndexRel``.
+    ``primary`` (a PRIMARY KEY's index) implies ``unique``; NOT NULL is the caller's."""
+    unique = unique or primary
+    catalog = backend.catalog
+    hrel = catalog.heap_rel(table_name)
+
+    def build(idef):
+        t = catalog.tables[table_name]
+        col_idx = [t.column_index(c) for c in idef.columns]
+        from minidb.index.keys import KeyCodec
+        irel = IndexRel(idef.name, idef.oid, idef.relfilenode, table_name, list(idef.columns),
+                        col_idx, KeyCodec([t.columns[i].type for i in col_idx], idef.columns),
+                        bool(unique))
+        build_index(backend, irel, hrel)
+
+    idef = catalog.create_index(index_name, table_name, list(columns), unique=unique,
+                                primary=primary, build=build)
+    return open_index(backend, idef)
+
+
+def drop_index(backend, index_name: str) -> None:
+    """DROP INDEX: remove the catalog entry, forget the buffers, unlink the file.  The
+    caller makes sure nobody else uses the index (there is no lock manager yet)."""
+    idef = backend.catalog.drop_index(index_name)
+    backend.bufmgr.drop_relation_buffers(idef.relfilenode)
+    backend.instance.smgr.unlink(idef.relfilenode)
+    forget_index(backend, idef.name, idef.relfilenode)

@@ -20,7 +20,9 @@ Invariants:
   3. A short read is an error naming the file and block, never a partly filled page.
 
 Left out: segmenting files at 1 GB, tablespaces, asynchronous I/O.  The I/O model of
-``minidb.storage.iomodel`` (a later piece) hooks in at ``read_blocks``.
+``minidb.storage.iomodel`` hooks in here: when the instance set ``iomodel``, every read
+is charged to it after the real read (simulated OS cache, read-ahead, disk queue) and
+every write puts its pages in the simulated OS cache.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Smgr:
         self.base = os.path.join(datadir, "base")
         os.makedirs(self.base, exist_ok=True)
         self._fds: dict[tuple[int, int], int] = {}
+        self.iomodel = None  # minidb.storage.iomodel.IOModel when io_model is not none
 
     def path(self, rfn: int, fork: int = MAIN_FORKNUM) -> str:
         return os.path.join(self.base, f"{rfn}{_FORK_SUFFIX[fork]}")
@@ -126,6 +129,9 @@ class Smgr:
             bad = first_block + got // BLCKSZ
             raise IOError_(f'could not read block {bad} in file "{self.path(rfn, fork)}": '
                            f"read only {got % BLCKSZ} of {BLCKSZ} bytes")
+        if self.iomodel is not None:
+            self.iomodel.read(rfn, fork, first_block, len(buffers),
+                              os.fstat(fd).st_size // BLCKSZ)
 
     def write_blocks(self, rfn: int, fork: int, first_block: int, buffers: list) -> None:
         fd = self._fd(rfn, fork)
@@ -138,6 +144,8 @@ class Smgr:
         if got != BLCKSZ * len(buffers):
             raise IOError_(f'could not write block {first_block} in file '
                            f'"{self.path(rfn, fork)}": wrote only {got} bytes')
+        if self.iomodel is not None:
+            self.iomodel.wrote(rfn, fork, first_block, len(buffers))
 
     def fsync_all(self) -> None:
         for fd in self._fds.values():

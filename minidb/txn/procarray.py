@@ -269,11 +269,22 @@ class ProcArray:
                     seg.proc_xact_waiters[h] &= ~np.uint64(bit)
 
     def _in_deadlock(self, slot: int) -> bool:
-        """Follow the wait-for chain from ``slot``; True if it leads back to it."""
+        """Follow the wait-for chain from ``slot``; True if it leads back to it.
+
+        The walk and, on a cycle, the victim's leaving the graph happen under one hold of
+        the lock: two members of one cycle that check at the same moment must not both
+        see it and both give up (only one victim, as in PostgreSQL's DeadLockCheck)."""
         seg = self.seg
         with self.lock:
             wait = seg.proc_wait_xid.copy()
             xids = seg.proc_xid.copy()
+            found = self._cycle_from(slot, wait, xids)
+            if found:
+                seg.proc_wait_xid[slot] = 0
+        return found
+
+    @staticmethod
+    def _cycle_from(slot: int, wait, xids) -> bool:
         s = slot
         for _ in range(len(wait) + 1):
             x = wait[s]

@@ -297,10 +297,16 @@ def satisfies_vacuum_batch(hdr: dict, horizon: int, procarray, clog
 
 
 def surely_dead(xmax: int, infomask: int, horizon: int) -> bool:
-    """HeapTupleIsSurelyDead: dead to everyone, judged from hint bits alone."""
-    if infomask & HEAP_XMIN_INVALID and not infomask & HEAP_XMIN_COMMITTED:
-        return True
-    if not infomask & HEAP_XMAX_COMMITTED or _xmax_is_lock_only(infomask):
+    """HeapTupleIsSurelyDead: dead to everyone, judged from hint bits alone.
+
+    As PostgreSQL: an inserter not known committed decides alone (dead iff known
+    aborted); then a deleter that is invalid, only a locker or not known committed means
+    "not dead".  Plus minidb's xmax 0 = no deleter, as everywhere in this module."""
+    if not infomask & HEAP_XMIN_COMMITTED:
+        return bool(infomask & HEAP_XMIN_INVALID)
+    if infomask & HEAP_XMAX_INVALID or xmax == 0 or _xmax_is_lock_only(infomask):
+        return False
+    if not infomask & HEAP_XMAX_COMMITTED:
         return False
     return xmax < horizon
 
@@ -329,7 +335,9 @@ def satisfies_update(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int,
                 return TM_OK, 0
             if xmax != myxid:
                 return TM_OK, HEAP_XMAX_INVALID
-            return (TM_SELF_MODIFIED if cmax < curcid else TM_INVISIBLE), 0
+            # PostgreSQL: changed by this command (or later) -> SELF_MODIFIED, the caller
+            # skips it; by an earlier command -> INVISIBLE (the scan could not have seen it)
+            return (TM_SELF_MODIFIED if cmax >= curcid else TM_INVISIBLE), 0
         if procarray.is_in_progress(xmin):
             return TM_INVISIBLE, 0
         if clog.status(xmin) == COMMITTED:
@@ -344,7 +352,7 @@ def satisfies_update(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int,
     if myxid and xmax == myxid:
         if _xmax_is_lock_only(infomask):
             return TM_OK, hints  # locked by me: I may go on
-        return (TM_SELF_MODIFIED if cmax < curcid else TM_INVISIBLE), hints
+        return (TM_SELF_MODIFIED if cmax >= curcid else TM_INVISIBLE), hints
     if procarray.is_in_progress(xmax):
         return TM_BEING_MODIFIED, hints
     if _xmax_is_lock_only(infomask):

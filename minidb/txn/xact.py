@@ -6,7 +6,7 @@ State machine (``Transaction.state``)::
     ----------   -----------------------------   ---------   --------------------------
     IDLE         begin()  (BEGIN)                INPROGRESS  begin
     IDLE         start_statement() (implicit)    INPROGRESS  start_statement
-    INPROGRESS   error inside a BEGIN block      FAILED      fail
+    INPROGRESS   error inside a BEGIN block      FAILED      fail (xid aborted at once)
     INPROGRESS   commit()                        IDLE        commit
     INPROGRESS   rollback()                      IDLE        rollback
     FAILED       commit() / rollback()           IDLE        rollback (commit = rollback)
@@ -141,15 +141,26 @@ class Transaction:
             self.procarray.clear_xmin(self.slot)
 
     def fail(self) -> None:
-        """An error inside the transaction: an explicit block waits for ROLLBACK; an
-        implicit one (autocommit statement) is rolled back at once."""
+        """An error inside the transaction.  As PostgreSQL's AbortTransaction, the
+        transaction ends at once - its xid is marked aborted, its row locks released and
+        its waiters woken - but an explicit block stays FAILED (25P02 for every statement)
+        until ROLLBACK; an implicit one (autocommit statement) simply ends."""
         if self.state == IDLE:
             return
-        if self.explicit:
-            self.state = FAILED
-            self._statement_snapshot = None
-        else:
+        if not self.explicit:
             self.rollback()
+            return
+        if self.state == FAILED:
+            return
+        xid = self.xid
+        self.procarray.end_transaction(self.slot, xid, committed=False)
+        self._trace(f"abort xid {xid} (error in a transaction block)")
+        self.xid = 0
+        self.snapshot = None
+        self._statement_snapshot = None
+        self.state = FAILED
+        if self._on_end is not None:
+            self._on_end(False)
 
     # -- ending ---------------------------------------------------------------------------------
     def commit(self) -> bool:
@@ -165,6 +176,11 @@ class Transaction:
 
     def rollback(self) -> None:
         if self.state == IDLE:
+            return
+        if self.state == FAILED:  # already aborted by fail(): only the block ends
+            self.state = IDLE
+            self.explicit = False
+            self.cid = 0
             return
         self._end(committed=False)
 

@@ -1,0 +1,523 @@
+"""DB-API 2.0 (PEP 249): ``Connection`` and ``Cursor`` over a session and its SQL engine.
+
+A ``Connection`` is one ``minidb.session.Session`` (one backend slot of the data directory's
+shared Instance) plus one ``minidb.sql.engine.Engine``.  ``minidb.connect(path)`` may be
+called any number of times in a process, from threads or not: the connections share one
+Instance (``minidb.instance.acquire_shared``), which the last one to close closes.
+
+Parameters (``paramstyle = "qmark"``)::
+
+    cur.execute("SELECT * FROM t WHERE a = ? AND b < ?", (1, 2.5))
+
+Parameters are bound by position to the ``?`` marks, as sqlite3 does; they are values, never
+SQL text (a string parameter is never parsed).  The engine's prepared statements do the
+binding, so ``executemany`` parses and plans its statement once.  A mapping instead of a
+sequence, or a bare string, is refused with ProgrammingError (the usual slip
+``execute(sql, "abc")`` would otherwise bind three parameters).
+
+Transactions (the ``autocommit`` attribute, as in psycopg and sqlite3):
+
+==================  ==========================================================================
+mode                what happens
+==================  ==========================================================================
+autocommit False    (the default, as PEP 249 asks) the first statement after connect, commit()
+                    or rollback() begins a transaction (``isolation_level``, or the session's
+                    ``default_transaction_isolation``); it lasts until commit() or rollback().
+                    An error inside it fails it: every later statement raises
+                    InFailedSqlTransaction (25P02) until rollback().  commit() of a failed
+                    transaction rolls it back and raises InFailedSqlTransaction.
+                    Statements BEGIN / START TRANSACTION / COMMIT / END / ROLLBACK / ABORT
+                    are passed to the engine without an implicit BEGIN before them.
+                    VACUUM cannot run inside a transaction block (25001, as in
+                    PostgreSQL): run it in autocommit mode, as psycopg users do.
+autocommit True     every statement outside an explicit ``BEGIN`` is its own transaction;
+                    ``BEGIN`` ... ``COMMIT`` / ``ROLLBACK`` statements work as in psql.
+==================  ==========================================================================
+
+Changing ``autocommit`` or ``isolation_level`` while a transaction is open raises
+ProgrammingError (commit or roll back first), as psycopg does.  ``with connect(...) as conn:``
+commits when the block succeeds, rolls back when it raises, and closes the connection in
+both cases, as psycopg 3 does (sqlite3 leaves the connection open; minidb closes it because
+the data directory stays locked while any connection is open).  Closing a connection rolls
+back what it had not committed.
+
+Threads (``threadsafety = 1``): threads may share the module, not connections.  Each thread
+opens its own connection (each is its own session with its own transaction, so they isolate
+one another as PostgreSQL sessions do).  A connection used by two threads *at the same time*
+raises ProgrammingError instead of interleaving two threads' statements in one transaction;
+handing a connection from one thread to another between calls is fine.
+
+Errors: everything raised is a class of PEP 249's hierarchy (``minidb.errors``) with a
+``sqlstate``; an unexpected Python exception inside the engine is reported as InternalError
+(XX000) chained to the original.  Any use of a closed connection or cursor raises
+InterfaceError.
+
+Left out: ``callproc``, ``nextset`` (one result set per statement), two-phase commit,
+``lastrowid`` (always None: minidb has no rowid), scrollable cursors.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import threading
+import time
+from collections.abc import Mapping
+
+from minidb import errors
+from minidb.config import SETTINGS
+from minidb.errors import InterfaceError, ProgrammingError
+from minidb.instance import acquire_shared, release_shared
+from minidb.session import Session
+from minidb.txn.xact import FAILED, IDLE
+
+DEFAULT_DATADIR = "minidb-data"
+
+apilevel = "2.0"
+threadsafety = 1
+paramstyle = "qmark"
+
+_ISOLATION_LEVELS = {"read committed": "read committed", "repeatable read": "repeatable read",
+                     "read uncommitted": "read committed"}  # PostgreSQL's reading of it
+
+# first keyword of a statement, skipping blanks and comments
+_FIRST_WORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*([A-Za-z_]+)", re.S)
+_TRANSACTION_CONTROL = frozenset({"begin", "start", "commit", "end", "rollback", "abort"})
+
+
+def _engine_class():
+    """The SQL engine (a function, so tests can substitute a fake one)."""
+    from minidb.sql.engine import Engine
+    return Engine
+
+
+def connect(path: str | None = None, **settings) -> "Connection":
+    """Open a connection to the data directory ``path`` (default ``./minidb-data``, created
+    if new).  ``settings`` are minidb settings (``minidb.config``): instance settings
+    (``shared_buffers``, ``max_connections``...) apply when this call opens the directory
+    for the process and must match the open instance's values otherwise; session settings
+    (``work_mem``-like knobs, ``default_transaction_isolation``...) apply to this connection
+    only, as ``SET`` would."""
+    return Connection(DEFAULT_DATADIR if path is None else path, **settings)
+
+
+class Connection:
+    """A DB-API connection: one session, one engine (see the module docstring)."""
+
+    def __init__(self, path, **settings):
+        instance_settings, session_settings = {}, {}
+        for name, value in settings.items():
+            s = SETTINGS.get(name.lower())
+            if s is None:
+                raise errors.UndefinedParameter(f'unrecognized configuration parameter "{name}"')
+            (instance_settings if s.context == "instance" else session_settings)[s.name] = value
+        self._instance = acquire_shared(str(path), **instance_settings)
+        try:
+            self._session = Session(self._instance, **session_settings)
+            try:
+                self._engine = _engine_class()(self._session)
+            except BaseException:
+                self._session.close()
+                raise
+        except BaseException:
+            release_shared(self._instance)
+            raise
+        self._closed = False
+        self._autocommit = False
+        self._isolation_level: str | None = None
+        self._busy = threading.Lock()  # held while a call runs: detects use from two threads
+        self.datadir = self._instance.datadir
+
+    # -- PEP 249 exceptions as attributes (optional extension, as sqlite3 and psycopg have) --
+    Warning = errors.Warning
+    Error = errors.Error
+    InterfaceError = errors.InterfaceError
+    DatabaseError = errors.DatabaseError
+    DataError = errors.DataError
+    OperationalError = errors.OperationalError
+    IntegrityError = errors.IntegrityError
+    InternalError = errors.InternalError
+    ProgrammingError = errors.ProgrammingError
+    NotSupportedError = errors.NotSupportedError
+
+    # -- state ----------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def session(self):
+        """The ``minidb.session.Session`` (for inspection tools such as the REPL's ``\\page``;
+        not part of DB-API)."""
+        self._check_open()
+        return self._session
+
+    @property
+    def transaction_status(self) -> str:
+        """"idle", "in transaction" or "failed" (psql's prompt shows it as ``=``, ``*``,
+        ``!``)."""
+        self._check_open()
+        state = self._session.xact.state
+        return "idle" if state == IDLE else "failed" if state == FAILED else "in transaction"
+
+    @property
+    def autocommit(self) -> bool:
+        return self._autocommit
+
+    @autocommit.setter
+    def autocommit(self, value: bool) -> None:
+        self._check_open()
+        value = bool(value)
+        if value != self._autocommit:
+            self._check_no_transaction("autocommit")
+        self._autocommit = value
+
+    @property
+    def isolation_level(self) -> str | None:
+        """Isolation of the transactions the connection begins in non-autocommit mode: None
+        (the session's ``default_transaction_isolation``), "READ COMMITTED" or
+        "REPEATABLE READ"."""
+        return None if self._isolation_level is None else self._isolation_level.upper()
+
+    @isolation_level.setter
+    def isolation_level(self, value: str | None) -> None:
+        self._check_open()
+        if value is None:
+            level = None
+        else:
+            key = " ".join(str(value).lower().replace("_", " ").split())
+            if key == "serializable":
+                raise errors.NotSupportedError(
+                    "isolation level SERIALIZABLE is not supported (minidb has no SSI); "
+                    "use REPEATABLE READ, which gives snapshot isolation")
+            if key not in _ISOLATION_LEVELS:
+                raise ProgrammingError(f"unknown isolation level {value!r} (READ COMMITTED "
+                                       "or REPEATABLE READ)")
+            level = _ISOLATION_LEVELS[key]
+        if level != self._isolation_level:
+            self._check_no_transaction("isolation_level")
+        self._isolation_level = level
+
+    # -- PEP 249 methods ------------------------------------------------------------------------
+    def cursor(self) -> "Cursor":
+        self._check_open()
+        return Cursor(self)
+
+    def execute(self, sql: str, params=None) -> "Cursor":
+        """A new cursor that has executed ``sql`` (sqlite3's and psycopg's shortcut)."""
+        return self.cursor().execute(sql, params)
+
+    def commit(self) -> None:
+        """Commit the open transaction (whether the connection or a ``BEGIN`` opened it);
+        nothing to do when none is open."""
+        self._check_open()
+        with self._using():
+            xact = self._session.xact
+            if xact.state == IDLE:
+                return
+            failed = xact.state == FAILED
+            committed = self._session.commit()
+            if failed or not committed:
+                raise errors.InFailedSqlTransaction(
+                    "the transaction had failed (a statement in it raised an error); "
+                    "it was rolled back, not committed")
+
+    def rollback(self) -> None:
+        self._check_open()
+        with self._using():
+            self._session.rollback()
+
+    def close(self) -> None:
+        """Roll back what is not committed and give the backend slot back; closing twice is
+        harmless."""
+        if self._closed:
+            return
+        with self._using():
+            self._closed = True
+            try:
+                close = getattr(self._engine, "close", None)
+                if close is not None:
+                    close()
+            finally:
+                try:
+                    self._session.close()
+                finally:
+                    release_shared(self._instance)
+
+    def __enter__(self) -> "Connection":
+        self._check_open()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._closed:
+            return
+        try:
+            if exc_type is None:
+                self.commit()
+            else:
+                self.rollback()
+        finally:
+            self.close()
+
+    def __del__(self):
+        if getattr(self, "_closed", True):
+            return
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - at interpreter shutdown, nothing to tell
+            pass
+
+    # -- running statements (for Cursor) ------------------------------------------------------
+    def _run(self, sql: str, fn):
+        """``fn()`` under the thread guard, after the implicit BEGIN of non-autocommit mode;
+        non-minidb exceptions become InternalError."""
+        self._check_open()
+        with self._using():
+            if not self._autocommit:
+                if self._session.xact.state == IDLE and not _is_transaction_control(sql):
+                    self._session.begin(self._isolation_level)
+            try:
+                return fn()
+            except errors.Error:
+                raise
+            except Exception as e:
+                raise errors.InternalError(
+                    f"internal error: {type(e).__name__}: {e}") from e
+
+    def _using(self):
+        if not self._busy.acquire(blocking=False):
+            raise ProgrammingError(
+                "this connection is in use by another thread at the same time; minidb "
+                "connections are not shared between threads (threadsafety 1): open one "
+                "connection per thread")
+        return _Release(self._busy)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InterfaceError("connection already closed")
+
+    def _check_no_transaction(self, what: str) -> None:
+        if self._session.xact.state != IDLE:
+            raise ProgrammingError(f"cannot change {what} while a transaction is in "
+                                   "progress; commit() or rollback() first")
+
+
+class _Release:
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock):
+        self._lock = lock
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._lock.release()
+
+
+def _is_transaction_control(sql: str) -> bool:
+    m = _FIRST_WORD.match(sql)
+    return m is not None and m.group(1).lower() in _TRANSACTION_CONTROL
+
+
+def _check_params(params) -> tuple:
+    if params is None:
+        return ()
+    if isinstance(params, Mapping):
+        raise ProgrammingError('paramstyle is "qmark": pass the parameters as a sequence '
+                               "bound to the ? marks in order, not as a mapping")
+    if isinstance(params, (str, bytes, bytearray)):
+        raise ProgrammingError('parameters must be a sequence such as a tuple or list, '
+                               f'not {type(params).__name__} (write ("abc",) for one string)')
+    try:
+        return tuple(params)
+    except TypeError:
+        raise ProgrammingError("parameters must be a sequence such as a tuple or list, not "
+                               f"{type(params).__name__}") from None
+
+
+class Cursor:
+    """A DB-API cursor: runs statements on its connection and holds the last result."""
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+        self.arraysize = 1
+        self._closed = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self._rows: list[tuple] | None = None
+        self._pos = 0
+        self.description = None
+        self.rowcount = -1
+        self.statusmessage: str | None = None  # the command tag ("INSERT 0 1"), as psycopg
+        self.notices: list[str] = []  # NOTICE / WARNING lines of the last statement
+
+    @property
+    def lastrowid(self):
+        return None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- running --------------------------------------------------------------------------------
+    def execute(self, sql: str, params=None) -> "Cursor":
+        """Run one statement; ``params`` fill its ``?`` marks in order."""
+        self._check_open()
+        bound = _check_params(params)
+        self._reset()
+        engine = self.connection._engine
+        result = self.connection._run(sql, lambda: engine.execute(sql, bound))
+        self._set_result(result)
+        return self
+
+    def executemany(self, sql: str, seq_of_params) -> "Cursor":
+        """Run one statement once per parameter sequence, parsed and planned once (a
+        prepared statement).  ``rowcount`` is the total of the executions' row counts."""
+        self._check_open()
+        self._reset()
+        engine = self.connection._engine
+        prepared = self.connection._run(sql, lambda: engine.prepare(sql))
+        total, result = 0, None
+        for params in seq_of_params:
+            bound = _check_params(params)
+            result = self.connection._run(sql, lambda: prepared.execute(bound))
+            if total >= 0:
+                total = total + result.rowcount if result.rowcount >= 0 else -1
+        if result is not None:
+            self._set_result(result)
+        self.rowcount = total
+        return self
+
+    def _set_result(self, result) -> None:
+        self.description = result.description
+        self._rows = result.rows if result.description is not None else None
+        self._pos = 0
+        self.rowcount = result.rowcount
+        self.statusmessage = result.status
+        self.notices = list(result.messages)
+
+    # -- fetching -------------------------------------------------------------------------------
+    def _result_rows(self) -> list[tuple]:
+        self._check_open()
+        if self._rows is None:
+            raise ProgrammingError("no results to fetch (the last statement returned no "
+                                   "rows, or nothing was executed)")
+        return self._rows
+
+    def fetchone(self) -> tuple | None:
+        rows = self._result_rows()
+        if self._pos >= len(rows):
+            return None
+        self._pos += 1
+        return rows[self._pos - 1]
+
+    def fetchmany(self, size: int | None = None) -> list[tuple]:
+        rows = self._result_rows()
+        n = self.arraysize if size is None else size
+        if n < 0:
+            raise ProgrammingError("fetchmany size must not be negative")
+        out = rows[self._pos:self._pos + n]
+        self._pos += len(out)
+        return out
+
+    def fetchall(self) -> list[tuple]:
+        rows = self._result_rows()
+        out = rows[self._pos:]
+        self._pos = len(rows)
+        return out
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> tuple:
+        row = self.fetchone()
+        if row is None:
+            raise StopIteration
+        return row
+
+    # -- the rest of PEP 249 -------------------------------------------------------------------
+    def setinputsizes(self, sizes) -> None:
+        self._check_open()
+
+    def setoutputsize(self, size, column=None) -> None:
+        self._check_open()
+
+    def close(self) -> None:
+        self._closed = True
+        self._rows = None
+
+    def __enter__(self) -> "Cursor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InterfaceError("cursor already closed")
+        if self.connection._closed:
+            raise InterfaceError("connection already closed")
+
+
+# -- type objects and constructors (PEP 249) -------------------------------------------------
+
+
+class DBAPITypeObject:
+    """Compares equal to every ``type_code`` (a SQL type name, as ``description`` gives it) of
+    its group: ``cursor.description[0][1] == minidb.NUMBER``."""
+
+    def __init__(self, name: str, *sql_types: str):
+        self.name = name
+        self.values = frozenset(sql_types)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, DBAPITypeObject):
+            return self is other
+        if isinstance(other, str):
+            return _base_type(other) in self.values
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"<minidb type object {self.name}>"
+
+
+def _base_type(type_code: str) -> str:
+    """'character varying(20)' -> 'character varying'; 'INT4' -> 'int4'."""
+    return type_code.split("(", 1)[0].strip().lower()
+
+
+STRING = DBAPITypeObject("STRING", "text", "varchar", "character varying", "char",
+                         "character", "bpchar")
+BINARY = DBAPITypeObject("BINARY", "bytea")  # no binary type yet: nothing compares equal
+NUMBER = DBAPITypeObject("NUMBER", "integer", "int", "int4", "bigint", "int8", "smallint",
+                         "double precision", "float8", "float", "real", "numeric")
+DATETIME = DBAPITypeObject("DATETIME", "timestamp", "timestamp without time zone", "date",
+                           "time")
+ROWID = DBAPITypeObject("ROWID", "tid")
+
+Date = datetime.date
+Time = datetime.time
+Timestamp = datetime.datetime
+Binary = bytes
+
+
+def DateFromTicks(ticks: float) -> datetime.date:
+    return Date(*time.localtime(ticks)[:3])
+
+
+def TimeFromTicks(ticks: float) -> datetime.time:
+    return Time(*time.localtime(ticks)[3:6])
+
+
+def TimestampFromTicks(ticks: float) -> datetime.datetime:
+    return Timestamp(*time.localtime(ticks)[:6])
+
+
+__all__ = ["Connection", "Cursor", "connect", "apilevel", "threadsafety", "paramstyle",
+           "STRING", "BINARY", "NUMBER", "DATETIME", "ROWID", "Date", "Time", "Timestamp",
+           "DateFromTicks", "TimeFromTicks", "TimestampFromTicks", "Binary"]

@@ -1,0 +1,248 @@
+"""Aggregation: count, sum, avg, min, max (and their DISTINCT forms), with or without
+GROUP BY.
+
+**Aggregate** (no GROUP BY) streams: each batch updates running states with whole-array
+numpy reductions (``count_nonzero``, ``sum``, ``min``, ``max``), so ``count(*)`` over a
+filtered scan does one ``count`` per batch.  DISTINCT arguments keep the batch-wise
+``np.unique`` values and reduce them at the end.
+
+**HashAggregate** (GROUP BY) gathers the group keys and aggregate arguments of all its
+input (only those columns), numbers the groups (``nodes.factorize``: ``np.unique`` per key
+column, combined), and computes every aggregate per group at once: ``bincount`` for
+counts, ``reduceat`` over the rows sorted by group for sums, minima and maxima.  Groups come
+out in key order.  Departure from PostgreSQL: no spilling to disk; the input's key and
+argument columns must fit in memory (a real hash table is not needed: sorting once is
+what numpy does fast).
+
+Result types follow PostgreSQL except where minidb lacks ``numeric``: count -> bigint;
+sum(integer/bigint) -> bigint (PostgreSQL: sum(bigint) is numeric; minidb raises
+NumericValueOutOfRange past the bigint range instead); sum(double) -> double; avg -> double
+(PostgreSQL: numeric for integer input); min/max -> the argument's type.  Aggregates of no
+rows are NULL except count, which is 0.  HAVING is the node's filter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from minidb import errors
+from minidb.exec import datatypes as dt
+from minidb.exec.chunk import Chunk, concat
+from minidb.exec.datatypes import family
+from minidb.exec.expr import K, deparse, evaluate, truth
+from minidb.exec.nodes import PlanNode, factorize
+
+__all__ = ["AggNode"]
+
+_DT = {"int": np.int64, "float": np.float64, "bool": np.bool_, "text": object, "ts": np.int64}
+_FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0}
+
+
+class AggNode(PlanNode):
+
+    def __init__(self, child, group, aggs, having):
+        keys = [("g", i) for i in range(len(group))] + [("a", j) for j in range(len(aggs))]
+        types = [g.type for g in group] + [a.type for a in aggs]
+        super().__init__([child], keys, types)
+        self.group = list(group)
+        self.aggs = list(aggs)
+        self.having = having
+
+    @property
+    def label(self):
+        return "HashAggregate" if self.group else "Aggregate"
+
+    def details(self, qualify):
+        out = []
+        if self.group:
+            out.append("Group Key: " + ", ".join(deparse(g, qualify) for g in self.group))
+        if self.having is not None:
+            out.append("Filter: " + deparse(self.having, qualify))
+        return out
+
+    def execute(self, ectx):
+        child = self.children[0]
+        layout = child.layout()
+        args = [None if a.arg is None else ectx.compile(a.arg, layout) for a in self.aggs]
+        having = ectx.compile(self.having, self.layout()) if self.having is not None else None
+        if self.group:
+            out = self._grouped(ectx, child, layout, args)
+        else:
+            out = self._plain(ectx, child, args)
+        if out is None:
+            return
+        if having is not None:
+            before = out.n
+            out = out.select(truth(having, out))
+            ectx.note(self, "Rows Removed by Filter", before - out.n)
+        if out.n:
+            yield out
+
+    # -- no GROUP BY -----------------------------------------------------------------------------
+    def _plain(self, ectx, child, args):
+        states = [_State(a) for a in self.aggs]
+        it = child.run(ectx)
+        try:
+            for chunk in it:
+                for st, c in zip(states, args):
+                    if c is None:
+                        st.count += chunk.n
+                    else:
+                        st.add(*evaluate(c, chunk))
+        finally:
+            it.close()
+        cols = [st.result() for st in states]
+        return Chunk(cols, 1)
+
+    # -- GROUP BY --------------------------------------------------------------------------------
+    def _grouped(self, ectx, child, layout, args):
+        gcomp = [ectx.compile(g, layout) for g in self.group]
+        gparts = [[] for _ in self.group]
+        aparts = [[] for _ in self.aggs]
+        n = 0
+        it = child.run(ectx)
+        try:
+            for chunk in it:
+                n += chunk.n
+                for i, c in enumerate(gcomp):
+                    gparts[i].append(Chunk([evaluate(c, chunk)], chunk.n))
+                for j, c in enumerate(args):
+                    if c is not None:
+                        aparts[j].append(Chunk([evaluate(c, chunk)], chunk.n))
+        finally:
+            it.close()
+        if n == 0:
+            return None
+        gcols = [concat(p, 1).cols[0] for p in gparts]
+        g, first = factorize(gcols)
+        ng = len(first)
+        cols = [(v[first], None if m is None else m[first]) for v, m in gcols]
+        for j, a in enumerate(self.aggs):
+            if a.arg is None:
+                cols.append((np.bincount(g, minlength=ng).astype(np.int64), None))
+                continue
+            v, m = concat(aparts[j], 1).cols[0]
+            cols.append(_group_agg(a, v, m, g, ng))
+        return Chunk(cols, ng)
+
+
+class _State:
+    """Running state of one aggregate without GROUP BY."""
+
+    def __init__(self, agg):
+        self.agg = agg
+        self.name = agg.name
+        self.fam = family(agg.arg.type) if agg.arg is not None else "int"
+        self.count = 0
+        self.sum = 0
+        self.best = None
+        self.distinct = [] if agg.distinct else None
+
+    def add(self, vals, mask):
+        if np.ndim(vals) == 0:
+            vals = np.full(1, vals)
+        if mask is not None:
+            vals = vals[~mask]
+        if not len(vals):
+            return
+        if self.distinct is not None:
+            self.distinct.append(np.unique(vals))
+            return
+        self._reduce(vals)
+
+    def _reduce(self, vals):
+        self.count += len(vals)
+        name = self.name
+        if name in ("sum", "avg"):
+            if self.fam == "float":
+                self.sum += float(np.sum(vals, dtype=np.float64))
+            else:
+                self.sum += _exact_sum(vals)
+        elif name == "min":
+            m = vals.min()
+            self.best = m if self.best is None or m < self.best else self.best
+        elif name == "max":
+            m = vals.max()
+            self.best = m if self.best is None or m > self.best else self.best
+
+    def result(self):
+        if self.distinct is not None and self.distinct:
+            allv = np.unique(np.concatenate(self.distinct))
+            self.distinct = None
+            self._reduce(allv)
+        name, t = self.name, self.agg.type
+        f = family(t)
+        if name == "count":
+            return np.array([self.count], dtype=np.int64), None
+        if self.count == 0:
+            return np.array([_FILL[f]], dtype=_DT[f]), np.ones(1, bool)
+        if name == "sum":
+            if f == "int":
+                _check_bigint(self.sum)
+            return np.array([self.sum], dtype=_DT[f]), None
+        if name == "avg":
+            return np.array([self.sum / self.count], dtype=np.float64), None
+        best = self.best
+        arr = np.empty(1, dtype=_DT[f])
+        arr[0] = best
+        return arr, None
+
+
+def _exact_sum(vals) -> int:
+    v = np.asarray(vals, dtype=np.int64)
+    est = float(np.sum(v, dtype=np.float64))
+    if abs(est) < 2.0 ** 62:
+        return int(np.sum(v))
+    return sum(v.tolist())
+
+
+def _check_bigint(x: int) -> None:
+    if not dt.INT8_MIN <= x <= dt.INT8_MAX:
+        raise errors.NumericValueOutOfRange("bigint out of range")
+
+
+def _group_agg(a, v, m, g, ng):
+    """One aggregate per group: (values, mask) of length ``ng``."""
+    f = family(a.type)
+    if m is not None:
+        keep = ~m
+        v, g = v[keep], g[keep]
+    if a.distinct and len(v):
+        code, first = factorize([(g, None), (v, None)])
+        v, g = v[first], g[first]
+    cnt = np.bincount(g, minlength=ng).astype(np.int64)
+    if a.name == "count":
+        return cnt, None
+    empty = cnt == 0
+    mask = empty if empty.any() else None
+    out = np.full(ng, _FILL[f], dtype=_DT[f])
+    if not len(v):
+        return out, mask
+    order = np.argsort(g, kind="stable")
+    sv, sg = v[order], g[order]
+    starts = np.flatnonzero(np.r_[True, sg[1:] != sg[:-1]])
+    groups = sg[starts]
+    if a.name in ("sum", "avg"):
+        if family(a.arg.type) == "float" or a.name == "avg":
+            sums = np.add.reduceat(sv.astype(np.float64), starts)
+            if a.name == "sum" and f == "int":
+                pass
+        else:
+            iv = sv.astype(np.int64)
+            est = np.add.reduceat(iv.astype(np.float64), starts)
+            sums = np.add.reduceat(iv, starts)
+            if np.any(np.abs(est) >= 2.0 ** 62):
+                for k in np.flatnonzero(np.abs(est) >= 2.0 ** 62).tolist():
+                    e = starts[k + 1] if k + 1 < len(starts) else len(sv)
+                    _check_bigint(sum(iv[starts[k]:e].tolist()))
+        if a.name == "avg":
+            out[groups] = sums / cnt[groups]
+        else:
+            out[groups] = sums
+        return out, mask
+    red = np.minimum if a.name == "min" else np.maximum
+    out[groups] = red.reduceat(sv, starts)
+    return out, mask
+
+
+assert K

@@ -1,0 +1,101 @@
+"""The executor's door to the B-tree (``minidb.index``): one place that knows its API.
+
+Everything the SQL layer does with an index goes through these functions: create (for
+CREATE INDEX and for PRIMARY KEY / UNIQUE constraints), drop, insert the entries of a new
+heap tuple, scan between bounds returning visible rows, and VACUUM's callbacks.
+
+Bounds are SQL values; one that the index column's type cannot hold (an integer bound
+beyond int4 on an integer column, a string longer than a varchar(n)) cannot be encoded as a
+key, so ``scan_rows`` decides such cases itself: an equality with an impossible value
+matches nothing, an impossible range bound is dropped (the executor re-checks every index
+condition on the rows it gets, so a wider scan is never wrong).
+"""
+
+from __future__ import annotations
+
+from minidb import errors
+
+__all__ = ["available", "create_index", "drop_index", "insert_entries", "scan_rows",
+           "vacuum_callbacks"]
+
+
+def available() -> bool:
+    try:
+        import minidb.index as ix
+    except ImportError:          # pragma: no cover
+        return False
+    return all(hasattr(ix, n) for n in ("create_index", "insert_entry", "IndexScan"))
+
+
+def create_index(backend, table: str, name: str, columns, unique: bool = False,
+                 primary: bool = False):
+    import inspect
+
+    import minidb.index as ix
+    if "primary" in inspect.signature(ix.create_index).parameters:
+        return ix.create_index(backend, table, name, list(columns), unique=unique,
+                               primary=primary)
+    irel = ix.create_index(backend, table, name, list(columns), unique=unique)
+    if primary:
+        cat = backend.catalog
+        with cat.change():
+            if name in cat.indexes:
+                cat.indexes[name].primary = True
+    return irel
+
+
+def drop_index(backend, name: str) -> None:
+    import minidb.index as ix
+    ix.drop_index(backend, name)
+
+
+def insert_entries(backend, index_names, row, tid) -> None:
+    if not index_names:
+        return
+    from minidb.index import insert_entry
+    for name in index_names:
+        insert_entry(backend, name, row, tid)
+
+
+def vacuum_callbacks(backend, table: str) -> list:
+    try:
+        from minidb.index import index_vacuum_callbacks
+    except ImportError:          # pragma: no cover
+        return []
+    return index_vacuum_callbacks(backend, table)
+
+
+def _fits(codec, values) -> bool:
+    try:
+        codec.encode_prefix(tuple(values))
+        return True
+    except (errors.DataError, OverflowError, TypeError):
+        return False
+
+
+def scan_rows(backend, index_name: str, eq: list, lower, upper, snapshot, prepare_pages,
+              backward: bool = False):
+    """Rows (tid, row) whose index key starts with ``eq`` and whose next column lies
+    between ``lower`` = (value, inclusive) and ``upper``; visible to ``snapshot``."""
+    from minidb.index import BACKWARD, FORWARD, IndexScan, open_index
+    if any(v is None for v in eq):
+        return iter(())
+    irel = open_index(backend, index_name)
+    codec = irel.codec
+    if eq and not _fits(codec, eq):
+        return iter(())
+    if lower is not None and (lower[0] is None):
+        return iter(())
+    if upper is not None and (upper[0] is None):
+        return iter(())
+    if lower is not None and not _fits(codec, list(eq) + [lower[0]]):
+        lower = None
+    if upper is not None and not _fits(codec, list(eq) + [upper[0]]):
+        upper = None
+    low = tuple(eq) + ((lower[0],) if lower is not None else ())
+    high = tuple(eq) + ((upper[0],) if upper is not None else ())
+    scan = IndexScan(backend, irel, low or None, high or None,
+                     low_inclusive=True if lower is None else lower[1],
+                     high_inclusive=True if upper is None else upper[1],
+                     direction=BACKWARD if backward else FORWARD)
+    return scan.visible_rows(snapshot, prepare_pages=prepare_pages)

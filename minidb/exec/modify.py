@@ -1,0 +1,328 @@
+"""Nodes that write: INSERT, UPDATE, DELETE, and the row locks of SELECT ... FOR UPDATE.
+
+**Insert** takes rows from VALUES (``ValuesNode``) or from a query, fills the columns not
+given with their DEFAULT (or NULL), and inserts each row with ``heapam.heap_insert``
+(the FSM finds it a page), then one entry per index of the table
+(``minidb.index.insert_entry``: a unique index checks for a live duplicate there and
+raises UniqueViolation).  A table without indexes that gets more than
+``BULK_INSERT_MIN_ROWS`` rows from one batch takes them through ``heap_bulk_insert``
+(rows encoded by numpy, appended on new pages).
+
+**Update / Delete / LockRows** get the rows to change from a scan below them (with the
+heap TIDs of the versions the statement's snapshot saw) and hand them to
+``Session.modify_rows`` - the same loop ``Session.update``/``delete`` use: wait for a
+running modifier, and under READ COMMITTED re-check the WHERE clause on the newest
+version of a row that changed meanwhile (EvalPlanQual), computing an UPDATE's new values
+again from that version; under REPEATABLE READ such a row is a serialization failure
+(40001).  The new values of the rows the scan found are computed for a whole batch at once;
+a re-checked row is evaluated alone.  After a non-HOT update, every index of the table
+gets an entry for the new version (a HOT update needs none: the chain's root keeps them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from minidb import errors
+from minidb.exec import indexam
+from minidb.exec.chunk import Chunk, chunk_to_rows, column_from_values, column_to_list, \
+    rows_to_chunk
+from minidb.exec.datatypes import from_repr
+from minidb.exec.expr import K, and_all, evaluate, truth
+from minidb.exec.nodes import PlanNode
+from minidb.heap.heapam import heap_bulk_insert, heap_insert
+
+__all__ = ["DEFAULT", "ValuesNode", "InsertNode", "UpdateNode", "DeleteNode", "LockRowsNode",
+           "BULK_INSERT_MIN_ROWS"]
+
+BULK_INSERT_MIN_ROWS = 2000
+
+
+class _Default:
+    """DEFAULT in a VALUES list (the binder puts it where a value was not given)."""
+
+    def __repr__(self):
+        return "DEFAULT"
+
+
+DEFAULT = _Default()
+
+
+def _value(c, one_row):
+    """Python value of a compiled expression evaluated for a single row."""
+    if isinstance(c, K):
+        return from_repr(c.value, c.type)
+    v, m = c.fn(one_row, None)
+    return column_to_list(v, m, c.type)[0]
+
+
+class ValuesNode(PlanNode):
+    """The rows of INSERT ... VALUES, already in the target columns' types."""
+
+    def __init__(self, rows, types, defaults):
+        super().__init__([], [("v", i) for i in range(len(types))], types)
+        self.value_rows = rows          # [[Expr | DEFAULT]]
+        self.defaults = defaults        # per output position: Expr or None
+
+    @property
+    def label(self):
+        return "Result" if len(self.value_rows) == 1 else 'Values Scan on "*VALUES*"'
+
+    def execute(self, ectx):
+        one = Chunk([], 1)
+        cache = {}
+        out = [[] for _ in self.types]
+        for row in self.value_rows:
+            for i, e in enumerate(row):
+                if e is DEFAULT:
+                    d = self.defaults[i]
+                    if d is None:
+                        out[i].append(None)
+                        continue
+                    e = d
+                c = cache.get(id(e))
+                if c is None:
+                    c = cache[id(e)] = ectx.compile(e, {})
+                out[i].append(_value(c, one))
+        n = len(self.value_rows)
+        cols = [column_from_values(vals, t) for vals, t in zip(out, self.types)]
+        yield Chunk(cols, n)
+
+
+class InsertNode(PlanNode):
+
+    def __init__(self, entry, attnos, child, defaults):
+        super().__init__([child], [], [])
+        self.entry = entry
+        self.attnos = list(attnos)
+        self.defaults = defaults        # attno -> Expr
+        self.count = 0
+
+    def title(self):
+        return f"Insert on {self.entry.table.name}"
+
+    def execute(self, ectx):
+        backend = ectx.backend
+        catalog = backend.catalog
+        name = self.entry.table.name
+        rel = catalog.heap_rel(name)
+        tdef = catalog.table(name)
+        indexes = list(tdef.indexes)
+        ncols = len(self.entry.columns)
+        ttypes = [t for _, t in self.entry.columns]
+        snap = ectx.snapshot
+        xid = backend.xact.xid_for_write()
+        cid = snap.curcid
+        bm = backend.bufmgr
+        one = Chunk([], 1)
+        # columns not given: their default, computed once if it is a constant
+        fill = {}
+        per_row = {}
+        for a in range(ncols):
+            if a in self.attnos:
+                continue
+            d = self.defaults.get(a)
+            if d is None:
+                fill[a] = None
+                continue
+            c = ectx.compile(d, {})
+            if isinstance(c, K):
+                fill[a] = from_repr(c.value, c.type)
+            else:
+                per_row[a] = c
+        child = self.children[0]
+        stats = backend.pgstat
+        n = 0
+        it = child.run(ectx)
+        try:
+            for chunk in it:
+                cols = [column_to_list(v, m, ttypes[a])
+                        for (v, m), a in zip(chunk.cols, self.attnos)]
+                if not indexes and chunk.n >= BULK_INSERT_MIN_ROWS and not per_row:
+                    data = {self.entry.columns[a][0]: col for col, a in zip(cols, self.attnos)}
+                    for a, v in fill.items():
+                        if v is not None:
+                            data[self.entry.columns[a][0]] = [v] * chunk.n
+                    heap_bulk_insert(bm, rel, data, chunk.n, xmin=xid, cmin=cid)
+                    n += chunk.n
+                    continue
+                for r in range(chunk.n):
+                    row = [None] * ncols
+                    for a, v in fill.items():
+                        row[a] = v
+                    for a, c in per_row.items():
+                        row[a] = _value(c, one)
+                    for col, a in zip(cols, self.attnos):
+                        row[a] = col[r]
+                    tid = heap_insert(bm, rel, row, xmin=xid, cmin=cid)
+                    n += 1
+                    indexam.insert_entries(backend, indexes, row, tid)
+        finally:
+            it.close()
+            if n:
+                stats.count(rel.oid, "ins", n)
+        ectx.rows_affected = n
+        return
+        yield  # a generator that yields nothing
+
+
+class _Writer(PlanNode):
+    """Shared by UpdateNode, DeleteNode and LockRowsNode."""
+    kind = "?"
+
+    def __init__(self, entry, child, recheck_quals):
+        super().__init__([child], child.keys, child.types)
+        self.entry = entry
+        self.recheck_quals = list(recheck_quals)
+
+    def _setup(self, ectx):
+        backend = ectx.backend
+        name = self.entry.table.name
+        self.rel_now = backend.catalog.heap_rel(name)
+        full = {(self.entry.index, a): a for a in range(len(self.entry.columns))}
+        self.full_types = [t for _, t in self.entry.columns]
+        q = ectx.compile(and_all(self.recheck_quals), full) if self.recheck_quals else None
+
+        def where(row):
+            if q is None:
+                return True
+            if isinstance(q, K):
+                return bool(q.value)
+            ch = rows_to_chunk([row], self.full_types)
+            return bool(truth(q, ch)[0])
+        return where
+
+
+class UpdateNode(_Writer):
+    kind = "update"
+
+    def __init__(self, entry, child, assignments, recheck_quals):
+        super().__init__(entry, child, recheck_quals)
+        self.keys, self.types = [], []
+        self.assignments = list(assignments)   # [(attno, Expr over the full row)]
+
+    def title(self):
+        return f"Update on {self.entry.table.name}"
+
+    def execute(self, ectx):
+        where = self._setup(ectx)
+        backend = ectx.backend
+        session = ectx.session
+        rel = self.rel_now
+        indexes = list(backend.catalog.table(self.entry.table.name).indexes)
+        child = self.children[0]
+        layout = child.layout()
+        full = {(self.entry.index, a): a for a in range(len(self.entry.columns))}
+        comp = [(a, ectx.compile(e, layout)) for a, e in self.assignments]
+        comp_full = [(a, ectx.compile(e, full)) for a, e in self.assignments]
+        types = self.full_types
+        positions = [layout[(self.entry.index, a)] for a in range(len(types))]
+        rindex = self.entry.index
+
+        def new_row_of(row, computed):
+            new = list(row)
+            for a, v in computed:
+                new[a] = v
+            return new
+
+        n = 0
+        it = child.run(ectx)
+        try:
+            for chunk in it:
+                rows = chunk_to_rows(Chunk([chunk.cols[p] for p in positions], chunk.n), types)
+                newcols = [(a, column_to_list(*evaluate(c, chunk), types[a])) for a, c in comp]
+                precomputed = {}
+                for r, row in enumerate(rows):
+                    precomputed[id(row)] = new_row_of(row, [(a, col[r]) for a, col in newcols])
+                blocks, offsets = chunk.tids[rindex]
+
+                def set_fn(row, _pre=precomputed):
+                    got = _pre.get(id(row))
+                    if got is not None:
+                        return got
+                    one = rows_to_chunk([row], types)
+                    return new_row_of(row, [(a, column_to_list(*evaluate(c, one), types[a])[0])
+                                            for a, c in comp_full])
+
+                def on_done(tid, row, new_tid, hot, new_row):
+                    if new_tid is not None and not hot:
+                        indexam.insert_entries(backend, indexes, new_row, new_tid)
+
+                cands = zip(zip(blocks.tolist(), offsets.tolist()), rows)
+                n += session.modify_rows(rel, ectx.snapshot, cands, where, "update", set_fn,
+                                         on_done=on_done)
+        finally:
+            it.close()
+        ectx.rows_affected = n
+        return
+        yield
+
+
+class DeleteNode(_Writer):
+    kind = "delete"
+
+    def __init__(self, entry, child, recheck_quals):
+        super().__init__(entry, child, recheck_quals)
+        self.keys, self.types = [], []
+
+    def title(self):
+        return f"Delete on {self.entry.table.name}"
+
+    def execute(self, ectx):
+        where = self._setup(ectx)
+        session = ectx.session
+        rindex = self.entry.index
+        n = 0
+        it = self.children[0].run(ectx)
+        try:
+            for chunk in it:
+                blocks, offsets = chunk.tids[rindex]
+                cands = ((tid, None) for tid in zip(blocks.tolist(), offsets.tolist()))
+                n += session.modify_rows(self.rel_now, ectx.snapshot, cands, where, "delete",
+                                         None)
+        finally:
+            it.close()
+        ectx.rows_affected = n
+        return
+        yield
+
+
+class LockRowsNode(_Writer):
+    """SELECT ... FOR UPDATE: lock each row (re-checked under READ COMMITTED) and return
+    the version that was locked."""
+    label = "LockRows"
+    kind = "lock"
+
+    def execute(self, ectx):
+        where = self._setup(ectx)
+        session = ectx.session
+        child = self.children[0]
+        layout = child.layout()
+        types = self.full_types
+        positions = [layout[(self.entry.index, a)] for a in range(len(types))]
+        rindex = self.entry.index
+        it = child.run(ectx)
+        try:
+            for chunk in it:
+                rows = chunk_to_rows(Chunk([chunk.cols[p] for p in positions], chunk.n), types)
+                blocks, offsets = chunk.tids[rindex]
+                done = []
+                session.modify_rows(self.rel_now, ectx.snapshot,
+                                    zip(zip(blocks.tolist(), offsets.tolist()), rows), where,
+                                    "lock", None,
+                                    on_done=lambda tid, row, *_: done.append((tid, row)))
+                if not done:
+                    continue
+                ectx.wrote = True
+                t = {rindex: (np.array([d[0][0] for d in done], np.int64),
+                              np.array([d[0][1] for d in done], np.int64))}
+                out = rows_to_chunk([d[1] for d in done], types, tids=t)
+                # back to the child's column order
+                inv = {a: i for i, a in enumerate(range(len(types)))}
+                cols = [out.cols[inv[k[1]]] for k in child.keys]
+                yield Chunk(cols, out.n, t)
+        finally:
+            it.close()
+
+
+assert errors

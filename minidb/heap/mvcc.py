@@ -1,0 +1,408 @@
+"""MVCC read paths: the visibility-filtered sequential scan and the HOT chain walk.
+
+This module joins the heap (pages, tuples, ``HeapScan``) to the transaction layer
+(snapshots, the commit log, ``minidb.txn.visibility``).  It has three readers:
+
+* ``seq_scan`` - a sequential scan that returns the rows a snapshot sees;
+* ``heap_hot_search`` - PostgreSQL's ``heap_hot_search_buffer``: from a TID (as an index
+  gives it) to the version of the row the snapshot sees, plus the ``all_dead`` verdict
+  that index tuple killing uses;
+* ``heap_fetch_visible`` - the row of ``heap_hot_search``, decoded.
+
+Page-at-a-time, batch at a time
+-------------------------------
+``HeapScan`` pins a run of pages (``SCAN_BATCH_PAGES``), share-locks them all, finds every
+LP_NORMAL tuple with one vectorized read of the line pointers, and hands the absolute byte
+offsets of those tuples to a ``tuple_filter`` while the locks are held.  ``MVCCFilter`` is
+that filter: one gather of the tuple headers (``layout.gather_header``, the first 40 bytes
+of every tuple), one call to ``satisfies_mvcc_batch``, and a boolean mask back.  The
+columns of the visible tuples are then gathered while only the pins are held (buffer
+rule 2: no tuple moves while we pin its page), exactly as PostgreSQL's page-at-a-time
+mode collects the visible line pointers of a page under a short share lock.
+
+Most tuples a scan meets were decided long ago, and their hint bits say so.  The filter
+therefore first reads only t_infomask of the batch (one narrow gather):
+
+* if every tuple is XMIN_COMMITTED and XMAX_INVALID (a table read once since it was
+  written), one more narrow gather of t_xmin checks that every inserter precedes the
+  snapshot's xmin, and the whole batch is visible - no header arrays, no batch test;
+  likewise a batch of nothing but hinted dead versions (XMIN_COMMITTED, XMAX_COMMITTED,
+  every xmax before the snapshot's xmin: the pages a mass UPDATE or DELETE left) is
+  wholly invisible after a gather of t_xmax;
+* otherwise the tuples whose hint bits decide alone are settled first: *known live*
+  (XMIN_COMMITTED, XMAX_INVALID or lock-only, xmin older than the snapshot's xmin) and
+  *known dead* (XMIN_COMMITTED and XMAX_COMMITTED, not a lock, xmax older than the
+  snapshot's xmin: the dead version an UPDATE or DELETE leaves once a reader has hinted
+  it), and only the others go through ``gather_header`` and ``satisfies_mvcc_batch``.
+
+Both shortcuts give exactly the batch test's answers (and no hints) for the tuples they
+decide: the batch test decides tuple by tuple, and for those bit patterns it asks the
+snapshot only "is xmin / xmax running?", which is no for an xid below the snapshot's
+xmin.  A test compares the filter with the scalar rule on generated pages.
+
+Hint bits
+---------
+``satisfies_mvcc_batch`` returns, per tuple, the hint bits the commit log just decided:
+XMIN_COMMITTED / XMIN_INVALID when the inserter's fate was looked up, XMAX_COMMITTED /
+XMAX_INVALID for the deleter's.  Never for a transaction the snapshot still considers
+running (a later reader whose snapshot sees it finished sets the bit).  The filter ORs
+them into each tuple's t_infomask in place, under the scan's *share* locks (buffer rule
+4: concurrent setters OR in the same bits; a lost update only loses a hint, which the
+next reader sets again), and marks the pages that got any as dirty hints
+(``mark_dirty_hint_batch``; no WAL here, so no full-page-image question).  A table's
+first scan after a load or a mass update therefore dirties every page it hints, as in
+PostgreSQL; later scans find the bits and never ask the commit log.  ``hint_writes``
+counts the tuples whose t_infomask a filter changed (tests use it).  Hint bits never
+change a visibility answer: they cache what the commit log says, and the snapshot check
+(``xid_running``) is still made on a hinted xid (rows 10 and 16 of the decision table).
+
+Hint bits are not written when ``COMMITTED`` would be unsafe in PostgreSQL (asynchronous
+commit not yet flushed): minidb has no WAL and commits synchronously, so there is no
+such case.
+
+The HOT chain walk (``heap_hot_search``)
+---------------------------------------
+An index entry points at the *root* line pointer of a HOT chain.  The walk, under a
+share lock on the one page:
+
+1. start at the TID's line pointer; LP_REDIRECT (left by pruning) is followed once, at
+   the start only; LP_DEAD and LP_UNUSED end the walk at once;
+2. a member must be LP_NORMAL; a HEAP_ONLY_TUPLE at the very start means the TID is not
+   a chain root (an index never points at one): stop;
+3. from the second member on, t_xmin must equal the previous member's t_xmax, else the
+   chain is broken (the slot was pruned and reused) and ends;
+4. the first member the snapshot sees (scalar ``satisfies_mvcc``, hints written and
+   ``mark_dirty_hint``) is returned;
+5. the chain continues through t_ctid while the member is HEAP_HOT_UPDATED (the next
+   member is on the same page); a member without that flag ends it (a non-HOT update
+   put the next version on another page, under its own index entry).
+
+``all_dead``: true iff some member was examined and every member examined is
+``surely_dead`` against the global horizon (``procarray.global_xmin()``, asked only once
+the first invisible member is met), judged from hint bits alone after this walk set
+them.  An index entry can then be marked LP_DEAD: no snapshot, now or later, can see
+anything through it (the horizon only moves forward).  A visible member makes it false;
+a broken chain ends the walk with the verdict on the members examined so far.  Edge
+cases, and where they depart from PostgreSQL (which leaves ``all_dead`` true whenever
+the walk stops before examining a member):
+
+=========================================  ==========  ==================================
+the TID's line pointer                     all_dead    why
+=========================================  ==========  ==================================
+LP_DEAD (pruning found the chain dead)     True        same as PostgreSQL
+LP_UNUSED                                  False       PostgreSQL: True; the slot may be
+                                                       reused at any moment, so say
+                                                       nothing
+offset beyond the line pointer array       False       PostgreSQL: True; same reason
+a heap-only tuple (not a chain root)       False       PostgreSQL: True; an index never
+                                                       points there, so be careful
+LP_REDIRECT to a pointer not LP_NORMAL     False       PostgreSQL: True; pruning never
+                                                       leaves that, so it is not trusted
+block beyond the relation's end            False       nothing was looked at
+=========================================  ==========  ==================================
+
+Invariants:
+  1. Hint bits are written only under a content lock (share or exclusive) and the
+     buffer is then marked dirty as a hint.
+  2. ``MVCCFilter`` returns exactly ``satisfies_mvcc_batch``'s mask and hints, tuple by
+     tuple (its shortcuts decide only what the hint bits decide alone).
+  3. ``heap_hot_search`` returns at most one version per call, and ``all_dead`` is never
+     true when it returns one.
+
+Left out: ``first_call=False`` (continuing a chain after a returned member, for non-MVCC
+snapshots), PD_ALL_VISIBLE / the visibility map (every tuple is tested), serializable
+predicate locks.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from minidb.config import BLCKSZ
+from minidb.heap.heapam import SCAN_BATCH_PAGES, Batch, HeapRel, HeapScan
+from minidb.heap.layout import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_COMMITTED,
+                                HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED,
+                                gather_header)
+from minidb.storage import page as pg
+from minidb.storage.bufmgr import SHARE
+from minidb.txn.visibility import satisfies_mvcc, satisfies_mvcc_batch, surely_dead
+
+__all__ = ["MVCCFilter", "SeqScan", "seq_scan", "heap_hot_search", "heap_fetch_visible"]
+
+_T_XMAX, _T_INFOMASK = 8, 32       # offsets in the tuple header (minidb.heap.layout)
+_HDR = struct.Struct("<QQIIIHHH")   # xmin xmax cmin cmax ctid.block ctid.offset im2 im
+_U16 = struct.Struct("<H")
+# the two bits that make a tuple "known committed and never deleted"
+_HINTED_LIVE = HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID
+_HINTED_LIVE_HI = _HINTED_LIVE >> 8
+assert _HINTED_LIVE & 0xFF == 0
+# ... and the bits that make it "known committed, deleted by a known committed deleter"
+_DEAD_MASK = HEAP_XMIN_COMMITTED | HEAP_XMAX_COMMITTED | HEAP_XMAX_INVALID | HEAP_XMAX_LOCK_ONLY
+_HINTED_DEAD = HEAP_XMIN_COMMITTED | HEAP_XMAX_COMMITTED
+
+
+# ---------------------------------------------------------------------------------------------
+# the scan filter
+class MVCCFilter:
+    """``HeapScan.tuple_filter`` that keeps the tuples ``snapshot`` sees and writes the
+    hint bits the commit log decided (see the module docstring)."""
+
+    __slots__ = ("bm", "snapshot", "clog", "hint_writes", "hinted_pages", "tuples_checked",
+                 "fast_batches", "_xmin_bound")
+
+    def __init__(self, bm, snapshot, clog):
+        self.bm = bm
+        self.snapshot = snapshot
+        self.clog = clog
+        self.hint_writes = 0     # tuples whose t_infomask this filter changed
+        self.hinted_pages = 0    # pages marked dirty as hints (once per batch that hinted)
+        self.tuples_checked = 0  # LP_NORMAL tuples given to the filter
+        self.fast_batches = 0    # batches decided whole by hint bits (all live / all dead)
+        # Every xid below it is finished for this snapshot (XidInMVCCSnapshot says no).
+        self._xmin_bound = min(snapshot.xmin, snapshot.xmax)
+
+    def __call__(self, views, starts: np.ndarray, bufs) -> np.ndarray:
+        n = len(starts)
+        self.tuples_checked += n
+        # Fast path: all known committed, none deleted, all inserters older than the
+        # snapshot -> all visible, no hints.  Two narrow gathers: t_infomask's high byte
+        # (both bits live there; one byte gathers faster than two), then t_xmin.
+        hi = views.u8[starts + (_T_INFOMASK + 1)]
+        if ((hi & _HINTED_LIVE_HI) == _HINTED_LIVE_HI).all():
+            if int(views.u64[starts >> 3].max()) < self._xmin_bound:
+                self.fast_batches += 1
+                return np.ones(n, dtype=bool)
+        im = views.u16[(starts + _T_INFOMASK) >> 1]
+        # All dead versions, hinted, deleted before the snapshot (pages a mass UPDATE or
+        # DELETE left behind): none visible, no hints.
+        if ((im & _DEAD_MASK) == _HINTED_DEAD).all():
+            xmax = views.u64[(starts + _T_XMAX) >> 3]
+            if int(xmax.min()) > 0 and int(xmax.max()) < self._xmin_bound:
+                self.fast_batches += 1
+                return np.zeros(n, dtype=bool)
+        return self._classify(views, starts, im)
+
+    def _classify(self, views, starts: np.ndarray, im: np.ndarray) -> np.ndarray:
+        """Decide from hint bits whatever they decide alone; the rest by the batch test.
+
+        Known live: XMIN_COMMITTED, XMAX_INVALID or only a lock, xmin older than the
+        snapshot.  Known dead: XMIN_COMMITTED and XMAX_COMMITTED (not a lock), xmax older
+        than the snapshot.  ``satisfies_mvcc_batch`` answers exactly so for both, with no
+        hints; it decides element by element, so handing it only the others is the same.
+        """
+        n = len(starts)
+        bound = self._xmin_bound
+        vis = np.zeros(n, dtype=bool)
+        decided = np.zeros(n, dtype=bool)
+        live = np.flatnonzero(((im & HEAP_XMIN_COMMITTED) != 0)
+                              & ((im & (HEAP_XMAX_INVALID | HEAP_XMAX_LOCK_ONLY)) != 0))
+        if live.size:
+            live = live[views.u64[starts[live] >> 3] < bound]
+            vis[live] = True
+            decided[live] = True
+        dead = np.flatnonzero((im & _DEAD_MASK) == _HINTED_DEAD)
+        if dead.size:
+            xmax = views.u64[(starts[dead] + _T_XMAX) >> 3]
+            decided[dead[(xmax != 0) & (xmax < bound)]] = True
+        rest = np.flatnonzero(~decided)
+        if rest.size:
+            rs = starts[rest]
+            v, hints = satisfies_mvcc_batch(gather_header(views, rs), self.snapshot, self.clog)
+            vis[rest] = v
+            if hints.any():
+                self._write_hints(views, rs, hints)
+        return vis
+
+    def _write_hints(self, views, starts: np.ndarray, hints: np.ndarray) -> None:
+        nz = np.flatnonzero(hints)
+        s = starts[nz]
+        # under the scan's share locks: OR the bits in (another setter ORs the same ones)
+        views.u16[(s + _T_INFOMASK) >> 1] |= hints[nz]
+        # starts are offsets into the whole pool, so offset // BLCKSZ is the buffer
+        bufs = np.unique(s // BLCKSZ)
+        self.bm.mark_dirty_hint_batch(bufs)
+        self.hint_writes += len(nz)
+        self.hinted_pages += len(bufs)
+
+
+# ---------------------------------------------------------------------------------------------
+# sequential scan
+class SeqScan:
+    """An iterator of ``heapam.Batch`` es of the rows a snapshot sees (see ``seq_scan``).
+
+    ``.filter`` is the ``MVCCFilter`` (its counters say how many hint bits the scan set),
+    ``.heap_scan`` the underlying ``HeapScan`` (pages and tuples looked at)."""
+
+    def __init__(self, backend, rel: HeapRel, columns, snapshot, *, prepare_pages=None,
+                 batch_pages: int = SCAN_BATCH_PAGES, use_ring: bool | None = None,
+                 start_block: int = 0):
+        cols = [rel.layout.column_index(c) if isinstance(c, str) else int(c) for c in columns]
+        if snapshot is None:
+            snapshot = backend.xact.current_snapshot()
+        self.backend = backend
+        self.rel = rel
+        self.snapshot = snapshot
+        self.filter = MVCCFilter(backend.bufmgr, snapshot, backend.instance.clog)
+        self.heap_scan = HeapScan(backend.bufmgr, rel, cols, batch_pages=batch_pages,
+                                  tuple_filter=self.filter, prepare_pages=prepare_pages,
+                                  use_ring=use_ring, start_block=start_block)
+        self.rows = 0
+        self._gen = self._run()
+
+    def _run(self):
+        stats, oid = self.backend.pgstat, self.rel.oid
+        stats.count(oid, "seq_scan")
+        for batch in self.heap_scan.batches():
+            n = len(batch)
+            self.rows += n
+            stats.count(oid, "seq_tup_read", n)
+            yield batch
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> Batch:
+        return next(self._gen)
+
+    def close(self) -> None:
+        self._gen.close()
+
+
+def seq_scan(backend, rel: HeapRel, columns, snapshot=None, *, prepare_pages=None,
+             batch_pages: int = SCAN_BATCH_PAGES, use_ring: bool | None = None,
+             start_block: int = 0) -> SeqScan:
+    """Scan ``rel`` returning batches of the rows ``snapshot`` sees.
+
+    ``columns`` are column indexes or names.  ``snapshot`` defaults to the backend's
+    current statement snapshot (``xact.current_snapshot()``, which starts a statement -
+    and an implicit transaction - if none is running; ending it is the caller's
+    business).  ``prepare_pages(bufs, first_block)`` runs on each batch of pinned,
+    unlocked pages (opportunistic pruning).  Counts one 'seq_scan' for the table when
+    iteration starts and one 'seq_tup_read' per row returned.
+    """
+    return SeqScan(backend, rel, columns, snapshot, prepare_pages=prepare_pages,
+                   batch_pages=batch_pages, use_ring=use_ring, start_block=start_block)
+
+
+# ---------------------------------------------------------------------------------------------
+# HOT chain
+def heap_hot_search(bm, rel: HeapRel, tid: tuple[int, int], snapshot, clog, procarray,
+                    horizon: int | None = None, *, prepare_pages=None
+                    ) -> tuple[tuple[int, int] | None, bytes | None, bool]:
+    """(TID of the visible version, its tuple bytes, all_dead) for the chain at ``tid``.
+
+    See the module docstring for the walk and the ``all_dead`` verdict.
+    ``prepare_pages(bufs, block)`` - the scan's pruning hook - runs on the pinned,
+    unlocked page first, if given.  ``horizon`` defaults to ``procarray.global_xmin()``.
+    """
+    return _hot_search(bm, rel, tid, snapshot, clog, procarray, horizon, prepare_pages,
+                       for_fetch=False)
+
+
+def _hot_search(bm, rel, tid, snapshot, clog, procarray, horizon, prepare_pages, *,
+                for_fetch: bool):
+    block, off = int(tid[0]), int(tid[1])
+    if block >= bm.smgr.nblocks(rel.relfilenode):
+        return None, None, False
+    b = bm.pin(rel.relfilenode, block)
+    try:
+        if prepare_pages is not None:
+            prepare_pages(np.array([b], dtype=np.int64), block)
+        bm.lock(b, SHARE)
+        hinted = []
+        try:
+            return _walk_chain(bm.page(b), block, off, snapshot, clog, procarray, horizon,
+                               for_fetch, hinted)
+        finally:
+            if hinted:
+                bm.mark_dirty_hint(b)
+            bm.unlock(b)
+    finally:
+        bm.unpin(b)
+
+
+def _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog, hinted):
+    """Scalar MVCC test of one tuple; writes the hint bits it learned (share lock held).
+    Returns (visible, infomask now)."""
+    visible, hints = satisfies_mvcc(xmin, xmax, cmin, cmax, im, snapshot, clog)
+    if hints:
+        im |= hints
+        _U16.pack_into(page, lp_off + _T_INFOMASK, im)
+        hinted.append(1)
+    return visible, im
+
+
+def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
+                hinted):
+    nitems = pg.max_offset(page)
+    if not 1 <= off <= nitems:
+        return None, None, False
+    lp_off, flags, lp_len = pg.get_item_id(page, off)
+    if flags == pg.LP_DEAD:
+        return None, None, True
+    if flags == pg.LP_UNUSED:
+        return None, None, False
+    at_start = True
+    if flags == pg.LP_REDIRECT:
+        off = lp_off                         # a redirect's lp_off is the target offset
+        if not 1 <= off <= nitems:
+            return None, None, False
+        lp_off, flags, lp_len = pg.get_item_id(page, off)
+        at_start = False
+    all_dead = True
+    examined = 0
+    prev_xmax = 0
+    for _ in range(nitems):                  # a chain cannot be longer than the page
+        if flags != pg.LP_NORMAL:
+            break                            # (a redirect may only start a chain)
+        xmin, xmax, cmin, cmax, ctid_block, ctid_off, im2, im = _HDR.unpack_from(page, lp_off)
+        if at_start and im2 & HEAP_ONLY_TUPLE:
+            # not a chain root: an index never points here.  A fetch (heap_fetch_visible)
+            # asks about exactly this version instead.
+            if for_fetch:
+                visible, _ = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog,
+                                    hinted)
+                if visible:
+                    return (block, off), bytes(page[lp_off:lp_off + lp_len]), False
+            return None, None, False
+        if prev_xmax and xmin != prev_xmax:
+            break                            # broken chain: the slot was reused
+        visible, im = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog, hinted)
+        if visible:
+            return (block, off), bytes(page[lp_off:lp_off + lp_len]), False
+        examined += 1
+        if all_dead and not for_fetch:      # a fetch needs no verdict: skip the horizon
+            if horizon is None:
+                horizon = procarray.global_xmin()
+            if not surely_dead(xmax, im, horizon):
+                all_dead = False
+        if not im2 & HEAP_HOT_UPDATED:
+            break
+        if ctid_block != block or not 1 <= ctid_off <= nitems:
+            break                            # a HOT successor is always on the same page
+        off = ctid_off
+        lp_off, flags, lp_len = pg.get_item_id(page, off)
+        prev_xmax = xmax
+        at_start = False
+    return None, None, all_dead and examined > 0 and not for_fetch
+
+
+def heap_fetch_visible(backend, rel: HeapRel, tid: tuple[int, int], snapshot=None
+                       ) -> tuple | None:
+    """The row at ``tid`` that ``snapshot`` sees, decoded, or None.
+
+    If ``tid`` is a chain root (a plain tuple, a HOT chain's first member, or a
+    redirect), this is the version ``heap_hot_search`` finds.  If ``tid`` names a
+    heap-only tuple directly (a TID taken from a scan, not from an index), that exact
+    version is checked and returned if visible - no chain walk (as PostgreSQL's
+    ``heap_fetch`` does for a TID scan).  ``snapshot`` defaults to the backend's current
+    statement snapshot.  Counts nothing: index scans count 'idx_tup_fetch' themselves.
+    """
+    if snapshot is None:
+        snapshot = backend.xact.current_snapshot()
+    inst = backend.instance
+    _found, data, _all_dead = _hot_search(backend.bufmgr, rel, tid, snapshot, inst.clog,
+                                          inst.procarray, None, None, for_fetch=True)
+    return None if data is None else rel.layout.decode(data)

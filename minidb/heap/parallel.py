@@ -1,0 +1,350 @@
+"""The parallel sequential scan's block allocator (``tableam.c``: table_block_parallelscan_*).
+
+A parallel scan is one relation scanned by several participants (the leader and its
+workers, each a separate process).  They share a *scan slot* in the segment and ask it
+for blocks; every block of the table goes to exactly one participant.
+
+Shared state, one row of the ``pscan`` region per slot (guarded by ``pscan[slot % 16]``,
+PostgreSQL's ``ParallelBlockTableScanDescData``):
+
+==============  =========================================================================
+field           meaning
+==============  =========================================================================
+STATE           0 free, 1 in use
+OWNER           pid of the leader that holds the slot (a dead owner's slot is reclaimed)
+GEN             bumped at every acquire, so a stale handle can tell
+RFN, NBLOCKS    the relation's file and its size, fixed when the scan is initialised
+STARTBLOCK      -1 until the first participant sets it (0, or the syncscan hint)
+NALLOCATED      relative positions handed out so far (the 64-bit atomic counter)
+POLICY          ``block``, ``fixed`` or ``pg14`` (``parallel_chunk_policy``)
+MAX_CHUNK       ``parallel_max_chunk_blocks``
+FIXED_CHUNK     ``parallel_fixed_chunk_blocks``
+NCHUNKS         ``parallel_seqscan_nchunks`` (2048 = PARALLEL_SEQSCAN_NCHUNKS)
+SYNCSCAN        1 if the scan is synchronized (same test as a serial scan)
+CANCEL          set by the leader: participants stop at their next chunk
+==============  =========================================================================
+
+Per participant (``BlockAllocator``, private: ``ParallelBlockTableScanWorkerData``):
+``chunk_size``, ``chunk_remaining`` and ``nallocated`` (the last relative position this
+participant obtained).
+
+``startblock_init`` (once per participant): compute the chunk size, then set the shared
+start block exactly once - 0 for an unsynchronized scan, else the syncscan hint, fetched
+*outside* the slot's lock (PostgreSQL cannot call ``ss_get_location`` under a spinlock)
+and retried; the first participant to set it wins.
+
+Chunk size by policy:
+
+=======  ==========================================================================
+block    1: each participant takes the next single block (PostgreSQL 9.6 - 13)
+fixed    ``parallel_fixed_chunk_blocks`` (capped by MAX_CHUNK), never shrinks
+pg14     ``next_pow2(max(nblocks // NCHUNKS, 1))`` capped by MAX_CHUNK; when a
+         participant needs a new chunk and its own last position is past
+         ``nblocks - chunk_size * 64`` it halves its chunk size first (ramp-down)
+=======  ==========================================================================
+
+``next_block`` is PostgreSQL's ``table_block_parallelscan_nextpage`` line for line: inside
+the current chunk take the next position; else (maybe ramp down, then) fetch-add the
+chunk size to the shared counter.  Position ``n`` is block ``(n + startblock) % nblocks``;
+``n >= nblocks`` means the scan is over for this participant, and the one participant
+that draws exactly ``n == nblocks`` reports the start block to the syncscan table.  With
+syncscan on, every block handed out is reported (the table keeps only multiples of 16).
+
+``next_run(max_n)`` hands out the same blocks as ``max_n`` calls of ``next_block`` would
+(the same positions, the same shared fetch-adds, at the same moments), but as one run of
+consecutive blocks: the rest of the current chunk, cut at ``max_n`` and at the table's
+end (a chunk that crosses the end of a synchronized scan is split in two runs).  A
+scan then reads each run with one vectorized batch.  ``next_run`` returns None once the
+leader set CANCEL: participants check it before every run they take.
+
+Invariants (tested for many (nblocks, participants, startblock) combinations):
+  1. Every block in [0, nblocks) is handed out exactly once across all participants.
+  2. NALLOCATED only grows; it overshoots nblocks by at most one chunk per participant.
+  3. The end-of-scan syncscan report happens exactly once.
+
+Departures: the atomic fetch-add is a short critical section under the slot's lock; the
+start block's spinlock is the same lock.  The ``block`` and ``fixed`` policies and the
+NCHUNKS setting are minidb's, so that 2020's experiments can be rerun (and scaled down:
+PostgreSQL's formula gives tiny chunks on small tables).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from minidb.errors import InsufficientResources
+from minidb.shmem import N_PSCAN_FIELDS  # noqa: F401 - the row width the fields index
+
+PARALLEL_SEQSCAN_NCHUNKS = 2048
+PARALLEL_SEQSCAN_RAMPDOWN_CHUNKS = 64
+PARALLEL_SEQSCAN_MAX_CHUNK_SIZE = 8192
+
+POLICIES = ("block", "fixed", "pg14")
+
+# fields of a pscan row
+F_STATE, F_OWNER, F_GEN, F_RFN, F_NBLOCKS, F_STARTBLOCK, F_NALLOCATED = 0, 1, 2, 3, 4, 5, 6
+F_POLICY, F_MAX_CHUNK, F_FIXED_CHUNK, F_NCHUNKS, F_SYNCSCAN, F_CANCEL = 7, 8, 9, 10, 11, 12
+INVALID_BLOCK = -1
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def initial_chunk_size(policy: str, nblocks: int, max_chunk: int, fixed_chunk: int,
+                       nchunks: int = PARALLEL_SEQSCAN_NCHUNKS) -> int:
+    if policy == "block":
+        return 1
+    if policy == "fixed":
+        return max(1, min(fixed_chunk, max_chunk))
+    return max(1, min(next_pow2(max(nblocks // nchunks, 1)), max_chunk))
+
+
+class SharedScan:
+    """A leader's (or participant's) handle on one scan slot."""
+
+    __slots__ = ("seg", "slot", "row", "lock", "gen")
+
+    def __init__(self, seg, locks, slot: int):
+        self.seg = seg
+        self.slot = slot
+        self.row = seg.pscan[slot]
+        self.lock = locks.pscan[slot % len(locks.pscan)]
+        self.gen = int(self.row[F_GEN])
+
+    @classmethod
+    def acquire(cls, seg, locks, owner: int | None = None) -> "SharedScan":
+        """Take a free slot (or one whose owner died); InsufficientResources if none."""
+        owner = owner or os.getpid()
+        tab = seg.pscan
+        for slot in range(tab.shape[0]):
+            lock = locks.pscan[slot % len(locks.pscan)]
+            with lock:
+                row = tab[slot]
+                if row[F_STATE] and _alive(int(row[F_OWNER])):
+                    continue
+                gen = int(row[F_GEN]) + 1
+                row[:] = 0
+                row[F_STATE] = 1
+                row[F_OWNER] = owner
+                row[F_GEN] = gen
+                row[F_STARTBLOCK] = INVALID_BLOCK
+            return cls(seg, locks, slot)
+        raise InsufficientResources(f"no free parallel scan slot (all {tab.shape[0]} in use)")
+
+    def initialize(self, rfn: int, nblocks: int, *, policy: str = "pg14",
+                   max_chunk: int = PARALLEL_SEQSCAN_MAX_CHUNK_SIZE, fixed_chunk: int = 64,
+                   nchunks: int = PARALLEL_SEQSCAN_NCHUNKS, syncscan: bool = False) -> None:
+        """table_block_parallelscan_initialize: fix the relation, its size and the policy."""
+        with self.lock:
+            r = self.row
+            r[F_RFN] = rfn
+            r[F_NBLOCKS] = nblocks
+            r[F_STARTBLOCK] = INVALID_BLOCK
+            r[F_NALLOCATED] = 0
+            r[F_POLICY] = POLICIES.index(policy)
+            r[F_MAX_CHUNK] = max_chunk
+            r[F_FIXED_CHUNK] = fixed_chunk
+            r[F_NCHUNKS] = nchunks
+            r[F_SYNCSCAN] = int(syncscan)
+            r[F_CANCEL] = 0
+
+    def reinitialize(self) -> None:
+        """table_block_parallelscan_reinitialize (a rescan): only the counter restarts."""
+        with self.lock:
+            self.row[F_NALLOCATED] = 0
+
+    def cancel(self) -> None:
+        self.row[F_CANCEL] = 1
+
+    @property
+    def cancelled(self) -> bool:
+        return bool(self.row[F_CANCEL])
+
+    @property
+    def nblocks(self) -> int:
+        return int(self.row[F_NBLOCKS])
+
+    @property
+    def rfn(self) -> int:
+        return int(self.row[F_RFN])
+
+    @property
+    def syncscan(self) -> bool:
+        return bool(self.row[F_SYNCSCAN])
+
+    @property
+    def policy(self) -> str:
+        return POLICIES[int(self.row[F_POLICY])]
+
+    @property
+    def start_block(self) -> int:
+        return int(self.row[F_STARTBLOCK])
+
+    @property
+    def nallocated(self) -> int:
+        return int(self.row[F_NALLOCATED])
+
+    def fetch_add(self, k: int) -> int:
+        """The atomic fetch-add of the shared counter: returns the old value."""
+        with self.lock:
+            n = int(self.row[F_NALLOCATED])
+            self.row[F_NALLOCATED] = n + k
+        return n
+
+    def release(self) -> None:
+        with self.lock:
+            if int(self.row[F_GEN]) == self.gen:
+                self.row[F_STATE] = 0
+                self.row[F_OWNER] = 0
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover
+        return True
+    return True
+
+
+class BlockAllocator:
+    """One participant's side of a parallel scan (see the module docstring).
+
+    Also the ``block_source`` of ``HeapScan``: ``nblocks`` and ``next_run(max_n)``."""
+
+    def __init__(self, shared: SharedScan, syncscan_table=None, *, participant: int = 0,
+                 trace=None, record: bool = False):
+        self.shared = shared
+        self.ss = syncscan_table
+        self.participant = participant
+        self.trace = trace  # a print-like function, or None
+        self.chunk_size = 0
+        self.chunk_remaining = 0
+        self.nallocated = 0
+        self.initial_chunk = 0
+        self.chunks = 0        # chunks fetched from the shared counter
+        self.blocks = 0        # blocks handed out to this participant
+        self.runs: list[tuple[int, int]] | None = [] if record else None
+        self.ended = False
+        self.end_reported = False
+        self._nblocks = shared.nblocks
+        self._start = INVALID_BLOCK
+        self._rfn = shared.rfn
+
+    @property
+    def nblocks(self) -> int:
+        return self._nblocks
+
+    @property
+    def start_block(self) -> int:
+        return self._start
+
+    def startblock_init(self) -> int:
+        """table_block_parallelscan_startblock_init; returns the shared start block."""
+        s = self.shared
+        row = s.row
+        nblocks = self._nblocks
+        self.chunk_remaining = 0
+        self.nallocated = 0
+        self.chunk_size = self.initial_chunk = initial_chunk_size(
+            s.policy, nblocks, int(row[F_MAX_CHUNK]), int(row[F_FIXED_CHUNK]),
+            int(row[F_NCHUNKS]) or PARALLEL_SEQSCAN_NCHUNKS)
+        sync_start = INVALID_BLOCK
+        while True:
+            with s.lock:
+                start = int(row[F_STARTBLOCK])
+                if start == INVALID_BLOCK:
+                    if not row[F_SYNCSCAN]:
+                        row[F_STARTBLOCK] = start = 0
+                    elif sync_start != INVALID_BLOCK:
+                        row[F_STARTBLOCK] = start = sync_start
+            if start != INVALID_BLOCK:
+                break
+            # the syncscan lookup takes its own lock: never under the slot's lock
+            sync_start = self.ss.get_location(self._rfn, nblocks) if self.ss else 0
+        self._start = start
+        if self.trace:
+            self.trace(f"participant {self.participant}: start block {start} of {nblocks}, "
+                       f"policy {s.policy}, chunk size {self.chunk_size}")
+        return start
+
+    def _new_chunk(self) -> int:
+        """Ramp down if due, then fetch-add a chunk; returns its first position."""
+        nblocks = self._nblocks
+        c = self.chunk_size
+        if self.shared.policy == "pg14":
+            # PostgreSQL compares unsigned numbers: nblocks - c * 64 never goes below 0
+            limit = nblocks - c * PARALLEL_SEQSCAN_RAMPDOWN_CHUNKS
+            if c > 1 and limit >= 0 and self.nallocated > limit:
+                self.chunk_size = c = c >> 1
+        n = self.shared.fetch_add(c)
+        self.chunks += 1
+        if self.trace and n < nblocks:
+            self.trace(f"participant {self.participant}: chunk of {c} at position {n} "
+                       f"(block {(n + self._start) % nblocks})")
+        return n
+
+    def next_block(self) -> int | None:
+        """table_block_parallelscan_nextpage: the next block, or None when done."""
+        if self.chunk_remaining > 0:
+            self.nallocated += 1
+            self.chunk_remaining -= 1
+            n = self.nallocated
+        else:
+            n = self.nallocated = self._new_chunk()
+            self.chunk_remaining = self.chunk_size - 1
+        return self._deliver(n, 1)
+
+    def _deliver(self, n: int, k: int):
+        """Position ``n`` (and ``k - 1`` more) was taken: map to blocks, report."""
+        nblocks = self._nblocks
+        if n >= nblocks:
+            self.ended = True
+            if n == nblocks and self.ss is not None and self.shared.syncscan:
+                self.end_reported = True
+                self.ss.report_location(self._rfn, self._start)
+            return None
+        page = (n + self._start) % nblocks
+        self.blocks += k
+        if self.runs is not None:
+            self.runs.append((page, k))
+        if self.ss is not None and self.shared.syncscan:
+            self.ss.report_pages(self._rfn, page, k)
+        return page
+
+    def next_run(self, max_n: int) -> tuple[int, int] | None:
+        """The next run of at most ``max_n`` consecutive blocks, as (first block, count),
+        or None when the scan is over for this participant (or was cancelled)."""
+        if self.ended:
+            return None
+        if self.shared.cancelled:
+            self.ended = True
+            return None
+        nblocks = self._nblocks
+        if self.chunk_remaining > 0:
+            n = self.nallocated + 1
+            avail = self.chunk_remaining
+        else:
+            n = self._new_chunk()
+            avail = self.chunk_size
+        if n >= nblocks:  # as next_block: one position consumed, then the end
+            self.nallocated = n
+            self.chunk_remaining = avail - 1
+            return self._deliver(n, 1)
+        page = (n + self._start) % nblocks
+        k = max(1, min(avail, max_n, nblocks - n, nblocks - page))
+        self.nallocated = n + k - 1
+        self.chunk_remaining = avail - k
+        return self._deliver(n, k), k
+
+
+def trace_printer(settings, who: str):
+    """A trace function for ``trace_parallel`` (stderr), or None when it is off."""
+    if not settings.trace_parallel:
+        return None
+    return lambda msg: print(f"[parallel {who} pid {os.getpid()}] {msg}", file=sys.stderr)

@@ -1,0 +1,404 @@
+"""Inserting into the B-tree: leaf insert, simple deletion, page splits, new roots
+(nbtinsert.c and, for the split point, nbtsplitloc.c).
+
+``insert_entry(backend, index, row, tid)`` adds the entry (key of ``row``, heap ``tid``)
+after the executor has put the row in the heap.  Its path:
+
+1. encode the key; refuse it if its pivot form (key + TID + header) is larger than
+   BT_MAX_ITEM_SIZE, a third of a page (ProgramLimitExceeded names the index);
+2. unique index and no NULL in the key: descend for the key alone, check duplicates
+   (``unique.check_unique``; on a running conflicting transaction: release everything,
+   wait for it, start over), then move right to where key + TID belongs;
+   otherwise: descend for key + TID (``search.search(write=True)``); the leaf comes back
+   exclusively locked, incomplete splits on the way finished;
+3. binary-search the position and add the item there (line pointers shift up);
+4. if the page has no room: if BTP_HAS_GARBAGE, first remove its LP_DEAD items (*simple
+   deletion*, counter ``index_items_deleted``) - an exclusive lock is enough, because any
+   scan that still holds a batch from this page will find its LSN changed; only if that
+   freed too little, split.
+
+Split (``_split``), holding the page exclusively:
+
+* the items plus the new one are cut at the split point (``choose_split``): on the
+  rightmost page of a level the left half is left fillfactor-full (90% for leaves, 70%
+  above), which packs ascending inserts; elsewhere the cut balances bytes;
+* a new page, always added at the end of the file, becomes the *right* half; it takes
+  over the old right link and high key; the left half gets the first sort key of the
+  right half as its new high key and its right link points to the new page; the old
+  right sibling's left link is updated (locked after the left and new pages: locks are
+  always taken left to right, and child before parent);
+* on an internal page the right half's first item keeps only its downlink: its key
+  becomes the left's high key and "minus infinity" on the right;
+* the left page is flagged BTP_INCOMPLETE_SPLIT, the right page is released, and the
+  downlink (left's high key -> new page) is inserted into the parent
+  (``_insert_parent``) found from the descent's stack, re-found by moving right from
+  where the stack says (``_getstackbuf``), since the parent may have split meanwhile;
+  the flag is cleared, and the left page released, once the downlink is in;
+* splitting the root creates a new root one level up holding two downlinks and points
+  the metapage at it (``_new_root``);
+* a page left with BTP_INCOMPLETE_SPLIT (the splitter failed between the two steps) is
+  completed by the next writer that meets it (``finish_split``) before it inserts.
+
+Lock order (no deadlock): a process holding a page lock may wait only for pages to its
+right on the same level, for pages higher up, for the metapage (last), or for a heap
+page (the unique check); descents hold one lock at a time; nobody waits downward or
+leftward while holding a lock.
+
+Left out: deduplication (posting lists), suffix truncation of pivots, bottom-up
+deletion, the fast root, free-page reuse (pages are never deleted, so a split always
+extends the file), WAL.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from minidb.config import BLCKSZ
+from minidb.errors import DataCorrupted, InternalError, ProgramLimitExceeded
+from minidb.index import btpage as bt
+from minidb.index.rel import IndexRel, count, open_index, trace
+from minidb.index.search import get_endpoint, get_root, moveright, release, search
+from minidb.index.unique import check_unique
+from minidb.storage import page as pg
+from minidb.storage.bufmgr import EXCLUSIVE
+
+__all__ = ["insert_entry", "finish_split", "choose_split"]
+
+_LSN = struct.Struct("<I")  # pd_lsn, at offset 0 of the page header
+
+
+def insert_entry(backend, index, row, tid) -> None:
+    """Insert the index entry of heap row ``row`` (all the table's columns) at ``tid``."""
+    irel = open_index(backend, index)
+    bm = backend.bufmgr
+    keyvals = irel.key_of_row(row)
+    key = irel.codec.encode(keyvals)
+    has_null = any(v is None for v in keyvals)
+    if not bt.leaf_item_limit_ok(len(key)):
+        size = pg.maxalign(bt.ITUP_HEADER_SIZE + len(key) + bt.TID_SIZE)
+        raise ProgramLimitExceeded(
+            f"index row size {size} exceeds btree version {bt.BTREE_VERSION} maximum "
+            f'{bt.BT_MAX_ITEM_SIZE} for index "{irel.name}"')
+    block, off = int(tid[0]), int(tid[1])
+    itup = bt.leaf_tuple(key, block, off, has_null)
+    sortkey = key + bt.tid_bytes(block, off)
+    if irel.unique and not has_null:
+        hrel = backend.catalog.heap_rel(irel.table)
+        settings = bm.settings
+        while True:
+            b, blk, data, stack = search(bm, irel, key, write=True, finish=finish_split)
+            try:
+                xwait = check_unique(backend, irel, hrel, b, data, key, keyvals, (block, off))
+            except BaseException:
+                release(bm, b)
+                raise
+            if xwait:
+                release(bm, b)
+                backend.instance.procarray.wait_for(
+                    backend.slot, xwait, lock_timeout_ms=settings.lock_timeout,
+                    deadlock_timeout_ms=settings.deadlock_timeout,
+                    max_wait_ms=settings.lock_wait_timeout_ms,
+                    what=f' (unique check of index "{irel.name}")')
+                continue
+            b, blk, data = moveright(bm, irel, b, blk, sortkey, EXCLUSIVE, finish_split, stack)
+            break
+    else:
+        b, blk, data, stack = search(bm, irel, sortkey, write=True, finish=finish_split)
+    try:
+        _prev, nxt, _lvl, _flags, _c = bt.opaque(data)
+        maxoff = bt.nitems(data)
+        pos = bt.binsearch_leaf(data, sortkey, bt.first_data(nxt), maxoff)
+        if pos <= maxoff and bt.leaf_sortkey(data, pos) == sortkey:
+            raise InternalError(f'index "{irel.name}" already has an entry for key '
+                                f"{irel.codec.describe(keyvals)} and heap tid {(block, off)}")
+    except BaseException:
+        release(bm, b)
+        raise
+    _insert_on_page(bm, irel, b, blk, itup, pos, stack)
+
+
+# ---------------------------------------------------------------------------------------------
+# one page
+def _sortkey_of(itup: bytes, leaf: bool) -> bytes:
+    return itup[8:] + itup[:6] if leaf else itup[8:]
+
+
+def _simple_delete(bm, irel: IndexRel, b: int, blk: int) -> int:
+    """Remove the LP_DEAD items of an exclusively locked leaf (_bt_simpledel_pass)."""
+    page = bm.page(b)
+    _off, flags, _len = bt.leaf_items(page)
+    dead = (np.flatnonzero(flags == pg.LP_DEAD) + 1).tolist()
+    if dead:
+        pg.delete_items(page, dead)
+        count(bm, "index_items_deleted", len(dead))
+        trace(bm, irel, f"simple deletion removed {len(dead)} LP_DEAD items from block {blk}")
+    bt.set_flags(page, bt.get_flags(page) & ~bt.BTP_HAS_GARBAGE)
+    bm.mark_dirty(b)
+    return len(dead)
+
+
+def _clear_incomplete(bm, cb: int) -> None:
+    """The downlink of the right half is in: clear the left half's flag and release it."""
+    page = bm.page(cb)
+    bt.set_flags(page, bt.get_flags(page) & ~bt.BTP_INCOMPLETE_SPLIT)
+    pg.bump_lsn(page)
+    bm.mark_dirty(cb)
+    release(bm, cb)
+
+
+def _insert_on_page(bm, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int, stack,
+                    cb: int = -1) -> None:
+    """Insert ``itup`` at offset ``pos`` of the exclusively locked page ``b``, splitting
+    if it does not fit (_bt_insertonpg).  ``cb``: the locked left child whose split this
+    downlink completes.  Releases ``b`` (and ``cb``) in every case."""
+    rb = -1
+    try:
+        page = bm.page(b)
+        need = pg.maxalign(len(itup))
+        flags = bt.get_flags(page)
+        leaf = bool(flags & bt.BTP_LEAF)
+        if leaf and need > pg.free_space(page) and flags & bt.BTP_HAS_GARBAGE:
+            if _simple_delete(bm, irel, b, blk):
+                data = page.tobytes()
+                nxt = bt.opaque(data)[1]
+                pos = bt.binsearch_leaf(data, _sortkey_of(itup, True), bt.first_data(nxt),
+                                        bt.nitems(data))
+        if need <= pg.free_space(page):
+            pg.add_item(page, itup, offset=pos, heap=False)
+            bm.mark_dirty(b)
+            if cb >= 0:
+                cb, c = -1, cb
+                _clear_incomplete(bm, c)
+            release(bm, b)
+            return
+        rb, rblk = _split(bm, irel, b, blk, itup, pos)
+        if cb >= 0:
+            cb, c = -1, cb
+            _clear_incomplete(bm, c)
+    except BaseException:
+        release(bm, b)
+        for x in (rb, cb):
+            if x >= 0:
+                release(bm, x)
+        raise
+    _insert_parent(bm, irel, b, blk, rb, rblk, stack, bool(flags & bt.BTP_ROOT))
+
+
+# ---------------------------------------------------------------------------------------------
+# split
+def choose_split(items: list[bytes], leaf: bool, rightmost: bool, old_hikey: bytes | None
+                 ) -> int:
+    """The index m of the first item that goes right (_bt_findsplitloc, simplified)."""
+    n = len(items)
+    sizes = [pg.maxalign(len(it)) + pg.ITEMID_SIZE for it in items]
+    total = sum(sizes)
+    room = bt.PAGE_ROOM
+    right_hk = pg.maxalign(len(old_hikey)) + pg.ITEMID_SIZE if old_hikey is not None else 0
+    fill = (bt.LEAF_FILLFACTOR if leaf else bt.NONLEAF_FILLFACTOR) * room // 100
+    best, best_score = -1, None
+    left_sum = 0
+    for m in range(1, n):
+        left_sum += sizes[m - 1]
+        if leaf:
+            hk = pg.maxalign(len(items[m]) + bt.TID_SIZE) + pg.ITEMID_SIZE
+            right = total - left_sum + right_hk
+        else:
+            hk = sizes[m]
+            right = total - left_sum - sizes[m] + pg.maxalign(bt.ITUP_HEADER_SIZE) \
+                + pg.ITEMID_SIZE + right_hk
+        left = left_sum + hk
+        if left > room or right > room:
+            continue
+        if rightmost:
+            score = (0, fill - left) if left <= fill else (1, left - fill)
+        else:
+            score = (0, abs(left - right))
+        if best_score is None or score < best_score:
+            best, best_score = m, score
+    if best < 0:
+        raise InternalError(f"no legal split point among {n} items")
+    return best
+
+
+def _split(bm, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int) -> tuple[int, int]:
+    """Split the exclusively locked page ``b`` with ``itup`` going to ``pos``.  Returns the
+    new right page (pinned, locked); ``b`` stays locked, flagged INCOMPLETE_SPLIT."""
+    rfn = irel.relfilenode
+    page = bm.page(b)
+    data = page.tobytes()
+    prev, nxt, level, flags, _c = bt.opaque(data)
+    leaf = bool(flags & bt.BTP_LEAF)
+    first = bt.first_data(nxt)
+    maxoff = bt.nitems(data)
+    items = [bt.item_bytes(data, o) for o in range(first, maxoff + 1)]
+    items.insert(pos - first, itup)
+    old_hikey = bt.item_bytes(data, bt.P_HIKEY) if nxt != bt.P_NONE else None
+    m = choose_split(items, leaf, nxt == bt.P_NONE, old_hikey)
+    sep = _sortkey_of(items[m], leaf)
+    right_items = items[m:]
+    if not leaf:
+        right_items[0] = bt.pivot_tuple(b"", bt.ITUP.unpack_from(items[m])[0])
+
+    # every wait first (new page, old right sibling), so a failure changes nothing
+    rblk, bufs = bm.extend(rfn, 1)
+    rb = bufs[0]
+    sb = -1
+    try:
+        if nxt != bt.P_NONE:
+            sb = bm.pin(rfn, nxt)
+            bm.lock(sb, EXCLUSIVE)
+        page_flags = flags & bt.BTP_LEAF
+        rpage = bm.page(rb)
+        bt.init_page(rpage, level, page_flags)
+        bt.set_opaque(rpage, blk, nxt, level, page_flags)
+        if old_hikey is not None:
+            pg.add_item(rpage, old_hikey, heap=False)
+        for it in right_items:
+            pg.add_item(rpage, it, heap=False)
+
+        tmp = np.zeros(BLCKSZ, dtype=np.uint8)
+        lflags = (flags & ~(bt.BTP_ROOT | bt.BTP_HAS_GARBAGE)) | bt.BTP_INCOMPLETE_SPLIT
+        bt.init_page(tmp, level, lflags)
+        bt.set_opaque(tmp, prev, rblk, level, lflags)
+        pg.add_item(tmp, bt.pivot_tuple(sep, 0), heap=False)
+        for it in items[:m]:
+            pg.add_item(tmp, it, heap=False)
+
+        if sb >= 0:
+            bt.set_prev(bm.page(sb), rblk)
+            bm.mark_dirty(sb)
+        lsn = pg.get_lsn(page)
+        page[:] = tmp
+        _LSN.pack_into(page, 0, (lsn + 1) & 0xFFFFFFFF)  # later than any LSN seen before
+        bm.mark_dirty(b)
+        bm.mark_dirty(rb)
+    except BaseException:
+        bm.mark_dirty(rb)  # an orphan page: harmless, never linked
+        release(bm, rb)
+        raise
+    finally:
+        if sb >= 0:
+            release(bm, sb)
+    count(bm, "index_splits")
+    trace(bm, irel, f"split {'leaf' if leaf else 'level ' + str(level)} block {blk}: "
+                    f"{m} items stay, {len(items) - m} go to new block {rblk}")
+    return rb, rblk
+
+
+def _new_root(bm, irel: IndexRel, lb: int, lblk: int, rb: int, rblk: int) -> None:
+    """The root split: a new root above the two halves (_bt_newroot).  Releases all."""
+    rfn = irel.relfilenode
+    nb = mb = -1
+    try:
+        lpage = bm.page(lb)
+        level = bt.opaque(lpage)[2]
+        sep = bt.pivot_key(lpage, bt.P_HIKEY)
+        nblk, bufs = bm.extend(rfn, 1)
+        nb = bufs[0]
+        mb = bm.pin(rfn, bt.BTREE_METAPAGE)
+        bm.lock(mb, EXCLUSIVE)
+        npage = bm.page(nb)
+        bt.init_page(npage, level + 1, bt.BTP_ROOT)
+        pg.add_item(npage, bt.pivot_tuple(b"", lblk), heap=False)
+        pg.add_item(npage, bt.pivot_tuple(sep, rblk), heap=False)
+        bm.mark_dirty(nb)
+        bt.write_meta(bm.page(mb), nblk, level + 1)
+        bm.mark_dirty(mb)
+        irel.root_cache = [nblk, level + 1]
+        trace(bm, irel, f"new root block {nblk} at level {level + 1} over blocks {lblk} "
+                        f"and {rblk}")
+        _clear_incomplete(bm, lb)
+        lb = -1
+    finally:
+        for x in (mb, nb, rb, lb):
+            if x >= 0:
+                release(bm, x)
+
+
+def _getstackbuf(bm, irel: IndexRel, blk: int, start: int, child: int, stack):
+    """Lock (exclusively) the parent page holding the downlink to ``child``, starting at
+    ``blk``/``start`` and moving right (_bt_getstackbuf).  (buffer, block, offset), or
+    None if the downlink is nowhere."""
+    rfn = irel.relfilenode
+    while True:
+        b = bm.pin(rfn, blk)
+        try:
+            bm.lock(b, EXCLUSIVE)
+            data = bm.page(b).tobytes()
+        except BaseException:
+            release(bm, b)
+            raise
+        _prev, nxt, _lvl, flags, _c = bt.opaque(data)
+        if flags & bt.BTP_INCOMPLETE_SPLIT:
+            finish_split(bm, irel, b, blk, stack)
+            continue
+        if not flags & (bt.BTP_DELETED | bt.BTP_HALF_DEAD):
+            first = bt.first_data(nxt)
+            maxoff = bt.nitems(data)
+            s = max(start, first)
+            for off in range(s, maxoff + 1):
+                if bt.downlink(data, off) == child:
+                    return b, blk, off
+            for off in range(min(s - 1, maxoff), first - 1, -1):
+                if bt.downlink(data, off) == child:
+                    return b, blk, off
+        release(bm, b)
+        if nxt == bt.P_NONE:
+            return None
+        blk, start = nxt, 1
+
+
+def _insert_parent(bm, irel: IndexRel, lb: int, lblk: int, rb: int, rblk: int, stack,
+                   was_root: bool) -> None:
+    """Insert the downlink to the new right half ``rb`` into the parent of ``lb``
+    (_bt_insert_parent).  Releases both."""
+    if was_root:
+        _new_root(bm, irel, lb, lblk, rb, rblk)
+        return
+    try:
+        lpage = bm.page(lb)
+        level = bt.opaque(lpage)[2]
+        itup = bt.pivot_tuple(bt.pivot_key(lpage, bt.P_HIKEY), rblk)
+        release(bm, rb)
+        rb = -1
+        if stack:
+            pblk, poff = stack[-1]
+            rest = stack[:-1]
+        else:
+            # the tree grew above us since our descent: start at the parent level's left end
+            trace(bm, irel, f"block {lblk} split with no parent on the stack: searching "
+                            f"level {level + 1} from its left end")
+            pblk, poff, rest = get_endpoint(bm, irel, level + 1), 1, []
+        found = _getstackbuf(bm, irel, pblk, poff, lblk, rest)
+        if found is None:
+            raise DataCorrupted(f'failed to re-find parent key in index "{irel.name}" for '
+                                f"split pages {lblk}/{rblk}")
+    except BaseException:
+        if rb >= 0:
+            release(bm, rb)
+        release(bm, lb)
+        raise
+    pb, pblk, poff = found
+    _insert_on_page(bm, irel, pb, pblk, itup, poff + 1, rest, cb=lb)
+
+
+def finish_split(bm, irel: IndexRel, lb: int, lblk: int, stack) -> None:
+    """Complete the split of the exclusively locked INCOMPLETE_SPLIT page ``lb``: insert
+    its right sibling's downlink into the parent (_bt_finish_split).  Releases ``lb``."""
+    try:
+        nxt = bt.opaque(bm.page(lb))[1]
+        rb = bm.pin(irel.relfilenode, nxt)
+    except BaseException:
+        release(bm, lb)
+        raise
+    try:
+        bm.lock(rb, EXCLUSIVE)
+        root, _level = get_root(bm, irel, refresh=True)
+    except BaseException:
+        release(bm, rb)
+        release(bm, lb)
+        raise
+    trace(bm, irel, f"finishing the incomplete split of block {lblk} (right half {nxt})")
+    _insert_parent(bm, irel, lb, lblk, rb, nxt, stack, root == lblk)

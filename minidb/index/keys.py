@@ -1,0 +1,287 @@
+"""B-tree keys as memcmp-comparable byte strings.
+
+PostgreSQL's nbtree compares keys with one support function per column type (an operator
+class).  minidb instead encodes a whole key once into bytes whose plain byte order
+(``memcmp``, Python's ``bytes`` comparison) is the key order, so that every comparison the
+B-tree makes is one ``bytes`` comparison done in C, and a page's keys can be sorted or
+searched without knowing their types.
+
+Encoding, per column, concatenated in index column order::
+
+    flag   1 byte   0x00 value present, 0x01 NULL (so NULLs sort after every value,
+                    PostgreSQL's default NULLS LAST for ascending indexes)
+    value  see below; a fixed-width type's NULL keeps a zero payload of the same width
+           (so keys of fixed-width columns all have one length); a string NULL has none
+
+    ==================  =====  =======================================================
+    type                bytes  value
+    ==================  =====  =======================================================
+    integer             4      big-endian two's complement with the sign bit flipped
+    bigint, timestamp   8      same (timestamp: microseconds since 2000-01-01)
+    double precision    8      IEEE bits big-endian; negatives: all bits flipped;
+                               positives: sign bit flipped.  -0.0 is encoded as 0.0
+                               and every NaN as one NaN that sorts above +Infinity
+                               (PostgreSQL: NaN = NaN, NaN > every other value)
+    boolean             1      0x00 false, 0x01 true
+    char, varchar,      n+2    UTF-8 with each 0x00 byte written 0x00 0xFF, then the
+    text                       terminator 0x00 0x00
+    ==================  =====  =======================================================
+
+Why the string form sorts right: inside a string a 0x00 is always followed by 0xFF, and
+the terminator is 0x00 0x00, so a string that ends first compares below any longer string
+with the same prefix (0x00 0x00 < 0x00 0xFF and < any other byte pair).  The order is
+the order of UTF-8 bytes, which is the order of code points: PostgreSQL's ``C`` collation
+(``COLLATE "C"``), not a linguistic one.  char(n) values are stored blank-padded to n
+characters, so comparing the padded bytes equals bpchar's "ignore trailing blanks" rule
+except for strings whose characters sort below a blank (control characters).
+
+Invariants:
+  1. For keys a, b of one index: ``encode(a) < encode(b)`` iff a sorts before b
+     (column by column, NULL last), and equal keys encode equal.
+  2. The encoding of a complete key is *prefix-free* among complete keys of the same
+     index (every column's encoding is fixed-width or self-terminated), so appending
+     anything (the heap TID) after different keys never changes their order, and the
+     encoding of the first k columns is a byte prefix of the whole key's.
+  3. ``decode(encode(v)) == v`` for every storable v (after ``types.coerce``), except that
+     -0.0 decodes as 0.0 and every NaN as the canonical NaN.
+
+Interface: ``KeyCodec(types, names)`` with ``encode(values)``, ``encode_prefix(values)``,
+``encode_stored(stored_values)``, ``decode(data)``, ``encode_batch(columns, n)`` (numpy,
+an index build's worth at once) and ``fixed_width`` (the key length when every column is
+fixed-width, else None).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from minidb import errors
+from minidb.types import SqlType, int_to_timestamp, parse_type, storage_converter
+
+__all__ = ["KeyCodec", "NULL_FLAG", "VALUE_FLAG"]
+
+VALUE_FLAG = b"\x00"
+NULL_FLAG = b"\x01"
+_TERMINATOR = b"\x00\x00"
+
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_D = struct.Struct(">d")
+_SIGN32 = 1 << 31
+_SIGN64 = 1 << 63
+_ALL64 = (1 << 64) - 1
+_CANONICAL_NAN = 0x7FF8000000000000
+
+# (payload width or None for strings) per type name
+_WIDTH = {"integer": 4, "bigint": 8, "timestamp": 8, "double precision": 8, "boolean": 1,
+          "char": None, "varchar": None, "text": None}
+
+
+def _double_bits(v: float) -> int:
+    if v != v:
+        bits = _CANONICAL_NAN
+    else:
+        if v == 0.0:
+            v = 0.0  # -0.0 == 0.0 in SQL: one encoding
+        bits = _U64.unpack(_D.pack(v))[0]
+    return bits ^ _ALL64 if bits & _SIGN64 else bits ^ _SIGN64
+
+
+def _bits_double(bits: int) -> float:
+    bits = bits ^ _SIGN64 if bits & _SIGN64 else bits ^ _ALL64
+    return _D.unpack(_U64.pack(bits))[0]
+
+
+def _escape(b: bytes) -> bytes:
+    if b"\x00" in b:
+        b = b.replace(b"\x00", b"\x00\xff")
+    return b + _TERMINATOR
+
+
+class KeyCodec:
+    """Encoder/decoder of the keys of one index (see the module docstring)."""
+
+    def __init__(self, types, names=None):
+        self.types: list[SqlType] = [parse_type(t) for t in types]
+        if not self.types:
+            raise errors.InternalError("an index needs at least one key column")
+        self.names = list(names) if names is not None else [f"column{i + 1}"
+                                                            for i in range(len(self.types))]
+        widths = [_WIDTH[t.name] for t in self.types]
+        self.fixed_width = (None if any(w is None for w in widths)
+                            else sum(1 + w for w in widths))
+        self._conv = [storage_converter(t, n) for t, n in zip(self.types, self.names)]
+        self._enc = [self._encoder(t) for t in self.types]
+
+    @staticmethod
+    def _encoder(t: SqlType):
+        name = t.name
+        if name == "integer":
+            return lambda v: b"\x00" + _U32.pack((v + _SIGN32) & 0xFFFFFFFF)
+        if name in ("bigint", "timestamp"):
+            return lambda v: b"\x00" + _U64.pack((v + _SIGN64) & _ALL64)
+        if name == "double precision":
+            return lambda v: b"\x00" + _U64.pack(_double_bits(float(v)))
+        if name == "boolean":
+            return lambda v: b"\x00\x01" if v else b"\x00\x00"
+        return lambda v: b"\x00" + _escape(v)  # stored form: UTF-8 bytes
+
+    def _null(self, i: int) -> bytes:
+        w = _WIDTH[self.types[i].name]
+        return NULL_FLAG + bytes(w or 0)
+
+    # -- one key ---------------------------------------------------------------------------------
+    def encode(self, values) -> bytes:
+        """The bytes of a complete key (one value per column; None = NULL)."""
+        if len(values) != len(self.types):
+            raise errors.InternalError(f"key has {len(values)} values, index has "
+                                       f"{len(self.types)} columns")
+        return self.encode_prefix(values)
+
+    def encode_prefix(self, values) -> bytes:
+        """The bytes of the first ``len(values)`` columns (a search bound on a prefix).
+        Values are checked and converted as a stored value would be (``types.coerce``)."""
+        if len(values) > len(self.types):
+            raise errors.InternalError(f"key has {len(values)} values, index has "
+                                       f"{len(self.types)} columns")
+        parts = []
+        for i, v in enumerate(values):
+            if v is None:
+                parts.append(self._null(i))
+            else:
+                parts.append(self._enc[i](self._conv[i](v)))
+        return b"".join(parts)
+
+    def encode_stored(self, stored) -> bytes:
+        """Like ``encode_prefix`` for values already in their stored form (int, float,
+        bool, int microseconds, UTF-8 ``bytes``), without ``types.coerce``: the form the
+        heap holds.  Strings may then contain 0x00 bytes, which the escape handles even
+        though SQL text never has them."""
+        parts = []
+        for i, v in enumerate(stored):
+            parts.append(self._null(i) if v is None else self._enc[i](v))
+        return b"".join(parts)
+
+    def has_null(self, values) -> bool:
+        return any(v is None for v in values)
+
+    def decode(self, data) -> tuple:
+        """The column values of a complete key's bytes (the inverse of ``encode``)."""
+        data = bytes(data)
+        pos = 0
+        out = []
+        for t in self.types:
+            flag = data[pos]
+            pos += 1
+            w = _WIDTH[t.name]
+            if flag == 1:
+                out.append(None)
+                pos += w or 0
+                continue
+            if flag != 0:
+                raise errors.DataCorrupted(f"invalid null flag {flag} in index key {data.hex()}")
+            name = t.name
+            if name == "integer":
+                out.append(_U32.unpack_from(data, pos)[0] - _SIGN32)
+            elif name == "bigint":
+                out.append(_U64.unpack_from(data, pos)[0] - _SIGN64)
+            elif name == "timestamp":
+                out.append(int_to_timestamp(_U64.unpack_from(data, pos)[0] - _SIGN64))
+            elif name == "double precision":
+                out.append(_bits_double(_U64.unpack_from(data, pos)[0]))
+            elif name == "boolean":
+                out.append(data[pos] != 0)
+            else:
+                buf = bytearray()
+                while True:
+                    j = data.index(b"\x00", pos)
+                    buf += data[pos:j]
+                    nxt = data[j + 1]
+                    if nxt == 0:
+                        pos = j + 2
+                        break
+                    if nxt != 0xFF:
+                        raise errors.DataCorrupted(f"invalid string escape in index key "
+                                                   f"{data.hex()}")
+                    buf += b"\x00"
+                    pos = j + 2
+                out.append(buf.decode("utf-8"))
+                continue
+            pos += w
+        if pos != len(data):
+            raise errors.DataCorrupted(f"index key {data.hex()} has {len(data) - pos} "
+                                       "trailing bytes")
+        return tuple(out)
+
+    # -- many keys (index build) ------------------------------------------------------------------
+    def encode_batch(self, columns, n: int):
+        """Encode ``n`` keys given as columns, each ``(values, null mask or None)`` as
+        ``RowLayout.gather`` returns them (ints, floats, bools, int64 timestamps, object
+        arrays of str).  Returns an ``(n, fixed_width)`` uint8 array when every column is
+        fixed-width (vectorized), else a list of ``bytes``."""
+        if len(columns) != len(self.types):
+            raise errors.InternalError("encode_batch needs one array per key column")
+        if self.fixed_width is None:
+            return self._encode_batch_var(columns, n)
+        out = np.zeros((n, self.fixed_width), dtype=np.uint8)
+        pos = 0
+        for t, (vals, mask) in zip(self.types, columns):
+            w = _WIDTH[t.name]
+            payload = self._fixed_payload(t, np.asarray(vals), n)
+            out[:, pos + 1:pos + 1 + w] = payload.view(np.uint8).reshape(n, w)
+            if mask is not None:
+                m = np.asarray(mask, dtype=bool)
+                out[m, pos] = 1
+                out[m, pos + 1:pos + 1 + w] = 0
+            pos += 1 + w
+        return out
+
+    @staticmethod
+    def _fixed_payload(t: SqlType, vals: np.ndarray, n: int) -> np.ndarray:
+        name = t.name
+        if name == "integer":
+            return (vals.astype(np.int64) + _SIGN32).astype(">u4")
+        if name in ("bigint", "timestamp"):
+            return (vals.astype(np.int64).view(np.uint64) ^ np.uint64(_SIGN64)).astype(">u8")
+        if name == "double precision":
+            f = vals.astype(np.float64)
+            f = np.where(f == 0.0, 0.0, f)                   # -0.0 -> 0.0
+            bits = f.view(np.uint64).copy()
+            bits[np.isnan(f)] = np.uint64(_CANONICAL_NAN)
+            neg = (bits & np.uint64(_SIGN64)) != 0
+            bits = np.where(neg, ~bits, bits ^ np.uint64(_SIGN64))
+            return bits.astype(">u8")
+        if name == "boolean":
+            return (vals != 0).astype(np.uint8)
+        raise errors.InternalError(f"{name} is not fixed-width")
+
+    def _encode_batch_var(self, columns, n: int) -> list[bytes]:
+        per_col = []
+        for i, (t, (vals, mask)) in enumerate(zip(self.types, columns)):
+            nulls = (np.zeros(n, dtype=bool) if mask is None
+                     else np.asarray(mask, dtype=bool))
+            null_bytes = self._null(i)
+            w = _WIDTH[t.name]
+            if w is None:
+                enc = [null_bytes if nl else b"\x00" + _escape(v.encode("utf-8"))
+                       for v, nl in zip(vals, nulls.tolist())]
+            else:
+                payload = self._fixed_payload(t, np.asarray(vals), n)
+                raw = payload.view(np.uint8).reshape(n, w)
+                flag = nulls.astype(np.uint8)[:, None]
+                m = np.concatenate([flag, np.where(nulls[:, None], 0, raw)], axis=1)
+                m = np.ascontiguousarray(m, dtype=np.uint8)
+                blob = m.tobytes()
+                enc = [blob[j * (w + 1):(j + 1) * (w + 1)] for j in range(n)]
+            per_col.append(enc)
+        if len(per_col) == 1:
+            return per_col[0]
+        return [b"".join(parts) for parts in zip(*per_col)]
+
+    def describe(self, values) -> str:
+        """``(a, b)=(1, x)`` as PostgreSQL's error details print a key."""
+        cols = ", ".join(self.names)
+        vals = ", ".join("null" if v is None else str(v) for v in values)
+        return f"({cols})=({vals})"

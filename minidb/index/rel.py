@@ -1,0 +1,94 @@
+"""The open index: what the B-tree code needs to know of one index, and small shared helpers.
+
+``IndexRel`` is to an index what ``HeapRel`` is to a table: its file (relfilenode), its
+key columns and how their values are encoded (``keys.KeyCodec``), whether it is unique,
+and a per-process cache of the root's location (PostgreSQL caches the metapage in the
+relcache, ``rd_amcache``).  The cache is only a hint: a descent that starts at a page
+which is no longer the root still finds every key (Lehman & Yao: move right), and the
+descent re-reads the metapage when the cached root lost BTP_ROOT.
+
+``open_index(backend, index)`` accepts an index name, an ``IndexDef`` or an ``IndexRel``
+and returns the ``IndexRel`` of the catalog's current generation (one object per index per
+process, rebuilt when the catalog changes).
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from dataclasses import dataclass, field
+
+from minidb.catalog import IndexDef
+from minidb.errors import InternalError
+from minidb.index.keys import KeyCodec
+from minidb.shmem import C
+
+__all__ = ["IndexRel", "open_index", "forget_index", "count", "trace"]
+
+
+@dataclass(eq=False)
+class IndexRel:
+    name: str
+    oid: int
+    relfilenode: int
+    table: str                 # the indexed table's name
+    columns: list[str]         # key columns, in index order
+    col_idx: list[int]         # their positions in the table's rows
+    codec: KeyCodec
+    unique: bool = False
+    table_oid: int = 0         # for the table's statistics (idx_scan, idx_tup_fetch)
+    root_cache: list = field(default_factory=list)  # [root block, root level] or []
+
+    def key_of_row(self, row) -> tuple:
+        return tuple(row[i] for i in self.col_idx)
+
+
+# catalog object -> {(index name, relfilenode, catalog generation): IndexRel}
+_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def open_index(backend, index) -> IndexRel:
+    """The ``IndexRel`` of ``index`` (a name, an ``IndexDef`` or an ``IndexRel``)."""
+    if isinstance(index, IndexRel):
+        return index
+    catalog = backend.catalog
+    if isinstance(index, IndexDef):
+        idef = index
+    else:
+        idef = catalog.index(index)
+    catalog.refresh()
+    per_cat = _CACHE.get(catalog)
+    if per_cat is None:
+        per_cat = _CACHE[catalog] = {}
+    key = (idef.name, idef.relfilenode)
+    irel = per_cat.get(key)
+    if irel is None:
+        t = catalog.table(idef.table)
+        col_idx = [t.column_index(c) for c in idef.columns]
+        if any(i < 0 for i in col_idx):
+            raise InternalError(f'index "{idef.name}" names a column its table lacks')
+        types = [t.columns[i].type for i in col_idx]
+        irel = IndexRel(idef.name, idef.oid, idef.relfilenode, idef.table,
+                        list(idef.columns), col_idx, KeyCodec(types, idef.columns),
+                        bool(idef.unique), t.oid)
+        if len(per_cat) > 256:
+            per_cat.clear()
+        per_cat[key] = irel
+    return irel
+
+
+def forget_index(backend, name: str, relfilenode: int) -> None:
+    """Drop this process's ``IndexRel`` of a dropped index."""
+    per_cat = _CACHE.get(backend.catalog)
+    if per_cat is not None:
+        per_cat.pop((name, relfilenode), None)
+
+
+def count(bm, name: str, n: int = 1) -> None:
+    """Add to one of this backend's statistics counters (``minidb.shmem.COUNTERS``)."""
+    bm.stats[C[name]] += n
+
+
+def trace(bm, irel: IndexRel, msg: str) -> None:
+    if bm.settings.trace_btree:
+        print(f'[btree "{irel.name}" slot {bm.slot}] {msg}', file=sys.stderr)

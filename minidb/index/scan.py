@@ -1,0 +1,309 @@
+"""Index scans and index tuple killing (nbtsearch.c's _bt_first/_bt_readpage/_bt_steppage,
+nbtutils.c's _bt_killitems, indexam.c's index_fetch_heap).
+
+A scan is given bounds on a prefix of the index columns and a direction, and returns
+heap TIDs in index order.  Bounds become raw sort-key bounds [lo, hi) (``scan_bounds``):
+
+=====================  ===========================  ===========================
+bound                  as a sort key                why
+=====================  ===========================  ===========================
+low K, inclusive       lo = enc(K)                  every key + TID with prefix K is >= enc(K)
+low K, exclusive       lo = enc(K) + FF * 7         above enc(K) + any 6-byte TID or column
+high K, inclusive      hi = enc(K) + FF * 7         same
+high K, exclusive      hi = enc(K)
+no high, a low         hi = 0x01                    a comparison never matches NULL: stop at
+                                                    the first column's NULLs (sorted last)
+no bound               unbounded                    a full scan returns NULLs too
+=====================  ===========================  ===========================
+
+(After a complete column encoding the next byte is a null flag, 0x00 or 0x01, and a TID
+is 6 bytes, so 7 bytes of 0xFF are above all continuations.)  A key with None searches
+for NULL (IS NULL).
+
+**Page at a time.**  The scan descends once, to the leaf holding its first key, and from
+then on reads one leaf at a time: pin, share lock, copy the page, note its LSN and its
+left and right links, unlock, unpin.  All the matching items of that copy (items marked
+LP_DEAD skipped when ``kill_index_tuples`` is on) become the batch the scan hands out;
+no lock or pin is held between calls.  Forward, the next page is the right link *as it
+was* when the batch was read: pages split since then only moved items the scan already
+has to new pages between the two, so nothing is returned twice or missed (the new pages
+hold only items inserted after the scan read the page, which its snapshot cannot see).
+The scan stops early when the page's high key is >= hi.
+
+**Backward** (``_walk_left``): the left link read with the batch names the left
+neighbour as it was then.  If that page split since, its right link no longer points
+back to the page we came from; we then follow right links from it until a page whose
+right link is ours - the rightmost piece of the old left neighbour (Lehman & Yao's
+re-find; pages are never deleted here, so it always exists).
+
+**Killing** (``kill_index_tuples``).  ``visible_rows`` fetches each TID's row with
+``heap_hot_search``, whose ``all_dead`` says the whole HOT chain is dead to every
+snapshot (judged against the global xmin horizon, never against the scan's own
+snapshot).  Such items are remembered (offset, heap TID) and, when the scan leaves the
+page (next batch, end, close), ``_kill_items`` pins and share-locks the page again and
+gives up if its LSN changed since the batch was read (VACUUM or simple deletion may
+have removed the entry and the heap TID may be in use by a new row whose entry now sits
+there); otherwise it finds each item by heap TID from its remembered offset rightward,
+marks it LP_DEAD (keeping its bytes), sets BTP_HAS_GARBAGE and marks the buffer dirty as
+a hint.  Later scans skip such items without visiting the heap; the next insert that
+would split the page removes them first.
+
+Counters: ``index_items_read`` (items taken into batches), ``index_heap_fetches``
+(heap_hot_search calls made for index scans), ``index_items_killed``.  ``pgstat``:
+idx_scan per scan and idx_tup_fetch per row returned, on the table.
+
+Left out: index-only scans, bitmap scans, scan keys on non-leading columns (a filter is
+the executor's), array keys, mark/restore, holding the pin for non-MVCC scans.
+"""
+
+from __future__ import annotations
+
+from minidb.errors import DataCorrupted
+from minidb.heap.mvcc import heap_hot_search
+from minidb.heap.prune import heap_page_prune_opt
+from minidb.index import btpage as bt
+from minidb.index.rel import IndexRel, count, open_index, trace
+from minidb.index.search import MAX_BOUND, release, search
+from minidb.storage import page as pg
+from minidb.storage.bufmgr import SHARE
+
+__all__ = ["IndexScan", "index_scan", "lookup_visible", "scan_bounds", "FORWARD",
+           "BACKWARD"]
+
+FORWARD, BACKWARD = "forward", "backward"
+_ABOVE = b"\xff" * 7
+
+
+def _as_tuple(v) -> tuple:
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,)
+
+
+def scan_bounds(codec, low, high, low_inclusive: bool = True, high_inclusive: bool = True
+                ) -> tuple[bytes | None, bytes | None]:
+    """Sort-key bounds [lo, hi) of a scan (see the module docstring)."""
+    lo = hi = None
+    if low is not None:
+        low = _as_tuple(low)
+        enc = codec.encode_prefix(low)
+        lo = enc if low_inclusive else enc + _ABOVE
+    if high is not None:
+        enc = codec.encode_prefix(_as_tuple(high))
+        hi = enc + _ABOVE if high_inclusive else enc
+    elif low is not None and low and low[0] is not None:
+        hi = b"\x01"
+    return lo, hi
+
+
+class IndexScan:
+    """An iterator of heap TIDs (block, offset) in index order; see the module docstring.
+
+    ``kill_prior()`` after a TID was returned marks its item for killing (the caller
+    found its whole chain dead); ``visible_rows()`` does the heap fetch and the killing.
+    """
+
+    def __init__(self, backend, index, low=None, high=None, *, low_inclusive: bool = True,
+                 high_inclusive: bool = True, direction: str = FORWARD):
+        if direction not in (FORWARD, BACKWARD):
+            raise ValueError(f"direction must be {FORWARD!r} or {BACKWARD!r}")
+        self.backend = backend
+        self.bm = backend.bufmgr
+        self.irel: IndexRel = open_index(backend, index)
+        self.lo, self.hi = scan_bounds(self.irel.codec, low, high, low_inclusive,
+                                       high_inclusive)
+        self.forward = direction == FORWARD
+        self.kill = bool(self.bm.settings.kill_index_tuples)
+        self.items: list = []      # (offset, heap tid) of the current batch, in scan order
+        self.pos = -1
+        self.block = -1            # the page the batch came from, its LSN and links
+        self.lsn = 0
+        self.next_block = bt.P_NONE
+        self.prev_block = bt.P_NONE
+        self.more = True
+        self.started = False
+        self.killed: list = []     # (offset, tid bytes) to mark when leaving the page
+        self.heap_fetches = 0
+        self.items_killed = 0
+        self.left_refinds = 0      # backward steps that found the left neighbour split
+        self.empty = (self.lo is not None and self.hi is not None and self.lo >= self.hi)
+
+    # -- iteration -------------------------------------------------------------------------------
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> tuple[int, int]:
+        while True:
+            self.pos += 1
+            if self.pos < len(self.items):
+                return self.items[self.pos][1]
+            if not self._next_batch():
+                raise StopIteration
+            self.pos = -1
+
+    def kill_prior(self) -> None:
+        """The TID just returned points at a chain dead to everyone: kill its item."""
+        if self.kill and 0 <= self.pos < len(self.items):
+            off, tid = self.items[self.pos]
+            self.killed.append((off, bt.tid_bytes(*tid)))
+
+    def close(self) -> None:
+        self._kill_items()
+        self.items, self.pos, self.more = [], -1, False
+
+    def _next_batch(self) -> bool:
+        self._kill_items()
+        if self.empty:
+            return False
+        if not self.started:
+            self.started = True
+            self.backend.pgstat.count(self.irel.table_oid, "idx_scan")
+            bound = (self.lo or b"") if self.forward else (self.hi or MAX_BOUND)
+            b, blk, data, _stack = search(self.bm, self.irel, bound)
+            release(self.bm, b)
+            self._take(data, blk)
+            return True
+        if not self.more:
+            self.items = []
+            return False
+        if self.forward:
+            self._take(self._read(self.next_block), self.next_block)
+        else:
+            self._walk_left()
+        return True
+
+    def _read(self, blk: int) -> bytes:
+        b = self.bm.pin(self.irel.relfilenode, blk)
+        try:
+            self.bm.lock(b, SHARE)
+            return self.bm.page(b).tobytes()
+        finally:
+            release(self.bm, b)
+
+    def _walk_left(self) -> None:
+        cur, blk = self.block, self.prev_block
+        for _ in range(1 << 30):
+            data = self._read(blk)
+            nxt = bt.opaque(data)[1]
+            if nxt == cur:
+                self._take(data, blk)
+                return
+            if nxt == bt.P_NONE:
+                raise DataCorrupted(f'index "{self.irel.name}": block {cur} is not reachable '
+                                    f"from its left neighbour {self.prev_block}")
+            blk = nxt  # the left neighbour split: its rightmost piece is further right
+            self.left_refinds += 1
+
+    def _take(self, data: bytes, blk: int) -> None:
+        """Make the batch from a leaf page copy (_bt_readpage)."""
+        prev, nxt, _lvl, flags, _c = bt.opaque(data)
+        if not flags & bt.BTP_LEAF:
+            raise DataCorrupted(f'index "{self.irel.name}": scan reached non-leaf block {blk}')
+        first = bt.first_data(nxt)
+        maxoff = bt.nitems(data)
+        lo, hi = self.lo, self.hi
+        start = bt.binsearch_leaf(data, lo, first, maxoff) if lo is not None else first
+        end = bt.gallop_leaf(data, hi, start, maxoff) if hi is not None else maxoff + 1
+        if self.forward:
+            self.more = (nxt != bt.P_NONE and end > maxoff
+                         and not (hi is not None and bt.pivot_key(data, bt.P_HIKEY) >= hi))
+        else:
+            self.more = prev != bt.P_NONE and start == first
+        items = []
+        unpack = bt.TID_BE.unpack_from
+        kill = self.kill
+        for off in range(start, end):
+            w = bt.lp_word(data, off)
+            if kill and (w >> 15) & 3 == pg.LP_DEAD:
+                continue
+            items.append((off, unpack(data, w & 0x7FFF)))
+        if not self.forward:
+            items.reverse()
+        self.items = items
+        self.block, self.lsn = blk, pg.get_lsn(data)
+        self.next_block, self.prev_block = nxt, prev
+        count(self.bm, "index_items_read", len(items))
+
+    # -- killing ---------------------------------------------------------------------------------
+    def _kill_items(self) -> None:
+        """Mark the remembered items LP_DEAD if the page did not change (_bt_killitems)."""
+        if not self.killed:
+            return
+        killed, self.killed = self.killed, []
+        bm, irel = self.bm, self.irel
+        b = bm.pin(irel.relfilenode, self.block)
+        try:
+            bm.lock(b, SHARE)
+            page = bm.page(b)
+            if pg.get_lsn(page) != self.lsn:
+                trace(bm, irel, f"not killing {len(killed)} items of block {self.block}: "
+                                "the page changed since it was read")
+                return
+            maxoff = pg.max_offset(page)
+            first = bt.first_data(bt.opaque(page)[1])
+            n = 0
+            for off, tidb in killed:
+                o = max(off, first)
+                while o <= maxoff:
+                    if bt.item_tid_bytes(page, o) == tidb:
+                        if not bt.lp_is_dead(bt.lp_word(page, o)):
+                            pg.set_item_dead(page, o, keep_storage=True)
+                            n += 1
+                        break
+                    o += 1
+            if n:
+                bt.set_flags(page, bt.get_flags(page) | bt.BTP_HAS_GARBAGE)
+                bm.mark_dirty_hint(b)
+                count(bm, "index_items_killed", n)
+                self.items_killed += n
+                trace(bm, irel, f"killed {n} items of block {self.block}")
+        finally:
+            release(bm, b)
+
+    # -- heap fetch ------------------------------------------------------------------------------
+    def visible_rows(self, snapshot=None, *, prepare_pages="prune"):
+        """Yield (TID of the visible version, row) for each entry whose HOT chain holds a
+        version ``snapshot`` sees (index_getnext_slot); kills dead chains' items.  Each
+        heap page is first offered to opportunistic pruning (``heap_page_prune_opt``, as
+        PostgreSQL's index fetch does) unless ``prepare_pages`` is None or another hook."""
+        backend = self.backend
+        inst = backend.instance
+        if snapshot is None:
+            snapshot = backend.xact.current_snapshot()
+        hrel = backend.catalog.heap_rel(self.irel.table)
+        bm = self.bm
+        if prepare_pages == "prune":
+            pages = bm.seg.buf_pages
+
+            def prepare_pages(bufs, first_block, _rel=hrel):
+                # PageIsPrunable's cheap half first: most pages have no pd_prune_xid
+                if pg.get_prune_xid(pages[int(bufs[0])]):
+                    heap_page_prune_opt(backend, _rel, bufs, first_block)
+        decode = hrel.layout.decode
+        stats = backend.pgstat
+        try:
+            for tid in self:
+                found, data, all_dead = heap_hot_search(bm, hrel, tid, snapshot, inst.clog,
+                                                        inst.procarray,
+                                                        prepare_pages=prepare_pages)
+                count(bm, "index_heap_fetches")
+                self.heap_fetches += 1
+                if all_dead:
+                    self.kill_prior()
+                if found is not None:
+                    stats.count(hrel.oid, "idx_tup_fetch")
+                    yield found, decode(data)
+        finally:
+            self.close()
+
+
+def index_scan(backend, index, low=None, high=None, *, low_inclusive: bool = True,
+               high_inclusive: bool = True, direction: str = FORWARD) -> IndexScan:
+    """An ``IndexScan`` of ``index`` between ``low`` and ``high`` (values of a prefix of
+    the index columns; a scalar for the first column; None = unbounded)."""
+    return IndexScan(backend, index, low, high, low_inclusive=low_inclusive,
+                     high_inclusive=high_inclusive, direction=direction)
+
+
+def lookup_visible(backend, index, key, snapshot=None) -> list[tuple[tuple[int, int], tuple]]:
+    """The rows ``snapshot`` sees whose index key (or key prefix) equals ``key``."""
+    scan = IndexScan(backend, index, key, key)
+    return list(scan.visible_rows(snapshot))

@@ -1,0 +1,184 @@
+"""Unique indexes: the duplicate check an insert makes (nbtinsert.c's ``_bt_check_unique``).
+
+A unique index may hold several entries with the same key - versions of one row that
+are dead or dying, or rows of transactions that will abort - but never two whose rows
+can both be live.  Before inserting key K with the leaf page for K locked exclusively,
+the inserter looks at every entry with key K (on that leaf and, while the high key still
+starts with K, on right siblings locked in share mode) and asks the heap about the row
+each points to, with PostgreSQL's "dirty snapshot" rules (``heap_dirty_check``, which
+walks the HOT chain from the entry's TID):
+
+==============================================  ===========================================
+the chain holds a version that is               verdict
+==============================================  ===========================================
+inserted by a committed (or by my) transaction  conflict: UniqueViolation (SQLSTATE 23505)
+and not deleted (or deleted by an aborted one,
+or only locked)
+inserted by another transaction still running   wait for that transaction, then start the
+                                                insert over (it may abort)
+deleted by another transaction still running    wait for it (the delete may abort)
+deleted by me, or by a committed transaction    no conflict (the old version is gone for
+                                                every future snapshot of mine)
+dead to everyone (aborted inserter, deleter     no conflict; the entry is marked LP_DEAD on
+committed before the global xmin horizon)       the spot (setting ``kill_index_tuples``)
+==============================================  ===========================================
+
+The wait releases every lock and pin first (``ProcArray.wait_for``, with deadlock
+detection), then the insert descends again from the root: by then the key may live on
+another page.  NULLs never conflict (a key with a NULL column skips the check).
+
+Departure: PostgreSQL decides with ``HeapTupleSatisfiesDirty``; minidb classifies each
+chain member with ``satisfies_vacuum`` (whose five states say the same thing once "my own
+transaction" is told apart) and so gets the "dead to everyone" verdict for free.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from minidb.errors import UniqueViolation
+from minidb.heap.layout import HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_LOCK_ONLY
+from minidb.index import btpage as bt
+from minidb.index.rel import IndexRel, count, trace
+from minidb.index.search import release
+from minidb.storage import page as pg
+from minidb.storage.bufmgr import SHARE
+from minidb.txn import visibility as vis
+
+__all__ = ["check_unique", "heap_dirty_check"]
+
+_HDR = struct.Struct("<QQIIIHHH")  # xmin xmax cmin cmax ctid.block ctid.offset im2 im
+_U16 = struct.Struct("<H")
+_T_INFOMASK = 32
+
+
+def heap_dirty_check(bm, hrel, tid, procarray, clog, myxid: int, horizon_box: list
+                     ) -> tuple[bool, int, bool]:
+    """(conflict, xid to wait for or 0, all_dead) for the HOT chain at heap ``tid``."""
+    block, off = int(tid[0]), int(tid[1])
+    if block >= bm.smgr.nblocks(hrel.relfilenode):
+        return False, 0, False
+    b = bm.pin(hrel.relfilenode, block)
+    hinted = False
+    try:
+        bm.lock(b, SHARE)
+        page = bm.page(b)
+        nitems = pg.max_offset(page)
+        if not 1 <= off <= nitems:
+            return False, 0, False
+        lp_off, flags, _len = pg.get_item_id(page, off)
+        if flags == pg.LP_DEAD:
+            return False, 0, True
+        if flags == pg.LP_UNUSED:
+            return False, 0, False
+        at_start = True
+        if flags == pg.LP_REDIRECT:
+            off = lp_off
+            if not 1 <= off <= nitems:
+                return False, 0, False
+            lp_off, flags, _len = pg.get_item_id(page, off)
+            at_start = False
+        all_dead = True
+        prev_xmax = 0
+        for _ in range(nitems):
+            if flags != pg.LP_NORMAL:
+                break
+            xmin, xmax, _cmin, _cmax, cblk, coff, im2, im = _HDR.unpack_from(page, lp_off)
+            if at_start and im2 & HEAP_ONLY_TUPLE:
+                return False, 0, False
+            if prev_xmax and xmin != prev_xmax:
+                break
+            if not horizon_box:
+                horizon_box.append(procarray.global_xmin())
+            state, hints = vis.satisfies_vacuum(xmin, xmax, im, horizon_box[0], procarray,
+                                                clog)
+            if hints:
+                _U16.pack_into(page, lp_off + _T_INFOMASK, im | hints)
+                hinted = True
+            if state == vis.LIVE:
+                return True, 0, False
+            if state == vis.INSERT_IN_PROGRESS:
+                if xmin == myxid:
+                    return True, 0, False
+                return False, xmin, False
+            if state == vis.DELETE_IN_PROGRESS:
+                if xmin != myxid and procarray.is_in_progress(xmin):
+                    return False, xmin, False
+                if xmax != myxid or im & HEAP_XMAX_LOCK_ONLY:
+                    return False, xmax, False
+                all_dead = False  # deleted by me: not a conflict, not dead either
+            elif state == vis.RECENTLY_DEAD:
+                all_dead = False
+            if not im2 & HEAP_HOT_UPDATED or cblk != block or not 1 <= coff <= nitems:
+                break
+            off = coff
+            lp_off, flags, _len = pg.get_item_id(page, off)
+            prev_xmax = xmax
+            at_start = False
+        return False, 0, all_dead
+    finally:
+        if hinted:
+            bm.mark_dirty_hint(b)
+        if bm.held[b]:
+            bm.unlock(b)
+        bm.unpin(b)
+
+
+def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes, keyvals,
+                 tid) -> int:
+    """Look for live duplicates of ``key`` from the exclusively locked leaf ``b`` (whose
+    copy is ``data``) rightward.  Returns 0 if the insert may go on, or the xid to wait
+    for; raises UniqueViolation on a conflict.  ``b`` stays locked either way."""
+    bm = backend.bufmgr
+    inst = backend.instance
+    procarray, clog = inst.procarray, inst.clog
+    myxid = backend.xact.xid
+    kill = bm.settings.kill_index_tuples
+    horizon_box: list = []
+    _prev, nxt, _lvl, _fl, _c = bt.opaque(data)
+    off = bt.binsearch_leaf(data, key, bt.first_data(nxt), bt.nitems(data))
+    cur_b, cur = b, data
+    nb = -1
+    klen = len(key)
+    try:
+        while True:
+            maxoff = bt.nitems(cur)
+            if off <= maxoff:
+                word = bt.lp_word(cur, off)
+                start, length = word & 0x7FFF, word >> 17
+                if cur[start + 8:start + length] != key:
+                    return 0
+                if not bt.lp_is_dead(word):
+                    htid = bt.TID_BE.unpack_from(cur, start)
+                    conflict, xwait, all_dead = heap_dirty_check(bm, hrel, htid, procarray,
+                                                                 clog, myxid, horizon_box)
+                    if conflict:
+                        raise UniqueViolation(
+                            f'duplicate key value violates unique constraint "{irel.name}": '
+                            f"Key {irel.codec.describe(keyvals)} already exists.")
+                    if xwait:
+                        trace(bm, irel, f"unique check waits for xid {xwait} (heap tid "
+                                        f"{htid})")
+                        return xwait
+                    if all_dead and kill:
+                        page = bm.page(cur_b)
+                        pg.set_item_dead(page, off, keep_storage=True)
+                        bt.set_flags(page, bt.get_flags(page) | bt.BTP_HAS_GARBAGE)
+                        bm.mark_dirty_hint(cur_b)
+                        count(bm, "index_items_killed")
+                        trace(bm, irel, f"unique check killed item {off} (heap tid {htid})")
+                off += 1
+                continue
+            _prev, nxt, _lvl, _fl, _c = bt.opaque(cur)
+            if nxt == bt.P_NONE or bt.pivot_key(cur, bt.P_HIKEY)[:klen] != key:
+                return 0
+            if nb >= 0:
+                release(bm, nb)
+                nb = -1
+            nb = bm.pin(irel.relfilenode, nxt)
+            bm.lock(nb, SHARE)
+            cur_b, cur = nb, bm.page(nb).tobytes()
+            off = bt.first_data(bt.opaque(cur)[1])
+    finally:
+        if nb >= 0:
+            release(bm, nb)

@@ -1,0 +1,347 @@
+"""minidb's logical tree: the statements and expressions the SQL layer understands.
+
+The parser (``parser.translate`` for what sqlglot parses, ``parser.utility`` for the
+utility commands sqlglot leaves as text) produces exactly these classes and nothing else,
+so every construct minidb supports is listed here, and everything else was rejected by
+the parser with an error naming it.  Names are not resolved yet: that is the binder's job
+(``minidb.sql.binder``), which turns expressions into ``minidb.exec.expr`` nodes.
+
+Expressions::
+
+    Name(parts)                      a, t.a
+    Lit(value, kind)                 kind: int float str bool null
+    Placeholder(index)               ?  (0-based, in text order)
+    BinOp(op, left, right)           + - * / % || = <> < <= > >= and or
+    UnOp(op, arg)                    - not
+    IsNullE(arg, negated)            x IS [NOT] NULL
+    IsBoolE(arg, value, negated)     x IS [NOT] TRUE/FALSE
+    BetweenE(arg, low, high, negated)
+    InE(arg, items, negated)
+    LikeE(arg, pattern, negated, case_insensitive)
+    CastE(arg, type_name)            CAST(x AS t), x::t
+    FuncE(name, args, distinct, star)   count(*), sum(x), lower(x) ...
+    CaseE(operand, whens, default)
+    StarE(table)                     * or t.*  (select list only)
+    DefaultE()                       DEFAULT   (INSERT VALUES, UPDATE SET)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+# ---------------------------------------------------------------------------------------------
+# expressions
+class Node:
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class Name(Node):
+    parts: tuple          # ("a",) or ("t", "a")
+
+    def __str__(self):
+        return ".".join(self.parts)
+
+
+@dataclass(frozen=True)
+class Lit(Node):
+    value: Any
+    kind: str             # int float str bool null
+
+
+@dataclass(frozen=True)
+class Placeholder(Node):
+    index: int
+
+
+@dataclass(frozen=True)
+class BinOp(Node):
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class UnOp(Node):
+    op: str               # "-" or "not"
+    arg: Node
+
+
+@dataclass(frozen=True)
+class IsNullE(Node):
+    arg: Node
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class IsBoolE(Node):
+    arg: Node
+    value: bool
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class BetweenE(Node):
+    arg: Node
+    low: Node
+    high: Node
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class InE(Node):
+    arg: Node
+    items: tuple
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class LikeE(Node):
+    arg: Node
+    pattern: Node
+    negated: bool = False
+    case_insensitive: bool = False
+
+
+@dataclass(frozen=True)
+class CastE(Node):
+    arg: Node
+    type_name: str
+
+
+@dataclass(frozen=True)
+class FuncE(Node):
+    name: str
+    args: tuple
+    distinct: bool = False
+    star: bool = False
+
+
+@dataclass(frozen=True)
+class CaseE(Node):
+    operand: Node | None
+    whens: tuple          # ((when, then), ...)
+    default: Node | None
+
+
+@dataclass(frozen=True)
+class StarE(Node):
+    table: str | None = None
+
+
+@dataclass(frozen=True)
+class DefaultE(Node):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# FROM items
+@dataclass
+class TableRef:
+    name: str
+    alias: str | None = None
+
+
+@dataclass
+class JoinRef:
+    left: Any             # TableRef or JoinRef
+    right: Any
+    on: Node | None       # None: CROSS JOIN (or a comma)
+
+
+# ---------------------------------------------------------------------------------------------
+# statements
+class Statement:
+    nparams: int = 0
+    tag: str = ""
+
+
+@dataclass
+class OrderItem:
+    expr: Node
+    desc: bool = False
+    nulls_first: bool | None = None   # None: PostgreSQL's default (LAST for ASC)
+
+
+@dataclass
+class SelectStmt(Statement):
+    targets: list                      # [(expr, alias | None)]
+    from_: list = field(default_factory=list)   # TableRef / JoinRef, comma-separated
+    where: Node | None = None
+    group_by: list = field(default_factory=list)
+    having: Node | None = None
+    order_by: list = field(default_factory=list)
+    limit: Node | None = None
+    offset: Node | None = None
+    distinct: bool = False
+    for_update: bool = False
+    nparams: int = 0
+    tag: str = "SELECT"
+
+
+@dataclass
+class InsertStmt(Statement):
+    table: str
+    columns: list | None               # None: all columns in order
+    values: list | None = None         # [[expr, ...], ...]
+    select: SelectStmt | None = None
+    nparams: int = 0
+    tag: str = "INSERT"
+
+
+@dataclass
+class UpdateStmt(Statement):
+    table: str
+    alias: str | None
+    assignments: list                  # [(column, expr)]
+    where: Node | None = None
+    nparams: int = 0
+    tag: str = "UPDATE"
+
+
+@dataclass
+class DeleteStmt(Statement):
+    table: str
+    alias: str | None
+    where: Node | None = None
+    nparams: int = 0
+    tag: str = "DELETE"
+
+
+@dataclass
+class ColumnSpec:
+    name: str
+    type_name: str
+    not_null: bool = False
+    default: str | None = None        # SQL text of the default expression
+    primary: bool = False
+    unique: bool = False
+
+
+@dataclass
+class CreateTableStmt(Statement):
+    name: str
+    columns: list
+    primary_key: list | None = None
+    uniques: list = field(default_factory=list)
+    if_not_exists: bool = False
+    tag: str = "CREATE TABLE"
+
+
+@dataclass
+class DropTableStmt(Statement):
+    names: list
+    if_exists: bool = False
+    tag: str = "DROP TABLE"
+
+
+@dataclass
+class CreateIndexStmt(Statement):
+    name: str | None
+    table: str
+    columns: list
+    unique: bool = False
+    if_not_exists: bool = False
+    tag: str = "CREATE INDEX"
+
+
+@dataclass
+class DropIndexStmt(Statement):
+    names: list
+    if_exists: bool = False
+    tag: str = "DROP INDEX"
+
+
+@dataclass
+class TruncateStmt(Statement):
+    names: list
+    tag: str = "TRUNCATE TABLE"
+
+
+@dataclass
+class BeginStmt(Statement):
+    isolation: str | None = None
+    tag: str = "BEGIN"
+
+
+@dataclass
+class CommitStmt(Statement):
+    tag: str = "COMMIT"
+
+
+@dataclass
+class RollbackStmt(Statement):
+    tag: str = "ROLLBACK"
+
+
+@dataclass
+class SetTransactionStmt(Statement):
+    isolation: str
+    tag: str = "SET"
+
+
+@dataclass
+class VacuumStmt(Statement):
+    tables: list                       # [] = every table
+    analyze: bool = False
+    verbose: bool = False
+    tag: str = "VACUUM"
+
+
+@dataclass
+class AnalyzeStmt(Statement):
+    tables: list
+    verbose: bool = False
+    tag: str = "ANALYZE"
+
+
+@dataclass
+class ExplainStmt(Statement):
+    stmt: Statement
+    analyze: bool = False
+    buffers: bool = False
+    costs: bool = True
+    verbose: bool = False
+    timing: bool = True
+    summary: bool | None = None
+    nparams: int = 0
+    tag: str = "EXPLAIN"
+
+
+@dataclass
+class SetStmt(Statement):
+    name: str
+    value: Any                         # None: DEFAULT (= RESET)
+    tag: str = "SET"
+
+
+@dataclass
+class ShowStmt(Statement):
+    name: str                          # "all" for SHOW ALL
+    tag: str = "SHOW"
+
+
+@dataclass
+class ResetStmt(Statement):
+    name: str                          # "all" for RESET ALL
+    tag: str = "RESET"
+
+
+@dataclass
+class CopyStmt(Statement):
+    table: str
+    columns: list | None
+    direction: str                     # "from" | "to"
+    path: str
+    format: str = "text"               # text | csv
+    header: bool = False
+    delimiter: str | None = None
+    null: str | None = None
+    tag: str = "COPY"
+
+
+@dataclass
+class CheckpointStmt(Statement):
+    tag: str = "CHECKPOINT"

@@ -1,0 +1,412 @@
+"""Utility statements and DDL: what ``Engine`` runs without planning.
+
+==========================  ==================================================================
+statement                   what happens
+==========================  ==================================================================
+BEGIN / START TRANSACTION   ``session.begin(isolation)``; inside a block: WARNING, no change
+COMMIT / END                ``session.commit()``; a failed block rolls back (tag ROLLBACK)
+ROLLBACK / ABORT            ``session.rollback()``; outside a block: WARNING
+SET TRANSACTION ISOLATION   ``xact.set_isolation`` (before the block's first query)
+SET / RESET / SHOW          the backend's session settings (``minidb.config``); instance
+                            settings cannot change (55P02); SHOW ALL lists every setting
+CREATE TABLE                catalog entry + file; PRIMARY KEY -> unique index ``T_pkey`` (its
+                            columns NOT NULL), UNIQUE -> unique index ``T_COLS_key``; if an
+                            index cannot be built the table is dropped again
+DROP TABLE                  its indexes, its buffers (not written), its file, its statistics
+CREATE [UNIQUE] INDEX       ``minidb.index.create_index`` (default name ``T_COLS_idx``)
+DROP INDEX                  ``minidb.index.drop_index``; a primary key's index is refused
+TRUNCATE                    as PostgreSQL: a new, empty relfilenode for the table, the old
+                            file unlinked; indexes are rebuilt empty
+VACUUM [ANALYZE] [t, ...]   ``heap.vacuum.vacuum_table`` with the indexes' callbacks; not in
+                            a transaction block (25001); no table: every table
+ANALYZE [t, ...]            ``stats.analyze_table`` under a statement snapshot
+COPY t FROM / TO 'file'     ``copy`` (text or csv)
+CHECKPOINT                  ``Instance.checkpoint``
+==========================  ==================================================================
+
+Departures: DDL, SET and TRUNCATE are not transactional (they take effect at once and a
+ROLLBACK does not undo them); there are no relation locks, so DROP / TRUNCATE of a table
+another session is using is the caller's risk (a pinned buffer makes DROP fail cleanly).
+"""
+
+from __future__ import annotations
+
+import re
+
+from minidb import errors
+from minidb.catalog import ColumnDef
+from minidb.config import SETTINGS
+from minidb.exec import indexam
+from minidb.heap import pgstat
+from minidb.sql import ast
+from minidb.types import parse_type
+
+__all__ = ["run_utility"]
+
+
+def _result(status, rows=None, description=None, messages=None, rowcount=-1):
+    from minidb.sql.engine import Result
+    return Result(description, rows or [], rowcount, status, messages or [])
+
+
+def run_utility(engine, stmt):
+    h = _HANDLERS.get(type(stmt))
+    if h is None:
+        raise errors.NotSupportedError(f"{stmt.tag or type(stmt).__name__} is not supported")
+    return h(engine, stmt)
+
+
+# -- transactions ------------------------------------------------------------------------------
+def _begin(engine, st: ast.BeginStmt):
+    xact = engine.session.xact
+    if xact.in_block:
+        return _result("BEGIN", messages=["WARNING:  there is already a transaction in progress"])
+    if xact.state != "idle":
+        # an implicit transaction cannot be open between statements; be safe
+        xact.commit()
+    engine.session.begin(st.isolation)
+    return _result("BEGIN")
+
+
+def _commit(engine, st):
+    xact = engine.session.xact
+    if not xact.in_block:
+        msgs = ["WARNING:  there is no transaction in progress"]
+        if xact.state != "idle":
+            xact.commit()
+        return _result("COMMIT", messages=msgs)
+    ok = engine.session.commit()
+    return _result("COMMIT" if ok else "ROLLBACK")
+
+
+def _rollback(engine, st):
+    xact = engine.session.xact
+    if not xact.in_block:
+        if xact.state != "idle":
+            xact.rollback()
+        return _result("ROLLBACK", messages=["WARNING:  there is no transaction in progress"])
+    engine.session.rollback()
+    return _result("ROLLBACK")
+
+
+def _set_transaction(engine, st: ast.SetTransactionStmt):
+    xact = engine.session.xact
+    if not xact.in_block:
+        return _result("SET", messages=[
+            "WARNING:  SET TRANSACTION can only be used in transaction blocks"])
+    xact.set_isolation(st.isolation)
+    return _result("SET")
+
+
+# -- settings ----------------------------------------------------------------------------------
+_VIRTUAL = {"server_version": lambda e: "15.0 (minidb 0.1)",
+            "transaction_isolation": lambda e: (e.session.xact.isolation
+                                                if e.session.xact.state != "idle" else
+                                                e.session.settings.default_transaction_isolation),
+            "server_encoding": lambda e: "UTF8", "client_encoding": lambda e: "UTF8",
+            "datestyle": lambda e: "ISO, MDY", "standard_conforming_strings": lambda e: "on"}
+
+
+def _show_value(v) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, float):
+        return repr(v).rstrip("0").rstrip(".") if v != int(v) else str(int(v))
+    return str(v)
+
+
+def _set(engine, st: ast.SetStmt):
+    settings = engine.session.settings
+    name = st.name.lower()
+    if name in _VIRTUAL:
+        raise errors.CantChangeParameter(f'parameter "{name}" cannot be changed')
+    if st.value is None:
+        settings.reset(name)
+    else:
+        settings.set(name, st.value)
+    return _result("SET")
+
+
+def _show(engine, st: ast.ShowStmt):
+    settings = engine.session.settings
+    if st.name == "all":
+        rows = [(n, _show_value(v), SETTINGS[n].reason) for n, v in settings.items()]
+        desc = [(c, "text", None, None, None, None, None)
+                for c in ("name", "setting", "description")]
+        return _result("SHOW", rows, desc, rowcount=len(rows))
+    name = st.name.lower()
+    if name in _VIRTUAL:
+        v = _VIRTUAL[name](engine)
+    else:
+        v = _show_value(settings.get(name))
+    return _result("SHOW", [(v,)], [(name, "text", None, None, None, None, None)], rowcount=1)
+
+
+def _reset(engine, st: ast.ResetStmt):
+    settings = engine.session.settings
+    if st.name == "all":
+        for n, s in SETTINGS.items():
+            if s.context == "session":
+                settings.reset(n)
+    else:
+        settings.reset(st.name.lower())
+    return _result("RESET")
+
+
+# -- DDL -----------------------------------------------------------------------------------------
+def _notice(msg):
+    return f"NOTICE:  {msg}"
+
+
+def _create_table(engine, st: ast.CreateTableStmt):
+    session = engine.session
+    backend = session.backend
+    catalog = backend.catalog
+    catalog.refresh()
+    if st.name in catalog.tables or st.name in catalog.indexes:
+        if st.if_not_exists:
+            return _result("CREATE TABLE", messages=[
+                _notice(f'relation "{st.name}" already exists, skipping')])
+        raise errors.DuplicateTable(f'relation "{st.name}" already exists')
+    if not st.columns:
+        raise errors.NotSupportedError("tables without columns are not supported")
+    names = [c.name for c in st.columns]
+    for n in names:
+        if names.count(n) > 1:
+            raise errors.DuplicateColumn(f'column "{n}" specified more than once')
+    pk = list(st.primary_key or [])
+    col_pk = [c.name for c in st.columns if c.primary]
+    if col_pk:
+        if pk or len(col_pk) > 1:
+            raise errors.ProgrammingError(
+                f'multiple primary keys for table "{st.name}" are not allowed', sqlstate="42P16")
+        pk = col_pk
+    for c in pk:
+        if c not in names:
+            raise errors.UndefinedColumn(f'column "{c}" named in key does not exist')
+    uniques = [list(u) for u in st.uniques] + [[c.name] for c in st.columns if c.unique]
+    for u in uniques:
+        for c in u:
+            if c not in names:
+                raise errors.UndefinedColumn(f'column "{c}" named in key does not exist')
+    defs = []
+    for c in st.columns:
+        t = parse_type(c.type_name)
+        if c.default is not None:
+            _check_default(engine, c, t)
+        defs.append(ColumnDef(c.name, str(t), c.not_null or c.name in pk, c.default))
+    catalog.create_table(st.name, defs)
+    try:
+        if pk:
+            indexam.create_index(backend, st.name, _free_name(catalog, f"{st.name}_pkey"), pk,
+                                 unique=True, primary=True)
+        for u in uniques:
+            if u == pk:
+                continue
+            indexam.create_index(backend, st.name,
+                                 _free_name(catalog, f"{st.name}_{'_'.join(u)}_key"), u,
+                                 unique=True)
+    except BaseException:
+        _drop_one_table(backend, st.name)
+        raise
+    return _result("CREATE TABLE")
+
+
+def _check_default(engine, col, t):
+    from minidb.exec.expr import K, compile_expr
+    from minidb.sql.binder import Binder
+    from minidb.sql.parser.translate import parse_expression_text
+    node = parse_expression_text(col.default)
+    b = Binder(engine.instance.catalog)
+    e = b.assignable(b.expr(node, [], ctx=t), t, col.name)
+    if not isinstance(compile_expr(e, {}), K):
+        pass   # evaluated per row at INSERT time
+
+
+def _free_name(catalog, name: str) -> str:
+    if name not in catalog.tables and name not in catalog.indexes:
+        return name
+    for i in range(1, 10000):
+        cand = f"{name}{i}"
+        if cand not in catalog.tables and cand not in catalog.indexes:
+            return cand
+    raise errors.DuplicateTable(f'relation "{name}" already exists')
+
+
+def _drop_one_table(backend, name: str) -> None:
+    catalog = backend.catalog
+    t = catalog.table(name)
+    for iname in list(t.indexes):
+        if iname in catalog.indexes:
+            indexam.drop_index(backend, iname)
+    t = catalog.drop_table(name)
+    backend.bufmgr.drop_relation_buffers(t.relfilenode)
+    backend.instance.smgr.unlink(t.relfilenode)
+    inst = backend.instance
+    pgstat.forget(inst.seg, inst.locks.stats, t.oid)
+
+
+def _drop_table(engine, st: ast.DropTableStmt):
+    backend = engine.session.backend
+    catalog = backend.catalog
+    catalog.refresh()
+    msgs = []
+    for name in st.names:
+        if name not in catalog.tables:
+            if st.if_exists:
+                msgs.append(_notice(f'table "{name}" does not exist, skipping'))
+                continue
+            raise errors.UndefinedTable(f'table "{name}" does not exist')
+    for name in st.names:
+        if name in catalog.tables:
+            _drop_one_table(backend, name)
+    return _result("DROP TABLE", messages=msgs)
+
+
+def _create_index(engine, st: ast.CreateIndexStmt):
+    backend = engine.session.backend
+    catalog = backend.catalog
+    t = catalog.table(st.table)
+    for c in st.columns:
+        if t.column_index(c) < 0:
+            raise errors.UndefinedColumn(f'column "{c}" does not exist')
+    if len(set(st.columns)) != len(st.columns):
+        raise errors.DuplicateColumn("an index column is named more than once")
+    name = st.name
+    if name is None:
+        name = _free_name(catalog, f"{st.table}_{'_'.join(st.columns)}_idx")
+    elif name in catalog.indexes or name in catalog.tables:
+        if st.if_not_exists:
+            return _result("CREATE INDEX", messages=[
+                _notice(f'relation "{name}" already exists, skipping')])
+        raise errors.DuplicateTable(f'relation "{name}" already exists')
+    if not indexam.available():
+        raise errors.NotSupportedError("indexes are not available (minidb.index is missing)")
+    indexam.create_index(backend, st.table, name, st.columns, unique=st.unique)
+    return _result("CREATE INDEX")
+
+
+def _drop_index(engine, st: ast.DropIndexStmt):
+    backend = engine.session.backend
+    catalog = backend.catalog
+    catalog.refresh()
+    msgs = []
+    todo = []
+    for name in st.names:
+        idef = catalog.indexes.get(name)
+        if idef is None:
+            if st.if_exists:
+                msgs.append(_notice(f'index "{name}" does not exist, skipping'))
+                continue
+            raise errors.UndefinedObject(f'index "{name}" does not exist')
+        if idef.primary:
+            raise errors.ProgrammingError(
+                f'cannot drop index {name} because it is the primary key of table '
+                f'{idef.table}', sqlstate="2BP01")
+        todo.append(name)
+    for name in todo:
+        indexam.drop_index(backend, name)
+    return _result("DROP INDEX", messages=msgs)
+
+
+def _truncate(engine, st: ast.TruncateStmt):
+    backend = engine.session.backend
+    catalog = backend.catalog
+    smgr = backend.instance.smgr
+    for name in st.names:
+        catalog.table(name)            # all exist, or nothing happens
+    for name in st.names:
+        t = catalog.table(name)
+        saved = [catalog.indexes[i] for i in t.indexes if i in catalog.indexes]
+        for idef in saved:
+            indexam.drop_index(backend, idef.name)
+        old = t.relfilenode
+        with catalog.change():
+            rfn = catalog.allocate_oid()
+            while smgr.exists(rfn):
+                rfn = catalog.allocate_oid()
+            smgr.create(rfn)
+            tt = catalog.tables[name]
+            tt.relfilenode = rfn
+            tt.relpages, tt.reltuples = 0, -1.0
+        backend.bufmgr.drop_relation_buffers(old)
+        smgr.unlink(old)
+        for idef in saved:
+            indexam.create_index(backend, name, idef.name, idef.columns, unique=idef.unique,
+                                 primary=idef.primary)
+    return _result("TRUNCATE TABLE")
+
+
+# -- maintenance ---------------------------------------------------------------------------------
+def _tables(engine, names):
+    catalog = engine.session.backend.catalog
+    catalog.refresh()
+    if not names:
+        return sorted(catalog.tables)
+    for n in names:
+        catalog.table(n)
+    return list(names)
+
+
+def _vacuum(engine, st: ast.VacuumStmt):
+    from minidb.heap.vacuum import vacuum_table
+    session = engine.session
+    backend = session.backend
+    xact = session.xact
+    if xact.in_block:
+        raise errors.ActiveSqlTransaction("VACUUM cannot run inside a transaction block")
+    msgs = []
+    for name in _tables(engine, st.tables):
+        rel = backend.catalog.heap_rel(name)
+        res = vacuum_table(backend, rel, index_callbacks=indexam.vacuum_callbacks(backend, name))
+        if st.verbose:
+            msgs.append(f'INFO:  vacuuming "{name}": {res}')
+        if st.analyze:
+            info = _analyze_one(engine, name)
+            if st.verbose:
+                msgs.append(_analyze_msg(info))
+    return _result("VACUUM", messages=msgs)
+
+
+def _analyze_one(engine, name):
+    from minidb.sql.stats import analyze_table
+    backend = engine.session.backend
+    return engine._statement(lambda snap: (analyze_table(backend, name, snap), False))
+
+
+def _analyze_msg(info) -> str:
+    return (f'INFO:  "{info["table"]}": scanned {info["pages"]} pages, containing '
+            f'{info["rows"]} live rows and {info["dead"]} dead rows; {info["sampled"]} rows '
+            f"in sample")
+
+
+def _analyze(engine, st: ast.AnalyzeStmt):
+    msgs = []
+    for name in _tables(engine, st.tables):
+        info = _analyze_one(engine, name)
+        if st.verbose:
+            msgs.append(_analyze_msg(info))
+    return _result("ANALYZE", messages=msgs)
+
+
+def _checkpoint(engine, st):
+    engine.instance.checkpoint()
+    return _result("CHECKPOINT")
+
+
+def _copy(engine, st):
+    from minidb.sql.copy import run_copy
+    n = run_copy(engine, st)
+    return _result(f"COPY {n}", rowcount=n)
+
+
+_HANDLERS = {
+    ast.BeginStmt: _begin, ast.CommitStmt: _commit, ast.RollbackStmt: _rollback,
+    ast.SetTransactionStmt: _set_transaction, ast.SetStmt: _set, ast.ShowStmt: _show,
+    ast.ResetStmt: _reset, ast.CreateTableStmt: _create_table, ast.DropTableStmt: _drop_table,
+    ast.CreateIndexStmt: _create_index, ast.DropIndexStmt: _drop_index,
+    ast.TruncateStmt: _truncate, ast.VacuumStmt: _vacuum, ast.AnalyzeStmt: _analyze,
+    ast.CheckpointStmt: _checkpoint, ast.CopyStmt: _copy,
+}
+
+assert re

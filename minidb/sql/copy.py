@@ -1,0 +1,266 @@
+"""COPY table [(columns)] FROM / TO 'file', in PostgreSQL's text and csv formats.
+
+==========  ===============================================  ===============================
+format      a row                                            NULL
+==========  ===============================================  ===============================
+text        fields separated by a tab (DELIMITER), with      \\N
+            backslash escapes (\\t \\n \\r \\\\ \\b \\f \\v)
+csv         fields separated by "," (DELIMITER), quoted       an unquoted empty field (NULL
+            with "..." when needed, "" inside quotes         '' by default); "" is the empty
+                                                             string
+==========  ===============================================  ===============================
+
+FROM reads each field as an untyped literal of its column's type (PostgreSQL's input
+functions), then inserts through the same Insert node as INSERT (defaults for the columns
+not listed, index entries, unique checks; bulk insert for a table without indexes); an
+error names the line and the column, and - the statement's transaction being rolled back -
+leaves the table as it was.  TO writes the rows a ``SELECT columns FROM table`` returns,
+in the values' output form.
+
+Departure: PostgreSQL resolves a relative file name against the server's data directory
+and needs superuser rights; minidb, an embedded engine, resolves it against the current
+directory.  FROM STDIN / TO STDOUT belong to the client (psql's \\copy) and are not here.
+"""
+
+from __future__ import annotations
+
+import os
+
+from minidb import errors
+from minidb.exec.chunk import Chunk, column_from_values, column_to_list
+from minidb.exec.datatypes import UNKNOWN, cast_value, format_value
+from minidb.exec.modify import InsertNode
+from minidb.exec.nodes import ExecContext, PlanNode
+from minidb.sql.binder import Binder, RangeEntry
+from minidb.sql.parser.translate import parse_expression_text
+from minidb.types import parse_type
+
+__all__ = ["run_copy"]
+
+_BATCH = 10_000
+_TEXT_ESC = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\", "b": "\b", "f": "\f", "v": "\v"}
+
+
+def run_copy(engine, st) -> int:
+    catalog = engine.instance.catalog
+    t = catalog.table(st.table)
+    cols = [(c.name, parse_type(c.type)) for c in t.columns]
+    entry = RangeEntry(0, t.name, t, cols, [c.not_null for c in t.columns])
+    if st.columns is None:
+        attnos = list(range(len(cols)))
+    else:
+        attnos = []
+        for c in st.columns:
+            a = entry.attno(c)
+            if a < 0:
+                raise errors.UndefinedColumn(f'column "{c}" of relation "{t.name}" does not exist')
+            if a in attnos:
+                raise errors.DuplicateColumn(f'column "{c}" specified more than once')
+            attnos.append(a)
+    delim = st.delimiter or ("," if st.format == "csv" else "\t")
+    null = st.null if st.null is not None else ("" if st.format == "csv" else "\\N")
+    path = os.path.abspath(st.path)
+    if st.direction == "to":
+        return _copy_to(engine, entry, attnos, path, st.format, delim, null, st.header)
+    return _copy_from(engine, entry, attnos, path, st.format, delim, null, st.header)
+
+
+# -- FROM -------------------------------------------------------------------------------------------
+class _RowsNode(PlanNode):
+    """Yields the parsed file rows as chunks in the target columns' types."""
+
+    def __init__(self, batches, types):
+        super().__init__([], [("v", i) for i in range(len(types))], types)
+        self.batches = batches
+
+    def execute(self, ectx):
+        for rows in self.batches:
+            cols = [column_from_values([r[i] for r in rows], t) for i, t in enumerate(self.types)]
+            yield Chunk(cols, len(rows))
+
+
+def _copy_from(engine, entry, attnos, path, fmt, delim, null, header) -> int:
+    try:
+        f = open(path, newline="", encoding="utf-8")
+    except OSError as e:
+        raise errors.IOError_(f'could not open file "{path}" for reading: {e.strerror}') from None
+    types = [entry.columns[a][1] for a in attnos]
+    names = [entry.columns[a][0] for a in attnos]
+    binder = Binder(engine.instance.catalog, default_parser=parse_expression_text)
+    defaults = binder.defaults(entry)
+
+    def batches():
+        rows = []
+        lineno = 0
+        with f:
+            records = _csv_records(f, delim) if fmt == "csv" else _text_records(f, delim)
+            for lineno, fields, quoted in records:
+                if header and lineno == 1:
+                    continue
+                if len(fields) != len(attnos):
+                    raise errors.BadCopyFileFormat(
+                        f"{'extra' if len(fields) > len(attnos) else 'missing'} data for "
+                        f"column(s) (COPY {entry.table.name}, line {lineno}: expected "
+                        f"{len(attnos)} fields, found {len(fields)})")
+                row = []
+                for i, (v, q) in enumerate(zip(fields, quoted)):
+                    if v == null and not q:
+                        row.append(None)
+                        continue
+                    try:
+                        row.append(cast_value(v, UNKNOWN, types[i], explicit=False,
+                                              column=names[i]))
+                    except errors.Error as e:
+                        raise type(e)(f"{e} (COPY {entry.table.name}, line {lineno}, column "
+                                      f"{names[i]}: {v[:40]!r})") from None
+                rows.append(row)
+                if len(rows) >= _BATCH:
+                    yield rows
+                    rows = []
+        if rows:
+            yield rows
+
+    child = _RowsNode(batches(), types)
+    node = InsertNode(entry, attnos, child, defaults)
+
+    def body(snap):
+        ectx = ExecContext(engine.session, snap, [])
+        for _ in node.run(ectx):
+            pass
+        return ectx.rows_affected, ectx.rows_affected > 0
+
+    return engine._statement(body)
+
+
+def _text_records(f, delim):
+    for lineno, line in enumerate(f, 1):
+        if line.endswith("\n"):
+            line = line[:-1]
+        if line.endswith("\r"):
+            line = line[:-1]
+        if line == "\\.":
+            break
+        raw = line.split(delim)
+        fields, quoted = [], []
+        for x in raw:
+            if x == "\\N":
+                fields.append(x)
+                quoted.append(False)
+                continue
+            if "\\" in x:
+                x = _unescape_text(x)
+                quoted.append(True)          # an escaped value is never the NULL marker
+            else:
+                quoted.append(False)
+            fields.append(x)
+        yield lineno, fields, quoted
+
+
+def _unescape_text(s: str) -> str:
+    out, i = [], 0
+    while i < len(s):
+        ch = s[i]
+        if ch == "\\" and i + 1 < len(s):
+            nxt = s[i + 1]
+            out.append(_TEXT_ESC.get(nxt, nxt))
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _csv_records(f, delim):
+    """(line number, fields, quoted flags) per record; quoted fields may span lines."""
+    lineno = 0
+    pending = None
+    for line in f:
+        lineno += 1
+        if pending is None and '"' not in line:
+            body = line.rstrip("\r\n")
+            fields = body.split(delim)
+            yield lineno, fields, [False] * len(fields)
+            continue
+        pending = line if pending is None else pending + line
+        parsed = _parse_csv(pending, delim)
+        if parsed is None:
+            continue                     # an open quote: the record goes on
+        pending = None
+        yield lineno, parsed[0], parsed[1]
+    if pending is not None:
+        raise errors.BadCopyFileFormat(f"unterminated CSV quoted field (line {lineno})")
+
+
+def _parse_csv(text: str, delim):
+    text = text.rstrip("\r\n") if not text.endswith('"\n') else text[:-1]
+    fields, quoted = [], []
+    i, n = 0, len(text)
+    cur, q, in_q = [], False, False
+    while i < n:
+        ch = text[i]
+        if in_q:
+            if ch == '"':
+                if i + 1 < n and text[i + 1] == '"':
+                    cur.append('"')
+                    i += 2
+                    continue
+                in_q = False
+            else:
+                cur.append(ch)
+        elif ch == '"':
+            in_q, q = True, True
+        elif ch == delim:
+            fields.append("".join(cur))
+            quoted.append(q)
+            cur, q = [], False
+        elif ch in "\r\n" and i == n - 1:
+            pass
+        else:
+            cur.append(ch)
+        i += 1
+    if in_q:
+        return None
+    fields.append("".join(cur))
+    quoted.append(q)
+    return fields, quoted
+
+
+# -- TO ---------------------------------------------------------------------------------------------
+def _copy_to(engine, entry, attnos, path, fmt, delim, null, header) -> int:
+    from minidb.exec.scan import SeqScanNode
+    node = SeqScanNode(entry, attnos, [])
+    types = [entry.columns[a][1] for a in attnos]
+    names = [entry.columns[a][0] for a in attnos]
+    try:
+        f = open(path, "w", newline="", encoding="utf-8")
+    except OSError as e:
+        raise errors.IOError_(f'could not open file "{path}" for writing: {e.strerror}') from None
+
+    def body(snap):
+        n = 0
+        with f:
+            if header:
+                f.write(delim.join(_out_field(x, fmt, delim, null) for x in names) + "\n")
+            ectx = ExecContext(engine.session, snap, [])
+            for chunk in node.run(ectx):
+                cols = []
+                for (v, m), t in zip(chunk.cols, types):
+                    lst = column_to_list(v, m, t)
+                    cols.append([None if x is None else format_value(x, t) for x in lst])
+                for r in range(chunk.n):
+                    f.write(delim.join(_out_field(c[r], fmt, delim, null) for c in cols) + "\n")
+                n += chunk.n
+        return n, False
+
+    return engine._statement(body)
+
+
+def _out_field(v, fmt, delim, null) -> str:
+    if v is None:
+        return null
+    if fmt == "csv":
+        if v == "" or v == null or any(ch in v for ch in (delim, '"', "\n", "\r")):
+            return '"' + v.replace('"', '""') + '"'
+        return v
+    return (v.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+            .replace("\r", "\\r"))

@@ -1,0 +1,321 @@
+"""The SQL engine of one session: text in, ``Result`` out (PostgreSQL's postgres.c and
+utility.c, small).
+
+``Engine(session).execute(sql, params)`` runs exactly one statement:
+
+  1. **plan cache** - statements are kept by their SQL text (an LRU of
+     ``PLAN_CACHE_SIZE``): a repeated text is not parsed again, and a repeated text with
+     parameters of the same Python types is not planned again either.  A cached plan is
+     re-planned when the catalog changed since (any DDL, ANALYZE or VACUUM bumps its
+     generation), when a setting the planner reads changed (``PLANNER_SETTINGS``), or
+     when a table it reads has grown or shrunk by more than half (its row estimates, and so
+     the plan's choices, were made for another size).  ``prepare(sql)`` returns a handle
+     that skips even the cache lookup;
+  2. **parse** (``minidb.sql.parser``) -> **bind** (``binder``) -> **plan** (``planner``);
+  3. **execute** under the transaction rules of ``minidb.session``: a statement outside a
+     BEGIN block is its own transaction, committed when it ends; inside a block, an error
+     fails the block (every later statement gets 25P02 until ROLLBACK).  Any error - a
+     syntax error included, as in PostgreSQL - leaves the database as it was: the
+     statement's writes belong to a transaction that is rolled back.
+
+Utility statements (transaction control, SET / SHOW / RESET, VACUUM, ANALYZE, COPY,
+CHECKPOINT) and DDL (``ddl``) run here too.  DDL is *not* transactional in minidb: the
+catalog changes at once and a ROLLBACK does not undo it (PostgreSQL's is transactional).
+
+Every error raised is a ``minidb.errors`` class; an unexpected Python exception is wrapped
+in InternalError (its traceback chained).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from minidb import errors
+from minidb.config import SETTINGS
+from minidb.exec.chunk import chunk_to_rows
+from minidb.exec.datatypes import type_name
+from minidb.exec.nodes import ExecContext
+from minidb.shmem import CTL_CATALOG_GEN
+from minidb.sql import ast
+from minidb.sql.binder import Binder
+from minidb.sql.explain import explain_lines
+from minidb.sql.parser import parse, parse_script
+from minidb.sql.parser.lexer import split_statements as _split
+from minidb.sql.parser.translate import parse_expression_text
+from minidb.sql.planner import Planner
+from minidb.txn.xact import FAILED, IDLE
+
+__all__ = ["Engine", "Result", "Prepared", "PLANNER_SETTINGS"]
+
+PLAN_CACHE_SIZE = 256
+PLANNER_SETTINGS = ("enable_seqscan", "enable_indexscan", "enable_hashjoin", "enable_nestloop",
+                    "seq_page_cost", "random_page_cost", "cpu_tuple_cost",
+                    "cpu_index_tuple_cost", "cpu_operator_cost", "effective_cache_size",
+                    "trace_planner")
+_DML = (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)
+
+
+@dataclass
+class Result:
+    """One statement's outcome (see /work/notes/issue5-interface.md)."""
+    description: list | None
+    rows: list
+    rowcount: int
+    status: str
+    messages: list = field(default_factory=list)
+
+
+class _Entry:
+    """A cached statement: its parse, and its plans by parameter types."""
+    __slots__ = ("sql", "stmt", "plans")
+
+    def __init__(self, sql, stmt):
+        self.sql = sql
+        self.stmt = stmt
+        self.plans: dict = {}     # param type signature -> (Plan, catalog gen, settings sig)
+
+
+class Prepared:
+    """A statement parsed once; ``execute(params)`` plans it on first use (and again only
+    when the plan cache's rules say so)."""
+
+    def __init__(self, engine: "Engine", entry: _Entry):
+        self.engine = engine
+        self._entry = entry
+
+    @property
+    def sql(self) -> str:
+        return self._entry.sql
+
+    @property
+    def nparams(self) -> int:
+        return self._entry.stmt.nparams
+
+    def execute(self, params: Sequence | None = None) -> Result:
+        return self.engine._run(self._entry, list(params) if params is not None else [])
+
+
+class Engine:
+    """SQL for one ``minidb.session.Session``."""
+
+    def __init__(self, session):
+        self.session = session
+        self.instance = session.instance
+        self._cache: OrderedDict = OrderedDict()
+        self.counters = {"parses": 0, "plans": 0, "plan_cache_hits": 0, "replans": 0,
+                         "statements": 0}
+
+    # -- public interface ----------------------------------------------------------------------
+    @staticmethod
+    def split_statements(text: str) -> tuple[list[str], str]:
+        return _split(text)
+
+    def execute(self, sql: str, params: Sequence | None = None) -> Result:
+        if not isinstance(sql, str):
+            raise errors.ProgrammingError(f"SQL must be a str, not {type(sql).__name__}")
+        entry = self._cache.get(sql)
+        if entry is None:
+            try:
+                entry = self._parse_entry(sql)
+            except BaseException as e:
+                self._fail_block()
+                raise _as_minidb_error(e) from (None if isinstance(e, errors.Error) else e)
+        else:
+            self._cache.move_to_end(sql)
+        return self._run(entry, list(params) if params is not None else [])
+
+    def prepare(self, sql: str) -> Prepared:
+        entry = self._cache.get(sql) or self._parse_entry(sql)
+        return Prepared(self, entry)
+
+    def execute_script(self, sql: str) -> list[Result]:
+        """Every statement of ``sql`` in order; stops at the first error (raised)."""
+        out = []
+        for text, stmt in parse_script(sql):
+            if isinstance(stmt, Exception):
+                self._fail_block()
+                raise stmt
+            out.append(self._run(_Entry(text, stmt), []))
+        return out
+
+    def plan_cache_stats(self) -> dict:
+        return dict(self.counters, cached_statements=len(self._cache))
+
+    # -- running ---------------------------------------------------------------------------------
+    def _parse_entry(self, sql: str) -> _Entry:
+        stmt = parse(sql)
+        self.counters["parses"] += 1
+        entry = _Entry(sql, stmt)
+        self._cache[sql] = entry
+        if len(self._cache) > PLAN_CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return entry
+
+    def _fail_block(self) -> None:
+        xact = self.session.xact
+        if xact.state != IDLE:
+            xact.fail()
+
+    def _run(self, entry: _Entry, params: list) -> Result:
+        stmt = entry.stmt
+        self.counters["statements"] += 1
+        xact = self.session.xact
+        if xact.state == FAILED and not isinstance(stmt, (ast.CommitStmt, ast.RollbackStmt)):
+            raise errors.InFailedSqlTransaction(
+                "current transaction is aborted, commands ignored until end of transaction block")
+        if len(params) != stmt.nparams:
+            self._fail_block()
+            raise errors.InvalidParameterCount(
+                f"the statement has {stmt.nparams} parameter(s) but {len(params)} were given")
+        try:
+            if isinstance(stmt, _DML):
+                return self._dml(entry, params)
+            if isinstance(stmt, ast.ExplainStmt):
+                return self._explain(stmt, params)
+            from minidb.sql import commands
+            return commands.run_utility(self, stmt)
+        except BaseException as e:
+            self._fail_block()
+            if isinstance(e, errors.Error):
+                raise
+            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                raise
+            raise _as_minidb_error(e) from e
+
+    def _settings_sig(self) -> tuple:
+        s = self.session.settings
+        return tuple(s.get(n) for n in PLANNER_SETTINGS)
+
+    def _catalog_gen(self) -> int:
+        return int(self.instance.seg.control[CTL_CATALOG_GEN])
+
+    def plan_for(self, entry: _Entry, params: list):
+        """The plan of a DML statement for these parameters' types (cached)."""
+        sig = tuple(type(p) for p in params)
+        gen = self._catalog_gen()
+        ssig = self._settings_sig()
+        got = entry.plans.get(sig)
+        if got is not None:
+            plan, pgen, pssig = got
+            if pgen == gen and pssig == ssig and self._sizes_ok(plan):
+                self.counters["plan_cache_hits"] += 1
+                return plan
+            self.counters["replans"] += 1
+        plan = self._plan(entry.stmt, sig)
+        entry.plans[sig] = (plan, gen, ssig)
+        return plan
+
+    def _sizes_ok(self, plan) -> bool:
+        smgr = self.instance.smgr
+        for rfn, pages in plan.rel_pages.items():
+            try:
+                cur = smgr.nblocks(rfn)
+            except OSError:
+                return False
+            a, b = max(cur, 10), max(pages, 10)
+            if a > 2 * b or b > 2 * a:
+                return False
+        return True
+
+    def _plan(self, stmt, sig):
+        catalog = self.instance.catalog
+        catalog.refresh()
+        bound = Binder(catalog, sig, default_parser=parse_expression_text).bind(stmt)
+        plan = Planner(catalog, self.session.settings, self.instance.smgr).plan(bound)
+        self.counters["plans"] += 1
+        return plan
+
+    def _statement(self, body):
+        """Run ``body(snapshot) -> (result, wrote)`` as one statement (Session's rules)."""
+        xact = self.session.xact
+        snap = xact.start_statement()
+        implicit = not xact.explicit
+        try:
+            result, wrote = body(snap)
+            xact.command_done(wrote)
+        except BaseException:
+            xact.fail()
+            raise
+        if implicit:
+            xact.commit()
+        return result
+
+    def _dml(self, entry: _Entry, params: list) -> Result:
+        plan = self.plan_for(entry, params)
+        session = self.session
+
+        def body(snap):
+            ectx = ExecContext(session, snap, params)
+            if plan.kind == "select":
+                rows = []
+                types = plan.types
+                it = plan.root.run(ectx)
+                try:
+                    for chunk in it:
+                        rows.extend(chunk_to_rows(chunk, types))
+                finally:
+                    it.close()
+                return rows, ectx.wrote
+            for _ in plan.root.run(ectx):
+                pass
+            return ectx.rows_affected, ectx.rows_affected > 0
+
+        out = self._statement(body)
+        if plan.kind == "select":
+            return Result(_description(plan), out, len(out), f"SELECT {len(out)}")
+        tag = {"insert": "INSERT 0", "update": "UPDATE", "delete": "DELETE"}[plan.kind]
+        return Result(None, [], out, f"{tag} {out}")
+
+    def _explain(self, stmt: ast.ExplainStmt, params: list) -> Result:
+        t0 = time.perf_counter()
+        plan = self._plan(stmt.stmt, tuple(type(p) for p in params))
+        planning = time.perf_counter() - t0
+        lines: list[str]
+        if not stmt.analyze:
+            lines = explain_lines(plan.root, qualify=plan.qualify, costs=stmt.costs)
+            if stmt.summary:
+                lines.append(f"Planning Time: {planning * 1000:.3f} ms")
+        else:
+            session = self.session
+
+            def body(snap):
+                ectx = ExecContext(session, snap, params, analyze=True, timing=stmt.timing)
+                t1 = time.perf_counter()
+                it = plan.root.run(ectx)
+                try:
+                    for _ in it:
+                        pass
+                finally:
+                    it.close()
+                return (ectx, time.perf_counter() - t1), (ectx.rows_affected > 0 or ectx.wrote)
+
+            ectx, execution = self._statement(body)
+            lines = explain_lines(plan.root, qualify=plan.qualify, costs=stmt.costs,
+                                  analyze=True, buffers=stmt.buffers, timing=stmt.timing,
+                                  instr=ectx.instr)
+            if stmt.summary is not False:
+                lines.append(f"Planning Time: {planning * 1000:.3f} ms")
+                lines.append(f"Execution Time: {execution * 1000:.3f} ms")
+        return Result([("QUERY PLAN", "text", None, None, None, None, None)],
+                      [(ln,) for ln in lines], len(lines), "EXPLAIN")
+
+
+def _description(plan) -> list:
+    return [(n, type_name(t), None, None, None, None, None)
+            for n, t in zip(plan.names, plan.types)]
+
+
+def _as_minidb_error(e: BaseException) -> BaseException:
+    if isinstance(e, errors.Error) or not isinstance(e, Exception):
+        return e
+    if isinstance(e, RecursionError):
+        return errors.ProgramLimitExceeded("statement too deeply nested")
+    if isinstance(e, MemoryError):
+        return errors.InsufficientResources("out of memory")
+    return errors.InternalError(f"internal error: {type(e).__name__}: {e}")
+
+
+assert SETTINGS

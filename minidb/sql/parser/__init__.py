@@ -1,0 +1,188 @@
+"""SQL text -> minidb's logical tree (``minidb.sql.ast``).
+
+``parse(text)`` takes exactly one statement (a trailing ';' is fine); ``parse_script``
+any number.  The statement's first word decides the route:
+
+* a utility word (BEGIN, COMMIT, SET, SHOW, VACUUM, EXPLAIN, COPY ...) -> ``utility``;
+* SELECT / INSERT / UPDATE / DELETE / CREATE / DROP -> sqlglot, then ``translate``;
+* a word PostgreSQL knows but minidb does not implement (ALTER, GRANT, WITH ...) ->
+  NotSupportedError naming it;
+* anything else -> a syntax error at that word (so ``selec * frm t``, which sqlglot
+  would happily read as an alias, is refused like PostgreSQL refuses it).
+
+Syntax errors from sqlglot are re-raised as ``SyntaxError_`` with the position of the
+offending token in the original text.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import sqlglot
+from sqlglot.errors import ParseError, TokenError
+
+from minidb.errors import NotSupportedError, ProgrammingError
+from minidb.sql import ast
+from minidb.sql.parser.lexer import (first_word, line_col, split_statements, strip_comments,
+                                     syntax_error, _skip)
+from minidb.sql.parser.translate import number_placeholders, translate_statement, unsupported
+from minidb.sql.parser.utility import UTILITY_WORDS, parse_utility
+
+__all__ = ["parse", "parse_script", "split_statements"]
+
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+_SQLGLOT_WORDS = {"select": "Select", "insert": "Insert", "update": "Update",
+                  "delete": "Delete", "create": "Create", "drop": "Drop"}
+_KNOWN_UNSUPPORTED = {
+    "alter", "grant", "revoke", "prepare", "execute", "deallocate", "listen", "notify",
+    "unlisten", "do", "call", "comment", "lock", "merge", "cluster", "reindex", "discard",
+    "fetch", "declare", "close", "move", "savepoint", "release", "refresh", "security",
+    "import", "load", "values", "table", "with", "reassign", "create", "security", "vacuum",
+}
+
+
+def parse(text: str) -> ast.Statement:
+    """Exactly one statement."""
+    pieces = _pieces(text)
+    if not pieces:
+        raise ProgrammingError("can't execute an empty query")
+    if len(pieces) > 1:
+        raise ProgrammingError("cannot execute several statements at once "
+                               f"({len(pieces)} given); use execute_script")
+    start, piece = pieces[0]
+    return parse_at(text, start, piece)
+
+
+def parse_script(text: str) -> list[tuple[str, ast.Statement | Exception]]:
+    """Every statement of ``text``: (its text, the statement or the error parsing it)."""
+    out = []
+    for start, piece in _pieces(text):
+        try:
+            out.append((piece, parse_at(text, start, piece)))
+        except Exception as e:  # noqa: BLE001 - the caller reports it in order
+            out.append((piece, e))
+    return out
+
+
+def _pieces(text: str) -> list[tuple[int, str]]:
+    """(offset, text) of each statement (split at ';' outside quotes and comments)."""
+    out, start, i, n = [], 0, 0, len(text)
+    while i < n:
+        j, _ = _skip(text, i)
+        if j != i:
+            i = j
+            continue
+        if text[i] == ";":
+            _add(out, text, start, i)
+            start = i + 1
+        i += 1
+    _add(out, text, start, n)
+    return out
+
+
+def _add(out, text, a, b):
+    piece = text[a:b]
+    if strip_comments(piece).strip():
+        lead = len(piece) - len(piece.lstrip())
+        out.append((a + lead, piece.strip()))
+
+
+def parse_at(full: str, start: int, piece: str) -> ast.Statement:
+    word, off = first_word(piece)
+    if word in UTILITY_WORDS:
+        return parse_utility(word, piece, start, full, lambda t, pos: parse_at(full, pos, t))
+    if word in _SQLGLOT_WORDS:
+        return _sqlglot(full, start, piece, word)
+    if word in _KNOWN_UNSUPPORTED:
+        raise NotSupportedError(f"{word.upper()} is not supported")
+    if word == "(":
+        raise NotSupportedError("a parenthesized query is not supported")
+    raise syntax_error(full, start + off, word or piece[:1])
+
+
+def _sqlglot(full: str, start: int, piece: str, word: str) -> ast.Statement:
+    text, nq, nd = number_placeholders(piece)
+    if nq and nd > nq:
+        raise ProgrammingError("cannot mix ? and $n placeholders")
+    try:
+        trees = sqlglot.parse(text, read="postgres")
+    except ParseError as e:
+        raise _position_error(full, start, piece, text, e) from None
+    except TokenError:
+        pos = _unterminated(piece)
+        e = syntax_error(full, start + pos, piece[pos:pos + 20])
+        kind = "quoted string" if piece[pos:pos + 1] in "'\"$" else "/* comment"
+        msg = str(e).replace("syntax error", f"unterminated {kind}", 1)
+        raise type(e)(msg) from None
+    trees = [t for t in trees if t is not None]
+    if len(trees) != 1:
+        raise syntax_error(full, start, word)
+    tree = trees[0]
+    want = _SQLGLOT_WORDS[word]
+    if type(tree).__name__ != want:
+        if type(tree).__name__ == "Command":
+            rest = strip_comments(piece).split()
+            raise NotSupportedError(f"{' '.join(rest[:2]).upper()} is not supported")
+        raise unsupported(tree)
+    stmt = translate_statement(tree)
+    stmt.nparams = max(nq, nd)
+    return stmt
+
+
+def _unterminated(piece: str) -> int:
+    i, n = 0, len(piece)
+    while i < n:
+        j, closed = _skip(piece, i)
+        if not closed:
+            return i
+        i = j if j != i else i + 1
+    return n
+
+
+_TOKEN_START = re.compile(r"start: (\d+)")
+
+
+def _position_error(full, start, piece, text, e: ParseError):
+    info = e.errors[0] if e.errors else {}
+    desc = info.get("description") or str(e)
+    highlight = info.get("highlight") or ""
+    m = _TOKEN_START.search(desc)
+    if m:
+        pos_in_text = int(m.group(1))
+    else:
+        line, col = info.get("line", 1), info.get("col", 1)
+        lines = text.split("\n")
+        pos_in_text = sum(len(x) + 1 for x in lines[:max(0, line - 1)]) + max(0, col - len(highlight))
+    # map back over the ?->$k rewrite (each $k is longer than its ?)
+    pos = _map_back(piece, text, pos_in_text)
+    detail = re.sub(r"(\s*but got)?\s*<Token.*", "", desc).strip()
+    if detail.lower().startswith("invalid expression / unexpected token"):
+        detail = ""
+    if pos >= len(piece.rstrip()) or not highlight:
+        return syntax_error(full, start + len(piece.rstrip()), None, detail)
+    near = highlight if highlight else piece[pos:pos + 1]
+    return syntax_error(full, start + pos, near, detail)
+
+
+def _map_back(orig: str, new: str, pos_new: int) -> int:
+    if orig == new:
+        return pos_new
+    i = j = 0
+    while i < len(orig) and j < pos_new:
+        if orig[i] == "?" and new[j] == "$":
+            k = j + 1
+            while k < len(new) and new[k].isdigit():
+                k += 1
+            if k > pos_new:
+                return i
+            j = k
+            i += 1
+        else:
+            i += 1
+            j += 1
+    return i
+
+
+assert line_col and split_statements

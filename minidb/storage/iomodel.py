@@ -1,0 +1,370 @@
+"""The I/O model: a simulated OS page cache, Linux-style read-ahead, and one shared disk.
+
+This machine reads a gigabyte in half a second even cold, so the I/O effects the seed
+experiments are about (kernel read-ahead defeated by block-at-a-time parallel allocation;
+concurrent scans of a table larger than memory) cannot be seen on the real device.  With
+``io_model`` set to ``hdd``, ``ssd`` or ``custom``, every read of a relation file
+(``Smgr.read_blocks``, i.e. every buffer-pool miss) also goes through this model, which
+decides what the read *would* have cost and makes the reader pay it by sleeping.  The data
+itself still comes from the real file; the model only adds time and counts.
+
+Three parts, all shared by every process of the instance (``minidb.shmem``: regions
+``oc_tag``, ``oc_stamp``, ``oc_ready``, ``io_state``, ``io_busy``, ``io_counters``; one
+lock, ``iomodel``, guards them all, so a lookup, the disk reservation and the cache
+insertion of one read are one critical section, as a page-cache miss in Linux inserts the
+locked page before it submits the I/O):
+
+1. **OS page cache** of ``os_cache_mb``: ``C = os_cache_mb * 128`` pages, organised as
+   ``C / 8`` sets of 8 ways.  Page ``(file, block)`` lives in set
+   ``(block + hash(file)) mod (C / 8)``, so consecutive blocks of a file fall in
+   consecutive sets and a sequential scan sees exact LRU (block ``b`` evicts block
+   ``b - C``); other patterns see 8-way set-associative LRU.  Each page has an LRU stamp
+   and a *ready time*: the moment its disk read completes.  A read that finds its page
+   costs no disk time, but waits until the page is ready if it is still in flight (as a
+   reader waits on a locked page in Linux).  Pages written by the buffer manager enter the
+   cache as ready (write-back to the disk is not modelled: it happens later, off the
+   writer's path).
+2. **Read-ahead**, per stream: a stream is one thread of one process reading one file
+   fork (a backend with its own file descriptor, as in PostgreSQL).  Its state: where its
+   previous read ended (``prev_end``), its window ``win`` (0: none) and how far it has
+   read ahead (``ra_end``).  For a read of blocks [b, b + n), ``end = b + n``:
+
+   =============================================  ========================================
+   the read ...                                    read-ahead does
+   =============================================  ========================================
+   begins where the stream's previous read ended   sequential: ``win = init(n)`` if it was
+   (``b == prev_end``), or at block 0               0 (and ``ra_end = end``); then if
+                                                   ``ra_end - end < win`` (the reader is
+                                                   within a window of the read-ahead end,
+                                                   Linux's PG_readahead marker): ``win =
+                                                   next(win)`` unless just set, and read
+                                                   [max(ra_end, end), + win) ahead
+   begins anywhere else                            reset: ``win = 0``, ``ra_end = end``
+   =============================================  ========================================
+
+   with ``max = io_readahead_kb / 8`` blocks, ``init(n) = 4p`` if ``p <= max/32``, ``2p``
+   if ``p <= max/4``, else ``max`` (``p`` = n rounded up to a power of two), and
+   ``next(s) = 4s`` if ``s < max/16``, ``2s`` if ``s <= max/2``, else ``max`` (Linux's
+   ``get_init_ra_size`` / ``get_next_ra_size``: a stream reading one block at a time
+   gets windows of 2, 4, 8, 16, 16 ... blocks, and keeps one to two windows ahead).  A
+   read's demanded pages that are missing, and the window's pages that are missing, are
+   read from the disk in maximal runs of consecutive blocks, one request per run.  The
+   reader waits only for its demanded pages; read-ahead pages arrive in the background
+   (Linux's asynchronous read-ahead).  Sequential detection is strict, as FreeBSD's and
+   as Linux's for a single stream: a participant of a ``block``-allocated parallel scan
+   reads every other block, never continues its previous read, and gets no read-ahead.
+3. **The disk**: one queue shared by all processes.  A request of ``k`` pages issued at
+   time ``a`` starts at ``s = max(a, busy_until)`` and occupies the disk until::
+
+       busy_until = s + seek + k * 8192 / bandwidth
+       seek = 0        if the request continues the previous request on the disk
+                       (same file, starts at its end block) AND was issued before
+                       that request finished (the disk is still streaming)
+       seek = io_seek_ms  otherwise
+
+   Page ``j`` of the request is ready at ``s + seek + (j + 1) * 8192 / bandwidth``.  A
+   request that arrives after the disk went idle pays the seek even at the next block:
+   the head (or the device's pipeline) has moved on.  That is the cost that read-ahead
+   exists to avoid, and that block-at-a-time allocation brings back (each worker reads
+   single blocks synchronously, so the disk drains between them).
+
+Paying the cost.  Each thread keeps a virtual clock ``vt`` (``max(vt, now)`` at each
+read); a read advances it to the time its demanded pages are ready, and the thread sleeps
+``vt - now`` once that reaches ``SLEEP_SLICE_S`` (1 ms), so time is owed in small amounts
+and paid in slices of at least 1 ms.  Parallel overlap and contention are therefore real
+in wall-clock time, and CPU work overlaps with read-ahead as it does in Linux.
+
+Presets (``io_model``): ``hdd`` = 150 MB/s, 8 ms; ``ssd`` = 500 MB/s, 0.1 ms; ``custom``
+= ``io_seq_mb_per_s`` and ``io_seek_ms``.  ``none`` (the default) skips the model: reads
+go straight to the file and nothing here is counted.
+
+Counters (``minidb.shmem.IO_COUNTERS``, exact, in shared memory and per thread): requests, bytes and
+seeks of the disk; cache hits and misses (demanded pages only); read-ahead pages (pages
+read from the disk that nobody had demanded yet); pages written into the cache; the
+disk's busy time and the time readers waited (microseconds).
+
+Invariants:
+  1. A page is in at most one way of its set (lookups and insertions happen under the
+     ``iomodel`` lock).
+  2. ``busy_until`` never decreases; requests are served in the order they were reserved.
+  3. Counters only grow, except when the instance restarts.
+
+Left out: device parallelism (an SSD's channels; one request at a time here, so an
+I/O-bound parallel scan cannot read faster than one stream), the I/O scheduler's sorting
+and merging of queued requests, write-back of dirty pages to the disk, Linux's
+read-ahead markers in the shared page cache and its "context" read-ahead (which let a
+stream be recognised from pages another process read, so that on Linux strided access
+degrades more gently than here - the seed measured 742 -> 331 MB/s, not a collapse), the
+active/inactive page lists (replacement is LRU), and the request size limit
+(``max_sectors_kb``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+
+from minidb.config import BLCKSZ
+from minidb.shmem import IO_COUNTERS, OS_CACHE_WAYS
+
+PRESETS = {"hdd": (150.0, 8.0), "ssd": (500.0, 0.1)}  # MB/s, ms
+SLEEP_SLICE_S = 0.001  # owed time is paid in sleeps of at least this much
+_HASH = 2654435761     # Knuth's multiplicative hash, spreads files over the sets
+
+IC = {name: i for i, name in enumerate(IO_COUNTERS)}
+
+# io_state entries (int64)
+S_LAST_FILE = 0   # file key of the previous request on the disk
+S_LAST_END = 1    # block after its last block
+S_CLOCK = 2       # LRU stamp counter
+
+
+def disk_parameters(settings) -> tuple[float, float]:
+    """(bandwidth in MB/s, seek in ms) of the configured model."""
+    if settings.io_model in PRESETS:
+        return PRESETS[settings.io_model]
+    return float(settings.io_seq_mb_per_s), float(settings.io_seek_ms)
+
+
+def init_ra_size(n: int, ra_max: int) -> int:
+    """Linux's get_init_ra_size: the first window for a read of ``n`` blocks."""
+    p = 1 << max(0, (n - 1).bit_length())
+    if p <= ra_max // 32:
+        return 4 * p
+    if p <= ra_max // 4:
+        return 2 * p
+    return ra_max
+
+
+def next_ra_size(cur: int, ra_max: int) -> int:
+    """Linux's get_next_ra_size: how the window grows."""
+    if cur < ra_max // 16:
+        return 4 * cur
+    if cur <= ra_max // 2:
+        return 2 * cur
+    return ra_max
+
+
+class _Stream:
+    """Read-ahead state of one (thread, file fork)."""
+    __slots__ = ("prev_end", "win", "ra_end")
+
+    def __init__(self):
+        self.prev_end = -1
+        self.win = 0
+        self.ra_end = 0
+
+
+class _ThreadState(threading.local):
+    def __init__(self):
+        self.pid = os.getpid()
+        self.vt = 0.0
+        self.streams: dict[int, _Stream] = {}
+        self.counters = np.zeros(len(IO_COUNTERS), dtype=np.int64)
+
+
+class IOModel:
+    """One process's handle on the shared I/O model (created at open, inherited by forks)."""
+
+    def __init__(self, seg, lock, settings):
+        self.name = settings.io_model
+        mb_s, seek_ms = disk_parameters(settings)
+        self.page_time = BLCKSZ / (mb_s * 1e6)       # seconds to transfer one page
+        self.seek_time = seek_ms / 1000.0
+        self.ra_max = settings.io_readahead_kb * 1024 // BLCKSZ
+        self.lock = lock
+        self.tag = seg.oc_tag
+        self.stamp = seg.oc_stamp
+        self.ready = seg.oc_ready
+        self.state = seg.io_state
+        self.busy = seg.io_busy
+        self.shared_counters = seg.io_counters
+        self.nsets = len(self.tag) // OS_CACHE_WAYS
+        self._tag2 = self.tag.reshape(self.nsets, OS_CACHE_WAYS)
+        self._stamp2 = self.stamp.reshape(self.nsets, OS_CACHE_WAYS)
+        self._ready2 = self.ready.reshape(self.nsets, OS_CACHE_WAYS)
+        self._local = _ThreadState()
+
+    def describe(self) -> str:
+        return (f"io_model={self.name}: {BLCKSZ / self.page_time / 1e6:g} MB/s, seek "
+                f"{self.seek_time * 1000:g} ms, read-ahead {self.ra_max} blocks, OS cache "
+                f"{len(self.tag)} pages")
+
+    # -- per-thread state ---------------------------------------------------------------------
+    def _thread(self) -> _ThreadState:
+        st = self._local
+        if st.pid != os.getpid():  # a forked child: its parent's streams are not its own
+            st.__init__()
+        return st
+
+    def local_counters(self) -> dict[str, int]:
+        """This thread's counters (what its reads cost), for per-query reporting."""
+        c = self._thread().counters
+        return {name: int(c[i]) for i, name in enumerate(IO_COUNTERS)}
+
+    def counters(self) -> dict[str, int]:
+        with self.lock:
+            c = self.shared_counters.copy()
+        return {name: int(c[i]) for i, name in enumerate(IO_COUNTERS)}
+
+    # -- reads ---------------------------------------------------------------------------------
+    def read(self, rfn: int, fork: int, first: int, n: int, file_blocks: int) -> None:
+        """Charge the read of blocks [first, first + n) of a file of ``file_blocks``."""
+        st = self._thread()
+        now = time.monotonic()
+        vt = max(st.vt, now)
+        key = rfn * 4 + fork
+        stream = st.streams.get(key)
+        if stream is None:
+            stream = st.streams[key] = _Stream()
+        end = first + n
+        with self.lock:
+            demand = np.arange(first, end, dtype=np.int64)
+            hit, ready = self._lookup(key, demand)
+            ra_lo, ra_hi = self._readahead(stream, first, n)
+            ra_hi = min(ra_hi, file_blocks)
+            local = np.zeros(len(IO_COUNTERS), dtype=np.int64)
+            local[IC["cache_hits"]] = int(np.count_nonzero(hit))
+            local[IC["cache_misses"]] = n - local[IC["cache_hits"]]
+            missing = demand[~hit]
+            if ra_hi > ra_lo:
+                window = np.arange(ra_lo, ra_hi, dtype=np.int64)
+                window = window[(window < first) | (window >= end)]
+                if window.size:
+                    whit, _ = self._lookup(key, window, touch=False)
+                    extra = window[~whit]
+                    local[IC["readahead_pages"]] = extra.size
+                    missing = np.union1d(missing, extra)
+            if missing.size:
+                done = self._disk(key, missing, vt, local)
+                ready[~hit] = done[np.searchsorted(missing, demand[~hit])]
+            demand_ready = float(ready.max()) if ready.size else 0.0
+            wait = max(0.0, demand_ready - vt)
+            vt = max(vt, demand_ready)
+            local[IC["wait_us"]] = int(wait * 1e6)
+            self.shared_counters += local
+        st.counters += local
+        stream.prev_end = end
+        st.vt = vt
+        owed = vt - now
+        if owed >= SLEEP_SLICE_S:
+            time.sleep(max(0.0, vt - time.monotonic()))
+
+    def _readahead(self, s: _Stream, first: int, n: int) -> tuple[int, int]:
+        """Update the stream for a read of [first, first + n); returns the blocks to read
+        ahead now as [lo, hi) (empty if none)."""
+        end = first + n
+        if self.ra_max <= 0:
+            return 0, 0
+        if first != s.prev_end and first != 0:
+            s.win = 0
+            s.ra_end = end
+            return 0, 0
+        if s.win == 0:
+            s.win = init_ra_size(n, self.ra_max)
+            s.ra_end = end
+        elif s.ra_end - end < s.win:
+            s.win = next_ra_size(s.win, self.ra_max)
+        if s.ra_end - end >= s.win:
+            return 0, 0
+        lo = max(s.ra_end, end)
+        s.ra_end = lo + s.win
+        return lo, s.ra_end
+
+    # -- the cache -----------------------------------------------------------------------------
+    def _sets(self, key: int, blocks: np.ndarray) -> np.ndarray:
+        return (blocks + (key * _HASH) % self.nsets) % self.nsets
+
+    def _lookup(self, key: int, blocks: np.ndarray, touch: bool = True):
+        """(hit mask, ready times) of ``blocks``; hits get a fresh LRU stamp."""
+        tags = (key << 32) | blocks
+        sets = self._sets(key, blocks)
+        ways = self._tag2[sets]
+        match = ways == tags[:, None]
+        hit = match.any(axis=1)
+        way = match.argmax(axis=1)
+        ready = np.where(hit, self._ready2[sets, way], 0.0)
+        if touch and hit.any():
+            hs, hw = sets[hit], way[hit]
+            clock = int(self.state[S_CLOCK])
+            self._stamp2[hs, hw] = clock + np.arange(1, hs.size + 1)
+            self.state[S_CLOCK] = clock + hs.size
+        return hit, ready
+
+    def _insert(self, key: int, blocks: np.ndarray, ready: np.ndarray) -> None:
+        """Put ``blocks`` (sorted, not cached) in the cache, each replacing its set's least
+        recently used page."""
+        tags = (key << 32) | blocks
+        sets = self._sets(key, blocks)
+        step = self.nsets
+        for lo in range(0, blocks.size, step):
+            s, t, r = sets[lo:lo + step], tags[lo:lo + step], ready[lo:lo + step]
+            if np.unique(s).size != s.size:  # gaps in the blocks: one page at a time
+                for i in range(s.size):
+                    self._insert_distinct(s[i:i + 1], t[i:i + 1], r[i:i + 1])
+            else:
+                self._insert_distinct(s, t, r)
+
+    def _insert_distinct(self, sets, tags, ready) -> None:
+        way = self._stamp2[sets].argmin(axis=1)
+        clock = int(self.state[S_CLOCK])
+        self._tag2[sets, way] = tags
+        self._stamp2[sets, way] = clock + np.arange(1, sets.size + 1)
+        self._ready2[sets, way] = ready
+        self.state[S_CLOCK] = clock + sets.size
+
+    # -- the disk ------------------------------------------------------------------------------
+    def _disk(self, key: int, blocks: np.ndarray, issued: float, local: np.ndarray) -> np.ndarray:
+        """Read ``blocks`` (sorted, unique) in runs of consecutive blocks, one request per
+        run, issued at ``issued``; insert them in the cache; return their ready times."""
+        breaks = np.flatnonzero(np.diff(blocks) != 1) + 1
+        starts = np.concatenate(([0], breaks))
+        ends = np.concatenate((breaks, [blocks.size]))
+        done = np.empty(blocks.size, dtype=np.float64)
+        busy = float(self.busy[0])
+        last_file, last_end = int(self.state[S_LAST_FILE]), int(self.state[S_LAST_END])
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            first = int(blocks[a])
+            streaming = key == last_file and first == last_end and issued <= busy
+            begin = max(issued, busy)
+            seek = 0.0 if streaming else self.seek_time
+            k = b - a
+            done[a:b] = begin + seek + self.page_time * np.arange(1, k + 1)
+            local[IC["requests"]] += 1
+            local[IC["bytes"]] += k * BLCKSZ
+            local[IC["seeks"]] += not streaming
+            local[IC["disk_busy_us"]] += int((seek + k * self.page_time) * 1e6)
+            busy = float(done[b - 1])
+            last_file, last_end = key, first + k
+        self.busy[0] = busy
+        self.state[S_LAST_FILE] = last_file
+        self.state[S_LAST_END] = last_end
+        self._insert(key, blocks, done)
+        return done
+
+    # -- writes and maintenance ----------------------------------------------------------------
+    def wrote(self, rfn: int, fork: int, first: int, n: int) -> None:
+        """Blocks written by the buffer manager enter the cache (ready at once)."""
+        key = rfn * 4 + fork
+        blocks = np.arange(first, first + n, dtype=np.int64)
+        with self.lock:
+            hit, _ = self._lookup(key, blocks)
+            new = blocks[~hit]
+            if new.size:
+                self._insert(key, new, np.full(new.size, time.monotonic()))
+            self.shared_counters[IC["pages_written"]] += n
+        self._thread().counters[IC["pages_written"]] += n
+
+    def drop_cache(self) -> None:
+        """Empty the simulated OS cache (``echo 1 > /proc/sys/vm/drop_caches``) and forget
+        the disk head's position; this thread's read-ahead state is reset too."""
+        with self.lock:
+            self.tag.fill(-1)
+            self.stamp.fill(0)
+            self.ready.fill(0.0)
+            self.state[S_LAST_FILE] = -1
+            self.state[S_LAST_END] = 0
+        self._thread().streams.clear()
