@@ -43,62 +43,13 @@ from minidb.errors import (InFailedSqlTransaction, NotSupportedError,
 from minidb.heap.check import check_heap
 from minidb.instance import Instance
 from minidb.session import Session
+from txn_steps import RC, RR, WAIT_LIMIT_S, Step, wait_blocked, key, add  # noqa: F401
 from minidb.txn.clog import ABORTED, COMMITTED
 
-RC, RR = "read committed", "repeatable read"
-WAIT_LIMIT_S = 20.0  # bound on every poll loop: a hang becomes a failure, not a timeout
 
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-class Step:
-    """Run one statement in a thread and keep its result or its exception."""
-
-    def __init__(self, fn, name="step"):
-        self.result = None
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fn,), name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self, fn):
-        try:
-            self.result = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the test thread
-            self.error = e
-
-    @property
-    def done(self) -> bool:
-        return not self._thread.is_alive()
-
-    def join(self):
-        self._thread.join(WAIT_LIMIT_S)
-        assert not self._thread.is_alive(), "step still blocked"
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-def wait_blocked(inst: Instance, sess: Session, step: Step, on_xid: int) -> None:
-    """Poll (bounded) until ``sess`` sleeps waiting for transaction ``on_xid``."""
-    slot = sess.backend.slot
-    end = time.monotonic() + WAIT_LIMIT_S
-    while int(inst.seg.proc_wait_xid[slot]) != on_xid:
-        if step.done:
-            raise AssertionError(f"step ended instead of waiting for xid {on_xid}: "
-                                 f"result {step.result!r}, error {step.error!r}")
-        assert time.monotonic() < end, f"slot {slot} never waited for xid {on_xid}"
-        time.sleep(0.001)
-    assert not step.done
-
-
-def key(k):
-    return lambda r: r[0] == k
-
-
-def add(d):
-    return lambda r: (r[0], r[1] + d)
-
-
 def setv(v):
     return lambda r: (r[0], v)
 

@@ -38,55 +38,11 @@ from minidb.catalog import ColumnDef
 from minidb.heap.check import check_heap
 from minidb.instance import Instance
 from minidb.session import Session
+from txn_steps import RC, RR, WAIT_LIMIT_S, Step, poll, key, add  # noqa: F401
 from minidb.storage.bufmgr import EXCLUSIVE
 from minidb.txn.clog import ABORTED, COMMITTED
 
-WAIT_LIMIT_S = 20.0
 INITIAL = {k: 100 * k for k in range(1, 9)}
-
-
-class Step:
-    """Run one statement in a thread and keep its result or its exception."""
-
-    def __init__(self, fn, name="step"):
-        self.result = None
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fn,), name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self, fn):
-        try:
-            self.result = fn()
-        except BaseException as e:  # noqa: BLE001
-            self.error = e
-
-    @property
-    def done(self) -> bool:
-        return not self._thread.is_alive()
-
-    def join(self):
-        self._thread.join(WAIT_LIMIT_S)
-        assert not self._thread.is_alive(), "step still blocked"
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-def poll(cond, what: str, step: Step | None = None) -> None:
-    end = time.monotonic() + WAIT_LIMIT_S
-    while not cond():
-        if step is not None and step.done:
-            raise AssertionError(f"step ended before {what}: {step.result!r} {step.error!r}")
-        assert time.monotonic() < end, f"never: {what}"
-        time.sleep(0.001)
-
-
-def key(k):
-    return lambda r: r[0] == k
-
-
-def add(d):
-    return lambda r: (r[0], r[1] + d)
 
 
 @pytest.fixture
