@@ -96,8 +96,8 @@ def connect(path: str | None = None, **settings) -> "Connection":
     if new).  ``settings`` are minidb settings (``minidb.config``): instance settings
     (``shared_buffers``, ``max_connections``...) apply when this call opens the directory
     for the process and must match the open instance's values otherwise; session settings
-    (``work_mem``-like knobs, ``default_transaction_isolation``...) apply to this connection
-    only, as ``SET`` would."""
+    (``lock_timeout``, ``default_transaction_isolation``...) apply to this connection only,
+    as ``SET`` would."""
     return Connection(DEFAULT_DATADIR if path is None else path, **settings)
 
 
@@ -215,9 +215,7 @@ class Connection:
             xact = self._session.xact
             if xact.state == IDLE:
                 return
-            failed = xact.state == FAILED
-            committed = self._session.commit()
-            if failed or not committed:
+            if not self._session.commit():  # a FAILED transaction is rolled back instead
                 raise errors.InFailedSqlTransaction(
                     "the transaction had failed (a statement in it raised an error); "
                     "it was rolled back, not committed")

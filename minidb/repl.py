@@ -230,6 +230,7 @@ class Repl:
         self.timing = False
         self.errors = 0  # statements and meta commands that failed
         self.done = False  # \q seen
+        self.stop_on_error = False  # script and -c modes: psql's ON_ERROR_STOP
         self._split = conn._engine.split_statements
         self._meta = {
             "q": self._meta_quit, "quit": self._meta_quit, "?": self._meta_help,
@@ -353,7 +354,7 @@ class Repl:
     def handle_text(self, text: str, *, final: bool = False) -> tuple[bool, str]:
         """Run what ``text`` completes: a meta command, or every complete statement in it.
         Returns (all succeeded, the unfinished rest); ``final`` runs the rest as well (end
-        of a script, ``-c``).  Stops at the first failure when ``stop`` is set."""
+        of a script, ``-c``).  Stops at the first failure if ``stop_on_error``."""
         stripped = text.strip()
         if stripped.startswith("\\"):
             return self.run_meta(stripped), ""
@@ -370,8 +371,6 @@ class Repl:
                     return False, ""
         return ok, ("" if _blank(rest) else rest)
 
-    stop_on_error = False
-
     # -- the three modes --------------------------------------------------------------------------
     def run_command(self, text: str) -> bool:
         """``-c TEXT``."""
@@ -386,9 +385,7 @@ class Repl:
         for line in lines:
             if self.echo:
                 self.write(line if line.endswith("\n") else line + "\n")
-            if line.strip().startswith("\\") and _blank(buffer):
-                ok, _ = self.handle_text(line)
-            elif line.strip().startswith("\\"):  # psql runs it at once, the buffer waits
+            if line.strip().startswith("\\"):  # at once, even inside a statement (psql)
                 ok = self.run_meta(line)
             else:
                 buffer += line if line.endswith("\n") else line + "\n"
@@ -444,7 +441,7 @@ class Repl:
         stmts, _ = self._split(text)
         return bool(stmts)
 
-    # -- meta commands ------------------------------------------------------------------------------
+    # -- meta commands ----------------------------------------------------------------------------
     def _meta_quit(self, arg: str) -> None:
         self.done = True
 
