@@ -169,6 +169,10 @@ _ALL = [
     _s("default_statistics_target", 100, int, "session",
        "PostgreSQL's default: ANALYZE samples 300 x this many rows and keeps this many "
        "histogram buckets and most common values", min=1, max=10000),
+    _s("planner_trusts_stale_stats", False, bool, "session",
+       "on: a table's size is the relpages and reltuples of its last VACUUM or ANALYZE, not "
+       "scaled to its current length, as PostgreSQL 7 planned; tables that bloat since "
+       "keep looking small and keep being scanned sequentially (seed 003's 2002 engine)"),
     _s("trace_planner", False, bool, "session",
        "print each access path and join the planner costs, and the one it chose"),
     # -- I/O model (minidb.storage.iomodel) ----------------------------------------------------

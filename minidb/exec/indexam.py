@@ -7,8 +7,8 @@ heap tuple, scan between bounds returning visible rows, and VACUUM's callbacks.
 Bounds are SQL values; one that the index column's type cannot hold (an integer bound
 beyond int4 on an integer column, a string longer than a varchar(n)) cannot be encoded as a
 key, so ``scan_rows`` decides such cases itself: an equality with an impossible value
-matches nothing, an impossible range bound is dropped (the executor re-checks every index
-condition on the rows it gets, so a wider scan is never wrong).
+matches nothing, an impossible range bound is dropped, and the scan then tells the executor
+to re-check the index conditions on the rows it gets (a wider scan is never wrong).
 """
 
 from __future__ import annotations
@@ -75,27 +75,30 @@ def _fits(codec, values) -> bool:
 
 def scan_rows(backend, index_name: str, eq: list, lower, upper, snapshot, prepare_pages,
               backward: bool = False):
-    """Rows (tid, row) whose index key starts with ``eq`` and whose next column lies
-    between ``lower`` = (value, inclusive) and ``upper``; visible to ``snapshot``."""
+    """(rows, exact): an iterator of (tid, row) whose index key starts with ``eq`` and
+    whose next column lies between ``lower`` = (value, inclusive) and ``upper``, visible
+    to ``snapshot``; ``exact`` False when a bound had to be dropped (the caller must then
+    re-check the conditions on the rows)."""
     from minidb.index import BACKWARD, FORWARD, IndexScan, open_index
     if any(v is None for v in eq):
-        return iter(())
+        return iter(()), True
     irel = open_index(backend, index_name)
     codec = irel.codec
     if eq and not _fits(codec, eq):
-        return iter(())
+        return iter(()), True
     if lower is not None and (lower[0] is None):
-        return iter(())
+        return iter(()), True
     if upper is not None and (upper[0] is None):
-        return iter(())
+        return iter(()), True
+    exact = True
     if lower is not None and not _fits(codec, list(eq) + [lower[0]]):
-        lower = None
+        lower, exact = None, False
     if upper is not None and not _fits(codec, list(eq) + [upper[0]]):
-        upper = None
+        upper, exact = None, False
     low = tuple(eq) + ((lower[0],) if lower is not None else ())
     high = tuple(eq) + ((upper[0],) if upper is not None else ())
     scan = IndexScan(backend, irel, low or None, high or None,
                      low_inclusive=True if lower is None else lower[1],
                      high_inclusive=True if upper is None else upper[1],
                      direction=BACKWARD if backward else FORWARD)
-    return scan.visible_rows(snapshot, prepare_pages=prepare_pages)
+    return scan.visible_rows(snapshot, prepare_pages=prepare_pages), exact

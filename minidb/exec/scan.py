@@ -20,9 +20,8 @@ and ``seq_tup_read`` counts the rows returned, not every visible row.
 of the index columns, then an optional range on the next column), fetches each visible
 heap version (``IndexScan.visible_rows``: HOT chain walk, index tuple killing), and groups
 the rows into batches of ``INDEX_BATCH_ROWS`` before filtering them like a sequential
-scan does.  The bounds are re-checked with the filter: cheap on the few rows an index scan
-returns, and it keeps the scan correct when a bound cannot be encoded as a key (see
-``indexam``).  Used as the inner side of a nested loop, ``lookup`` runs the same scan for
+scan does.  When a bound cannot be encoded as a key of the column's type (see ``indexam``)
+it is dropped and the index conditions are re-checked with the filter.  Used as the inner side of a nested loop, ``lookup`` runs the same scan for
 one outer row's key.
 """
 
@@ -243,14 +242,14 @@ class IndexScanNode(PlanNode):
         lower = self._pick(ectx, self.lower, True) if self.lower else None
         upper = self._pick(ectx, self.upper, False) if self.upper else None
         layout = self.layout()
-        checks = self.quals + self.recheck
+        rows_iter, exact = indexam.scan_rows(backend, self.index.name, eq, lower, upper,
+                                             ectx.snapshot, ectx.pruner(rel), self.backward)
+        checks = self.quals if exact else self.quals + self.recheck
         qual = ectx.compile(and_all(checks), layout) if checks else None
         if isinstance(qual, K):
             if not qual.value:
                 return
             qual = None
-        rows_iter = indexam.scan_rows(backend, self.index.name, eq, lower, upper,
-                                      ectx.snapshot, ectx.pruner(rel), self.backward)
         buf_rows, buf_tids = [], []
         removed = 0
         rindex = self.entry.index

@@ -9,7 +9,8 @@ utility.c, small).
      re-planned when the catalog changed since (any DDL, ANALYZE or VACUUM bumps its
      generation), when a setting the planner reads changed (``PLANNER_SETTINGS``), or
      when a table it reads has grown or shrunk by more than half (its row estimates, and so
-     the plan's choices, were made for another size).  ``prepare(sql)`` returns a handle
+     the plan's choices, were made for another size; looked at every ``SIZE_CHECK_EVERY``
+     uses).  ``prepare(sql)`` returns a handle
      that skips even the cache lookup;
   2. **parse** (``minidb.sql.parser``) -> **bind** (``binder``) -> **plan** (``planner``);
   3. **execute** under the transaction rules of ``minidb.session``: a statement outside a
@@ -28,6 +29,7 @@ in InternalError (its traceback chained).
 
 from __future__ import annotations
 
+import operator
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -54,7 +56,9 @@ PLAN_CACHE_SIZE = 256
 PLANNER_SETTINGS = ("enable_seqscan", "enable_indexscan", "enable_hashjoin", "enable_nestloop",
                     "seq_page_cost", "random_page_cost", "cpu_tuple_cost",
                     "cpu_index_tuple_cost", "cpu_operator_cost", "effective_cache_size",
-                    "trace_planner")
+                    "planner_trusts_stale_stats", "trace_planner")
+_SETTINGS_SIG = operator.attrgetter(*PLANNER_SETTINGS)
+SIZE_CHECK_EVERY = 16
 _DML = (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)
 
 
@@ -128,7 +132,13 @@ class Engine:
         return self._run(entry, list(params) if params is not None else [])
 
     def prepare(self, sql: str) -> Prepared:
-        entry = self._cache.get(sql) or self._parse_entry(sql)
+        entry = self._cache.get(sql)
+        if entry is None:
+            try:
+                entry = self._parse_entry(sql)
+            except BaseException as e:
+                self._fail_block()
+                raise _as_minidb_error(e) from (None if isinstance(e, errors.Error) else e)
         return Prepared(self, entry)
 
     def execute_script(self, sql: str) -> list[Result]:
@@ -186,8 +196,7 @@ class Engine:
             raise _as_minidb_error(e) from e
 
     def _settings_sig(self) -> tuple:
-        s = self.session.settings
-        return tuple(s.get(n) for n in PLANNER_SETTINGS)
+        return _SETTINGS_SIG(self.session.settings)
 
     def _catalog_gen(self) -> int:
         return int(self.instance.seg.control[CTL_CATALOG_GEN])
@@ -199,13 +208,16 @@ class Engine:
         ssig = self._settings_sig()
         got = entry.plans.get(sig)
         if got is not None:
-            plan, pgen, pssig = got
-            if pgen == gen and pssig == ssig and self._sizes_ok(plan):
+            plan, pgen, pssig, uses = got
+            # table sizes are looked at every SIZE_CHECK_EVERY uses (an fstat per table)
+            if pgen == gen and pssig == ssig and (uses % SIZE_CHECK_EVERY
+                                                  or self._sizes_ok(plan)):
+                got[3] = uses + 1
                 self.counters["plan_cache_hits"] += 1
                 return plan
             self.counters["replans"] += 1
         plan = self._plan(entry.stmt, sig)
-        entry.plans[sig] = (plan, gen, ssig)
+        entry.plans[sig] = [plan, gen, ssig, 1]
         return plan
 
     def _sizes_ok(self, plan) -> bool:

@@ -2,7 +2,9 @@
 small).
 
 **Base relations.**  For each table of the FROM list: its size now (``stats.rel_size``:
-the density ANALYZE or VACUUM measured times the current number of pages), its
+the density ANALYZE or VACUUM measured times the current number of pages; with
+``planner_trusts_stale_stats`` the pages and rows of the last measurement, unscaled, as
+PostgreSQL 7 planned), its
 restriction clauses (WHERE / ON conjuncts that name only this table), and the columns
 needed above it.  Access paths, each costed:
 
@@ -32,7 +34,9 @@ the remaining relations.
 columns' n_distinct, at most the input rows), then, without DISTINCT, Sort and Limit over
 the rows before projection (LockRows for FOR UPDATE between Limit and the projection); with
 DISTINCT, projection, HashAggregate over the output, Sort, Limit.  A Limit scales its
-input's cost to the fraction of rows it reads (startup + fraction x run cost).
+input's cost to the fraction of rows it reads (startup + fraction x run cost).  For one
+table, an index scan that returns rows in the ORDER BY's order (``_index_order_paths``)
+competes with Sort: with a LIMIT its startup cost is what counts.
 
 ``trace_planner`` prints every path costed and the winner to stderr.
 """
@@ -191,7 +195,6 @@ class Planner:
                 node = _ConstFilter(node, q)
         else:
             node = self._join_tree(b)
-        width = node.width
         if b.grouped:
             rows_in = node.rows
             if b.group_by:
@@ -237,8 +240,14 @@ class Planner:
             node = self._limit(node, b)
             return node, names, [e.type for e in exprs]
         if b.order_by:
-            node = self._sort(node, b.order_by)
-        node = self._limit(node, b)
+            sorted_path = self._limit(self._sort(node, b.order_by), b)
+            ordered = self._index_order_paths(b) if not b.grouped else []
+            paths = [sorted_path] + [self._limit(p, b) for p in ordered]
+            node = min(paths, key=lambda p: (p.total_cost, p.startup_cost))
+            if node is not sorted_path:
+                self._t(f"ORDER BY served by {node.children[0].title() if b.limit or b.offset else node.title()}")
+        else:
+            node = self._limit(node, b)
         if b.for_update:
             lk = LockRowsNode(b.rtable[0], node, b.quals)
             lk.set_cost(node.startup_cost, node.total_cost + node.rows * c.ctc, node.rows,
@@ -327,6 +336,8 @@ class Planner:
         proto = RelStats(entry, 0.0, unique_cols)
         width = sum(proto.width(a) for a in range(len(entry.columns)))
         pages, tuples = rel_size(t, nblocks, width)
+        if self.settings.planner_trusts_stale_stats and t.relpages > 0 and t.reltuples >= 0:
+            pages, tuples = t.relpages, float(t.reltuples)  # PostgreSQL 7: pg_class as is
         rs = RelStats(entry, tuples, unique_cols)
         br = _BaseRel(entry, pages, tuples, rs)
         br.quals = list(quals)
@@ -404,7 +415,6 @@ class Planner:
 
     def _index_node(self, br, idef, ipages, est, eq, lower, upper, used, rest, need_tids,
                     loop_count=1.0, eq_values=None, display_quals=None, sel_idx=None):
-        c = self.c
         attnos = self._scan_attnos(br, used)
         if sel_idx is None:
             sel_idx = est.clauses(used)
@@ -458,6 +468,39 @@ class Planner:
             total += DISABLE_COST
         return startup, total, tuples_fetched
 
+    def _index_order_paths(self, b) -> list:
+        """Index scans of a single table that return rows in ORDER BY's order (keys = a
+        prefix of the index's columns, all ASC NULLS LAST - the index's order - or all DESC
+        NULLS FIRST - scanned backward), so no Sort is needed: with a LIMIT, such a path
+        reads only the first rows (PostgreSQL's pathkeys, for the simple cases)."""
+        single = getattr(self, "_single", None)
+        if single is None or len(b.rtable) != 1:
+            return []
+        br, est, need_tids = single
+        out = []
+        for idef, ipages in br.indexes:
+            cols = [br.entry.attno(c) for c in idef.columns]
+            if len(b.order_by) > len(cols):
+                continue
+            direction = None
+            ok = True
+            for (e, desc, nf), a in zip(b.order_by, cols):
+                if not (isinstance(e, X.ColRef) and e.key == (br.index, a)) or desc != nf \
+                        or (direction is not None and direction != desc):
+                    ok = False
+                    break
+                direction = desc
+            if not ok:
+                continue
+            eq, lower, upper = self._match_index(br, idef, br.quals)
+            used = [q for q, _ in eq] + [q for q, _, _ in lower] + [q for q, _, _ in upper]
+            rest = [q for q in br.quals if all(q is not u for u in used)]
+            node = self._index_node(br, idef, ipages, est, eq, lower, upper, used, rest,
+                                    need_tids, sel_idx=est.clauses(used) if used else 1.0)
+            node.backward = bool(direction)
+            out.append(node)
+        return out
+
     def _best_scan(self, br, est, need_tids=False):
         paths = [self._seq_path(br, est, need_tids)] + self._index_paths(br, est, need_tids)
         best = min(paths, key=lambda p: (p.total_cost, p.startup_cost))
@@ -499,7 +542,8 @@ class Planner:
             br.rows = _clamp(br.tuples * est.clauses(br.quals)) if br.tuples else 0.0
         need_tids = b.for_update
         if len(rels) == 1:
-            return self._best_scan(next(iter(rels.values())), est, need_tids)
+            self._single = (next(iter(rels.values())), est, need_tids)
+            return self._best_scan(self._single[0], est, need_tids)
         return self._join_search(rels, multi, est)
 
     def _join_search(self, rels, multi, est):

@@ -166,8 +166,9 @@ def _column_stats(vals, mask, t, total: int, target: int) -> dict:
     avg = nn / d
     order = np.argsort(-counts, kind="stable")
     mcv_idx = [k for k in order[:target].tolist() if counts[k] >= 2 and counts[k] > 1.25 * avg]
-    if d <= target and counts.min() >= 2 and n == total:
-        mcv_idx = order[:target].tolist()  # the whole table fits: every value is an MCV
+    if d <= target and nd > 0 and (n == total or counts.min() >= 2):
+        # few distinct values, none rare: every value is an MCV (analyze.c's rule)
+        mcv_idx = order[:target].tolist()
     out["mcv"] = [_py(uniq[k]) for k in mcv_idx]
     out["mcv_freq"] = [float(counts[k] / n) for k in mcv_idx]
     # histogram of the rest

@@ -20,7 +20,7 @@ import re
 import sqlglot
 from sqlglot import exp
 
-from minidb.errors import NotSupportedError
+from minidb.errors import NotSupportedError, SyntaxError_
 from minidb.sql import ast
 from minidb.sql.parser.lexer import _skip
 
@@ -216,7 +216,8 @@ def _table(t) -> ast.TableRef:
 
 
 def _join(items: list, j: exp.Join) -> list:
-    _only(j, {"this", "on", "kind", "side"})
+    _only(j, {"this", "on", "kind", "side"}, {"method": "NATURAL JOIN",
+                                              "using": "JOIN ... USING"})
     side = (j.args.get("side") or "").upper()
     kind = (j.args.get("kind") or "").upper()
     if side:
@@ -342,8 +343,9 @@ def _create(node: exp.Create) -> ast.Statement:
         params = idx.args.get("params")
         if params is None:
             raise unsupported("CREATE INDEX without columns")
-        _only(params, {"columns", "with_storage"}, {"using": "index access methods other "
-                                                    "than btree", "where": "partial indexes",
+        _only(params, {"columns", "with_storage"}, {"using": "USING (index access methods "
+                                                    "other than btree)",
+                                                    "where": "partial indexes",
                                                     "include": "INCLUDE columns"})
         using = params.args.get("using")
         if using is not None:
@@ -500,6 +502,8 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
         return ast.BetweenE(t(e.this), t(e.args["low"]), t(e.args["high"]))
     if cls is exp.In:
         _only(e, {"this", "expressions"}, {"query": "IN (subquery)", "unnest": "IN UNNEST"})
+        if not e.expressions:
+            raise SyntaxError_('syntax error at or near ")": IN () needs at least one value')
         return ast.InE(t(e.this), tuple(t(x) for x in e.expressions))
     if cls in (exp.Like, exp.ILike):
         _only(e, {"this", "expression", "negate"})

@@ -1,0 +1,134 @@
+"""Every kind of bad input errors clearly (class, SQLSTATE, message) and leaves the database
+exactly as it was: a full dump (all rows of all tables, the catalog's tables and indexes) is
+compared before and after, in autocommit and inside a transaction block."""
+
+from __future__ import annotations
+
+import pytest
+
+from minidb import errors
+
+
+@pytest.fixture
+def filled(db):
+    db.x("CREATE TABLE acc (id int PRIMARY KEY, bal int NOT NULL, name varchar(8))")
+    db.x("CREATE TABLE log (id int, msg text)")
+    db.x("INSERT INTO acc VALUES (1, 100, 'ann'), (2, 0, 'bob'), (3, 50, NULL)")
+    db.x("INSERT INTO log VALUES (1, 'hello')")
+    return db
+
+
+BAD = [
+    # (sql, error class, sqlstate, words the message must contain)
+    ("SELEC * FROM acc", errors.SyntaxError_, "42601", ['"selec"', "line 1, column 1"]),
+    ("selec * frm acc", errors.SyntaxError_, "42601", ['"selec"']),
+    ("SELECT * FROM acc WHERE", errors.SyntaxError_, "42601", ["line 1"]),
+    ("SELECT * FROM acc\nWHERE id = = 3", errors.SyntaxError_, "42601", ["line 2"]),
+    ("INSERT INTO acc VALUES (4, 1, 'x'", errors.SyntaxError_, "42601", ["column"]),
+    ("SELECT 'unterminated FROM acc", errors.SyntaxError_, "42601", ["unterminated"]),
+    ("SELECT * FROM nope", errors.UndefinedTable, "42P01", ['"nope"']),
+    ("INSERT INTO nope VALUES (1)", errors.UndefinedTable, "42P01", ['"nope"']),
+    ("SELECT nope FROM acc", errors.UndefinedColumn, "42703", ['"nope"']),
+    ("UPDATE acc SET nope = 1", errors.UndefinedColumn, "42703", ['"nope"']),
+    ("SELECT * FROM acc WHERE name = 5", errors.DatatypeMismatch, "42804", ["="]),
+    ("SELECT * FROM acc WHERE id = true", errors.DatatypeMismatch, "42804", ["boolean"]),
+    ("UPDATE acc SET bal = 'x' || name", errors.DatatypeMismatch, "42804", ['"bal"']),
+    ("SELECT id + name FROM acc", errors.DatatypeMismatch, "42804", ["+"]),
+    ("INSERT INTO acc VALUES (1, 5, 'dup')", errors.UniqueViolation, "23505", ["acc_pkey"]),
+    ("INSERT INTO acc VALUES (7, 1, 'a'), (8, 1, 'b'), (1, 1, 'c')", errors.UniqueViolation,
+     "23505", ["(id)=(1)"]),
+    ("UPDATE acc SET id = 1 WHERE id = 3", errors.UniqueViolation, "23505", ["acc_pkey"]),
+    ("INSERT INTO acc (id) VALUES (9)", errors.NotNullViolation, "23502", ['"bal"']),
+    ("SELECT bal / 0 FROM acc", errors.DivisionByZero, "22012", ["division by zero"]),
+    ("UPDATE acc SET bal = 100 / bal", errors.DivisionByZero, "22012", ["division by zero"]),
+    ("DELETE FROM acc WHERE 1 / (bal - 50) > 0", errors.DivisionByZero, "22012", []),
+    ("INSERT INTO log SELECT id, 'x' FROM acc WHERE 10 / bal > 0", errors.DivisionByZero,
+     "22012", []),
+    ("UPDATE acc SET bal = bal * 100000000", errors.NumericValueOutOfRange, "22003",
+     ["integer out of range"]),
+    ("INSERT INTO acc VALUES (10, 1, 'much too long')", errors.StringDataRightTruncation,
+     "22001", ["character varying(8)"]),
+    ("SELECT * FROM acc LEFT JOIN log ON acc.id = log.id", errors.NotSupportedError, "0A000",
+     ["LEFT JOIN"]),
+    ("SELECT * FROM acc WHERE id IN (SELECT id FROM log)", errors.NotSupportedError, "0A000",
+     ["subquery"]),
+    ("SELECT id FROM acc UNION SELECT id FROM log", errors.NotSupportedError, "0A000",
+     ["UNION"]),
+    ("ALTER TABLE acc ADD COLUMN x int", errors.NotSupportedError, "0A000", ["ALTER"]),
+    ("CREATE TABLE m (x money)", errors.NotSupportedError, "0A000", ["money"]),
+    ("WITH q AS (SELECT 1) SELECT * FROM q", errors.NotSupportedError, "0A000", ["WITH"]),
+    ("SELECT sum(name) FROM acc", errors.UndefinedFunction, "42883", ["sum"]),
+    ("SELECT * FROM acc; DELETE FROM acc", errors.ProgrammingError, None, ["several"]),
+]
+
+
+@pytest.mark.parametrize("sql,cls,state,words", BAD, ids=[b[0][:40] for b in BAD])
+def test_bad_input_leaves_database_unchanged(filled, dumper, sql, cls, state, words):
+    db = filled
+    before = dumper(db)
+    with pytest.raises(cls) as ei:
+        db.x(sql)
+    if state is not None:
+        assert ei.value.sqlstate == state
+    for w in words:
+        assert w in str(ei.value), str(ei.value)
+    assert dumper(db) == before
+    # the same inside a transaction block: the block fails, ROLLBACK restores everything
+    db.x("BEGIN")
+    db.x("INSERT INTO log VALUES (99, 'inside')")
+    with pytest.raises(cls):
+        db.x(sql)
+    with pytest.raises(errors.InFailedSqlTransaction) as ei2:
+        db.x("SELECT 1")
+    assert ei2.value.sqlstate == "25P02"
+    assert db.x("COMMIT").status == "ROLLBACK"     # a failed block cannot commit
+    assert dumper(db) == before
+
+
+def test_error_classes_follow_pep249(filled):
+    with pytest.raises(errors.IntegrityError):
+        filled.x("INSERT INTO acc VALUES (1, 1, 'x')")
+    with pytest.raises(errors.DataError):
+        filled.x("SELECT 1 / 0")
+    with pytest.raises(errors.ProgrammingError):
+        filled.x("SELECT * FROM nowhere")
+    with pytest.raises(errors.NotSupportedError):
+        filled.x("SELECT * FROM acc FULL JOIN log ON true")
+
+
+def test_syntax_error_position(db):
+    with pytest.raises(errors.SyntaxError_) as ei:
+        db.x("SELECT a,\n       b\n  FROM t WHERE x ==== 1")
+    assert "line 3" in str(ei.value)
+    assert ei.value.line == 3
+    with pytest.raises(errors.SyntaxError_) as ei:
+        db.x("  frobnicate the table")
+    assert ei.value.column == 3 and '"frobnicate"' in str(ei.value)
+
+
+def test_division_guarded_by_and_is_not_an_error(filled):
+    # PostgreSQL evaluates AND left to right: b <> 0 protects the division
+    assert sorted(filled.rows("SELECT id FROM acc WHERE bal <> 0 AND 100 / bal >= 1")) == \
+        [(1,), (3,)]
+    assert sorted(filled.rows("SELECT id FROM acc WHERE bal = 0 OR 100 / bal > 1")) == \
+        [(2,), (3,)]
+    assert sorted(filled.rows("SELECT CASE WHEN bal = 0 THEN -1 ELSE 100 / bal END FROM acc")) \
+        == [(-1,), (1,), (2,)]
+
+
+def test_statement_error_in_autocommit_keeps_earlier_statements(filled, dumper):
+    filled.x("INSERT INTO log VALUES (2, 'kept')")
+    before = dumper(filled)
+    with pytest.raises(errors.UniqueViolation):
+        filled.x("INSERT INTO acc VALUES (5, 1, 'ok'), (1, 1, 'dup')")
+    assert dumper(filled) == before
+    assert filled.one("SELECT count(*) FROM log") == 2
+
+
+def test_unknown_setting_and_instance_setting(db):
+    with pytest.raises(errors.UndefinedParameter):
+        db.x("SET no_such_thing = 1")
+    with pytest.raises(errors.CantChangeParameter):
+        db.x("SET shared_buffers = 100")
+    with pytest.raises(errors.InvalidParameterValue):
+        db.x("SET random_page_cost = 'fast'")
