@@ -69,8 +69,8 @@ def _fits(codec, values) -> bool:
     try:
         codec.encode_prefix(tuple(values))
         return True
-    except (errors.DataError, OverflowError, TypeError):
-        return False
+    except (errors.DataError, errors.DatatypeMismatch, OverflowError, TypeError):
+        return False  # e.g. int_col = 2.5: no key can match (eq) / the bound is re-checked
 
 
 def scan_rows(backend, index_name: str, eq: list, lower, upper, snapshot, prepare_pages,

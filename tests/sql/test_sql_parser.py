@@ -146,3 +146,18 @@ def test_execute_script(db):
     with pytest.raises(errors.SyntaxError_):
         db.engine.execute_script("INSERT INTO s VALUES (3); oops; INSERT INTO s VALUES (4)")
     assert db.one("SELECT count(*) FROM s") == 3        # stops at the error
+
+
+@pytest.mark.parametrize("sql", ["insert into t values (?,?)", "select ?,?", "select $1,$2",
+                                 "select ?,?+?"])
+def test_placeholders_next_to_commas(sql):
+    # sqlglot reads "$1,$" as the start of a dollar-quoted string: the rewrite of ? to $n
+    # must keep them apart, for "?,?" as for "$1,$2".
+    parse(sql)
+
+
+def test_syntax_error_hides_parser_internals():
+    with pytest.raises(errors.SyntaxError_) as ei:
+        parse("select * from t where")
+    assert "<class" not in str(ei.value) and "column 23" not in str(ei.value)
+    assert 'at or near "where"' in str(ei.value)

@@ -158,7 +158,8 @@ def _position_error(full, start, piece, text, e: ParseError):
     # map back over the ?->$k rewrite (each $k is longer than its ?)
     pos = _map_back(piece, text, pos_in_text)
     detail = re.sub(r"(\s*but got)?\s*<Token.*", "", desc).strip()
-    if detail.lower().startswith("invalid expression / unexpected token"):
+    if detail.lower().startswith("invalid expression / unexpected token") \
+            or "<class '" in detail:  # sqlglot's internals mean nothing to a SQL user
         detail = ""
     if pos >= len(piece.rstrip()) or not highlight:
         return syntax_error(full, start + len(piece.rstrip()), None, detail)
@@ -171,6 +172,9 @@ def _map_back(orig: str, new: str, pos_new: int) -> int:
         return pos_new
     i = j = 0
     while i < len(orig) and j < pos_new:
+        if new[j] == " " and orig[i] != " " and j > 0 and new[j - 1].isdigit():
+            j += 1  # a space number_placeholders put after $n
+            continue
         if orig[i] == "?" and new[j] == "$":
             k = j + 1
             while k < len(new) and new[k].isdigit():

@@ -28,7 +28,10 @@ __all__ = ["translate_statement", "translate_expression", "number_placeholders"]
 
 
 def number_placeholders(text: str) -> tuple[str, int, int]:
-    """Rewrite each ``?`` outside strings/comments to ``$k``: (text, count of ?, largest $n)."""
+    """Rewrite each ``?`` outside strings/comments to ``$k``: (text, count of ?, largest $n).
+
+    Every ``$n`` is followed by a space unless whitespace follows already: sqlglot reads
+    ``$1,$2`` as the start of a dollar-quoted string (``$1,$``)."""
     out, i, n, k = [], 0, len(text), 0
     while i < n:
         j, _ = _skip(text, i)
@@ -40,6 +43,18 @@ def number_placeholders(text: str) -> tuple[str, int, int]:
         if ch == "?":
             k += 1
             out.append(f"${k}")
+            if i + 1 < n and not text[i + 1].isspace():
+                out.append(" ")
+        elif ch == "$" and i + 1 < n and text[i + 1].isdigit() and (
+                i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_$")):
+            e = i + 1
+            while e < n and text[e].isdigit():
+                e += 1
+            out.append(text[i:e])
+            if e < n and not text[e].isspace():
+                out.append(" ")
+            i = e
+            continue
         else:
             out.append(ch)
         i += 1
