@@ -190,5 +190,10 @@ def demo(datadir: str, scale: int, shared_buffers: int) -> None:
                            f"ring reuses {d['ring_reused']:,}")
 
 
+# ``minidb bench``: pgbench's driver (minidb/bench/command.py)
+from minidb.bench.command import bench as _bench  # noqa: E402
+
+main.add_command(_bench)
+
 if __name__ == "__main__":
     main(prog_name="minidb")

@@ -124,15 +124,17 @@ def _any_in(cond, live) -> bool:
     return bool((cond & live).any())
 
 
-def compile_expr(e: Expr, layout: dict, params=()):
-    """Compile ``e``; ``layout`` maps ColRef keys to column positions in the chunk."""
-    return _Compiler(layout, params).c(e)
+def compile_expr(e: Expr, layout: dict, params=(), now=None):
+    """Compile ``e``; ``layout`` maps ColRef keys to column positions in the chunk; ``now``
+    is the transaction's start time (what now() and CURRENT_TIMESTAMP return)."""
+    return _Compiler(layout, params, now).c(e)
 
 
 class _Compiler:
-    def __init__(self, layout, params):
+    def __init__(self, layout, params, now=None):
         self.layout = layout
         self.params = params
+        self.now = now
 
     def c(self, e):
         m = getattr(self, "_" + type(e).__name__, None)
@@ -385,6 +387,9 @@ class _Compiler:
 
     def _Func(self, e: Func):
         name = e.name
+        if name == "now":
+            import datetime as _dt
+            return K(dt.to_repr(self.now or _dt.datetime.now(), e.type), e.type)
         args = [self.c(x) for x in e.args]
         rt = e.type
         if name == "coalesce":

@@ -76,7 +76,7 @@ class ExecContext:
         self.wrote = False          # SELECT FOR UPDATE locked rows
 
     def compile(self, e, layout):
-        return compile_expr(e, layout, self.params)
+        return compile_expr(e, layout, self.params, self.session.xact.start_time)
 
     def pruner(self, rel):
         """The opportunistic-pruning hook for scans of ``rel`` (as Session wires it)."""

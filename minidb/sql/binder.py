@@ -42,7 +42,7 @@ __all__ = ["Binder", "RangeEntry", "BoundSelect", "BoundInsert", "BoundUpdate",
            "BoundDelete", "DEFAULT"]
 
 _AGG_NAMES = {"count", "sum", "avg", "min", "max"}
-_SCALAR_FUNCS = {"abs", "lower", "upper", "length", "coalesce", "nullif", "btrim"}
+_SCALAR_FUNCS = {"abs", "lower", "upper", "length", "coalesce", "nullif", "btrim", "now"}
 
 
 
@@ -632,6 +632,10 @@ class Binder:
         if name not in _SCALAR_FUNCS:
             raise errors.UndefinedFunction(f"function {name}() does not exist")
         args = [self.expr(a, scope, None, agg_ok) for a in n.args]
+        if name == "now":
+            if args:
+                raise errors.UndefinedFunction("function now() takes no arguments")
+            return Func("now", (), TIMESTAMP)
         if name == "coalesce":
             if not args:
                 raise errors.UndefinedFunction("coalesce needs arguments")

@@ -29,6 +29,7 @@ transaction, and the caller commits it when the statement ends.
 
 from __future__ import annotations
 
+import datetime as _dt
 import sys
 
 from minidb.errors import (ActiveSqlTransaction, InFailedSqlTransaction, NotSupportedError,
@@ -52,6 +53,7 @@ class Transaction:
         self.cid = 0
         self.isolation = READ_COMMITTED
         self.snapshot: Snapshot | None = None
+        self.start_time: _dt.datetime | None = None
         self._statement_snapshot: Snapshot | None = None
         self._on_end = on_end  # callbacks run at commit/abort (statistics, locks)
 
@@ -78,6 +80,7 @@ class Transaction:
         self.xid = 0
         self.cid = 0
         self.snapshot = None
+        self.start_time = _dt.datetime.now()  # now() / CURRENT_TIMESTAMP, as PostgreSQL
         self._trace(f"begin ({iso})")
 
     def set_isolation(self, isolation: str) -> None:

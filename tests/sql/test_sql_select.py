@@ -183,3 +183,17 @@ def test_char_semantics(db):
     assert db.one("SELECT count(*) FROM c WHERE v = 'ab'") == 1
     assert db.one("SELECT count(*) FROM c WHERE v = w") == 1
     assert db.one("SELECT length(v) FROM c") == 2
+
+
+def test_now_and_current_timestamp_are_the_transaction_start(db):
+    db.x("CREATE TABLE h (a integer, m timestamp)")
+    db.x("BEGIN")
+    db.x("INSERT INTO h VALUES (1, CURRENT_TIMESTAMP)")
+    db.x("INSERT INTO h VALUES (2, now())")
+    (t1,), (t2,) = db.rows("SELECT m FROM h ORDER BY a")
+    assert t1 == t2 == db.one("SELECT now()")          # one value for the whole transaction
+    db.x("COMMIT")
+    assert db.one("SELECT now()") >= t1                 # a new transaction, a new start
+    assert isinstance(t1, dt.datetime)
+    with pytest.raises((errors.UndefinedFunction, errors.NotSupportedError)):
+        db.x("SELECT now(1)")   # sqlglot reads it as CURRENT_TIMESTAMP(1): a precision

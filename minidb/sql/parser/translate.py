@@ -87,7 +87,7 @@ _FRIENDLY = {
     "Dot": "composite field access", "JSONExtract": "JSON operators", "Distinct": "DISTINCT here",
     "BitwiseAnd": "operator &", "BitwiseOr": "operator |", "BitwiseXor": "operator #",
     "Pow": "operator ^", "Collate": "COLLATE", "AtTimeZone": "AT TIME ZONE",
-    "CurrentTimestamp": "current_timestamp", "Round": "round()", "Concat": "concat()",
+    "Round": "round()", "Concat": "concat()",
 }
 
 
@@ -553,6 +553,10 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
     if cls is exp.Nullif:
         _only(e, {"this", "expression"})
         return ast.FuncE("nullif", (t(e.this), t(e.expression)))
+    if cls is exp.CurrentTimestamp:  # CURRENT_TIMESTAMP: the transaction's start, as now()
+        if e.args.get("this") is not None:
+            raise unsupported("CURRENT_TIMESTAMP(precision)")
+        return ast.FuncE("now", ())
     if cls is exp.Anonymous:
         _only(e, {"this", "expressions"})
         return ast.FuncE(str(e.this).lower(), tuple(t(x) for x in e.expressions))
