@@ -99,7 +99,9 @@ _ALL = [
        "backend slots for sessions; with max_worker_processes they share the 64 wait-mask bits",
        min=1, max=55),
     _s("max_worker_processes", 8, int, "instance",
-       "PostgreSQL's default; slots reserved for parallel workers", min=0, max=8),
+       "PostgreSQL's default: the parallel worker pool (and its reserved backend slots); "
+       "opening forks one pool master, which forks each worker on first use; 0 = no pool, "
+       "every scan is the leader's alone", min=0, max=8),
     _s("buffer_partitions", 128, int, "instance",
        "NUM_BUFFER_PARTITIONS since PostgreSQL 9.5: lookups of different pages rarely contend",
        min=1, max=1024),

@@ -40,7 +40,9 @@ it: a participant of a cold scan then allocates, reads and processes one chunk a
 as a PostgreSQL participant does, so the order in which the participants' reads reach
 the (simulated) kernel is PostgreSQL's - gathering there would turn a ``block`` scan's
 interleaved reads into bursts of consecutive ones and hand it the read-ahead it is known
-to lose.  Every participant has its own ring.
+to lose.  Once a batch read nothing, the next one takes its runs first and pins each
+group of adjacent runs at once (see ``_source_batches``).  Every participant has its own
+ring.
 
 Invariants:
   1. A tuple's ``t_ctid`` is its own TID when it is stored.
@@ -369,12 +371,23 @@ class HeapScan:
                 yield batch
 
     def _source_batches(self):
-        """Batches of the runs a block source hands out, several runs to a batch."""
+        """Batches of the runs a block source hands out, several runs to a batch.
+
+        Cold (the previous batch read pages, or this is the first): take a run, pin it, and
+        take the next only if nothing had to be read - a participant reads its chunks in the
+        order and rhythm PostgreSQL's would.  Warm (the previous batch read nothing): take
+        the batch's runs first, then pin each group of adjacent runs with one ``pin_run``
+        (one participant's chunks are mostly adjacent: it takes them in a burst while the
+        others work).  Runs taken but not pinned (a pin limit, or pages to read after all)
+        are pinned first in the next batch; at most one batch's worth is ever held.
+        """
         bm, src, strategy = self.bm, self.block_source, self.strategy
         rfn = self.rel.relfilenode
         target = max(1, min(self.batch_pages, bm.max_batch_pins))
         stats, reads = bm.stats, _COUNTER["buffers_read"]
-        pending = None  # the part of a run not pinned yet
+        queue: list[list[int]] = []  # [first block, count] taken and not pinned yet
+        warm = False
+        done = False
         while True:
             firsts: list[int] = []
             counts: list[int] = []
@@ -382,12 +395,28 @@ class HeapScan:
             have = 0
             read_before = int(stats[reads])
             try:
-                while have < target:
-                    if pending is None:
-                        pending = src.next_run(target - have)
-                        if pending is None:
+                if warm and not done:  # take the whole batch's runs first
+                    queued = sum(c for _, c in queue)
+                    while queued < target:
+                        r = src.next_run(target - queued)
+                        if r is None:
+                            done = True
                             break
-                    block, n = pending
+                        if queue and queue[-1][0] + queue[-1][1] == r[0]:
+                            queue[-1][1] += r[1]  # adjacent: one pin_run for both
+                        else:
+                            queue.append([r[0], r[1]])
+                        queued += r[1]
+                while have < target:
+                    if not queue:
+                        if warm or done:
+                            break
+                        r = src.next_run(target - have)
+                        if r is None:
+                            done = True
+                            break
+                        queue.append([r[0], r[1]])
+                    block, n = queue[0]
                     want = min(n, target - have)
                     bufs = bm.pin_run(rfn, block, want, strategy=strategy)
                     k = len(bufs)
@@ -395,7 +424,10 @@ class HeapScan:
                     counts.append(k)
                     pinned.append(bufs)
                     have += k
-                    pending = (block + k, n - k) if k < n else None
+                    if k < n:
+                        queue[0] = [block + k, n - k]
+                    else:
+                        queue.pop(0)
                     if k < want or int(stats[reads]) != read_before:
                         break  # a pin limit, or this run was read: process what we have
             except BaseException:
@@ -403,7 +435,11 @@ class HeapScan:
                     bm.unpin_batch(bufs)
                 raise
             if not pinned:
-                return
+                if done and not queue:
+                    return
+                warm = False
+                continue
+            warm = int(stats[reads]) == read_before
             self.pages_scanned += have
             if len(pinned) == 1:
                 batch = self._read_pages(pinned[0], firsts[0])

@@ -72,9 +72,12 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+
+import numpy as np
 
 from minidb.errors import InsufficientResources
-from minidb.shmem import N_PSCAN_FIELDS  # noqa: F401 - the row width the fields index
+from minidb.shmem import N_PSCAN_FIELDS
 
 PARALLEL_SEQSCAN_NCHUNKS = 2048
 PARALLEL_SEQSCAN_RAMPDOWN_CHUNKS = 64
@@ -133,6 +136,21 @@ class SharedScan:
             return cls(seg, locks, slot)
         raise InsufficientResources(f"no free parallel scan slot (all {tab.shape[0]} in use)")
 
+    @classmethod
+    def private(cls) -> "SharedScan":
+        """A slot in private memory, for a leader that found no free shared one and scans
+        alone (``slot`` is -1; no worker can attach to it)."""
+        class _Seg:
+            pscan = np.zeros((1, N_PSCAN_FIELDS), dtype=np.int64)
+
+        class _Locks:
+            pscan = [threading.Lock()]
+        h = cls(_Seg(), _Locks(), 0)
+        h.row[F_STATE] = 1
+        h.row[F_STARTBLOCK] = INVALID_BLOCK
+        h.slot = -1
+        return h
+
     def initialize(self, rfn: int, nblocks: int, *, policy: str = "pg14",
                    max_chunk: int = PARALLEL_SEQSCAN_MAX_CHUNK_SIZE, fixed_chunk: int = 64,
                    nchunks: int = PARALLEL_SEQSCAN_NCHUNKS, syncscan: bool = False) -> None:
@@ -160,7 +178,9 @@ class SharedScan:
 
     @property
     def cancelled(self) -> bool:
-        return bool(self.row[F_CANCEL])
+        """CANCEL was set, or the slot was given to another scan since this handle was made
+        (a participant that outlived its leader must not take the new scan's blocks)."""
+        return bool(self.row[F_CANCEL]) or int(self.row[F_GEN]) != self.gen
 
     @property
     def nblocks(self) -> int:
@@ -187,8 +207,11 @@ class SharedScan:
         return int(self.row[F_NALLOCATED])
 
     def fetch_add(self, k: int) -> int:
-        """The atomic fetch-add of the shared counter: returns the old value."""
+        """The atomic fetch-add of the shared counter: returns the old value (or a value
+        past the end if the slot now belongs to another scan)."""
         with self.lock:
+            if int(self.row[F_GEN]) != self.gen:
+                return 1 << 62
             n = int(self.row[F_NALLOCATED])
             self.row[F_NALLOCATED] = n + k
         return n
@@ -269,8 +292,8 @@ class BlockAllocator:
             sync_start = self.ss.get_location(self._rfn, nblocks) if self.ss else 0
         self._start = start
         if self.trace:
-            self.trace(f"participant {self.participant}: start block {start} of {nblocks}, "
-                       f"policy {s.policy}, chunk size {self.chunk_size}")
+            self.trace(f"start block {start} of {nblocks}, policy {s.policy}, chunk size "
+                       f"{self.chunk_size}")
         return start
 
     def _new_chunk(self) -> int:
@@ -285,8 +308,7 @@ class BlockAllocator:
         n = self.shared.fetch_add(c)
         self.chunks += 1
         if self.trace and n < nblocks:
-            self.trace(f"participant {self.participant}: chunk of {c} at position {n} "
-                       f"(block {(n + self._start) % nblocks})")
+            self.trace(f"chunk of {c} at position {n} (block {(n + self._start) % nblocks})")
         return n
 
     def next_block(self) -> int | None:

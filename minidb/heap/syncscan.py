@@ -44,7 +44,9 @@ from __future__ import annotations
 import numpy as np
 
 from minidb.config import BLCKSZ
-from minidb.shmem import SYNC_SCAN_NELEM  # noqa: F401 - re-exported: the list's length
+from minidb.shmem import SYNC_SCAN_NELEM
+
+__all__ = ["SYNC_SCAN_NELEM", "SYNC_SCAN_REPORT_INTERVAL", "SyncScanTable"]
 
 SYNC_SCAN_REPORT_INTERVAL = 128 * 1024 // BLCKSZ  # 16 blocks; below the 32-buffer ring
 
@@ -55,34 +57,41 @@ E_REL, E_BLOCK, E_STAMP = 0, 1, 2
 class SyncScanTable:
     """One process's handle on the shared scan-position list."""
 
-    __slots__ = ("tab", "clock", "lock")
+    __slots__ = ("tab", "clock", "lock", "_t", "_c")
 
     def __init__(self, seg, lock):
         self.tab = seg.syncscan
         self.clock = seg.syncscan_clock
         self.lock = lock
+        # scalar access through memoryviews: a parallel participant reports once per run
+        self._t = memoryview(self.tab.reshape(-1))
+        self._c = memoryview(self.clock)
 
     def _entry(self, rfn: int) -> int:
         """Index of the relation's entry, or of the least recently used one (lock held)."""
-        found = np.flatnonzero(self.tab[:, E_REL] == rfn)
-        if found.size:
-            return int(found[0])
-        i = int(self.tab[:, E_STAMP].argmin())
-        self.tab[i, E_REL] = rfn
-        self.tab[i, E_BLOCK] = 0
-        return i
+        t = self._t
+        lru, lru_stamp = 0, None
+        for i in range(len(t) // 3):
+            if t[3 * i + E_REL] == rfn:
+                return i
+            stamp = t[3 * i + E_STAMP]
+            if lru_stamp is None or stamp < lru_stamp:
+                lru, lru_stamp = i, stamp
+        t[3 * lru + E_REL] = rfn
+        t[3 * lru + E_BLOCK] = 0
+        return lru
 
     def _touch(self, i: int) -> None:
-        c = int(self.clock[0]) + 1
-        self.clock[0] = c
-        self.tab[i, E_STAMP] = c
+        c = self._c[0] + 1
+        self._c[0] = c
+        self._t[3 * i + E_STAMP] = c
 
     def get_location(self, rfn: int, nblocks: int) -> int:
         """Where a new scan of the relation should start (``ss_get_location``)."""
         with self.lock:
             i = self._entry(rfn)
             self._touch(i)
-            loc = int(self.tab[i, E_BLOCK])
+            loc = self._t[3 * i + E_BLOCK]
         return loc if loc < nblocks else 0
 
     def report_location(self, rfn: int, block: int) -> bool:
@@ -94,7 +103,7 @@ class SyncScanTable:
             return False
         try:
             i = self._entry(rfn)
-            self.tab[i, E_BLOCK] = block
+            self._t[3 * i + E_BLOCK] = block
             self._touch(i)
         finally:
             self.lock.release()

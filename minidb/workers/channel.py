@@ -142,11 +142,15 @@ class Channel:
         return n
 
     def close(self) -> None:
+        """Close both ends in this process.  The descriptors become -1, so a stale user
+        (say a scan's generator closed after its instance) gets EBADF instead of reading a
+        pipe that reused the numbers."""
         for fd in (self.rfd, self.wfd):
             try:
                 os.close(fd)
             except OSError:
                 pass
+        self.rfd = self.wfd = -1
 
 
 def wait_any(channels, timeout: float) -> list:

@@ -33,8 +33,8 @@ Worker states (``pool[w]``: STATE, PID, OWNER = leader pid, TASK)::
     BUSY        the leader got the final message        IDLE        release
     BUSY        the worker died / did not answer        UNSTARTED   kill (leader)
     IDLE        the worker died                         UNSTARTED   the master (reaping)
-    BUSY, STARTING  the leader died                     UNSTARTED   claim (of any leader),
-                                                                    killing the worker
+    BUSY        its leader died (noticed when sending)  IDLE        the worker itself
+    BUSY, STARTING  the leader and the worker died      UNSTARTED   claim (of any leader)
 
 ``max_parallel_workers`` bounds the STARTING and BUSY workers of the whole instance;
 a leader gets fewer workers than it asked for (maybe none) when the pool is busy, and
@@ -43,6 +43,11 @@ then scans with what it got, as PostgreSQL's Gather does.
 Signals: workers and the master ignore SIGINT (a Ctrl-C in a terminal reaches the whole
 process group); a leader cancels its workers through the shared scan slot's CANCEL flag.
 Each checks every ``POLL_S`` that its parent is still there and exits if not.
+
+A worker is killed (SIGKILL) only as a last resort - it did not start, or did not answer a
+cancel within ``lock_wait_timeout_ms`` + 5 s - because a process killed while it holds a
+buffer partition lock, a content lock or a buffer's I/O leaves them held: minidb has no
+crash restart to clean that up (PostgreSQL restarts every backend when one dies that way).
 
 Invariants:
   1. A worker's channels have at most one user besides the worker: its claimant.
@@ -115,6 +120,7 @@ class WorkerPool:
         self.owner_pid = os.getpid()
         self.master = None
         self.master_pid = 0
+        self.closed = False  # set by stop(): channels closed, nothing may be dispatched
 
     # -- the owner: start and stop ---------------------------------------------------------------
     def start(self) -> None:
@@ -129,6 +135,7 @@ class WorkerPool:
         """Stop the master and every worker (owner only); nothing is left running."""
         if self.master is None or os.getpid() != self.owner_pid:
             return
+        self.closed = True
         try:
             self.control.send(("shutdown",), timeout=1.0)
         except (TimeoutError, OSError):
@@ -167,14 +174,15 @@ class WorkerPool:
     def claim(self, want: int, max_total: int) -> list[int]:
         """Claim up to ``want`` workers for this process (fewer if the pool is busy or
         ``max_total`` workers are already in use); returns their indexes."""
-        if want <= 0 or self.size == 0:
+        if want <= 0 or self.size == 0 or self.closed:
             return []
         me = os.getpid()
         with self._locked():
             t = self.table
-            for w in range(self.size):  # claims of leaders that died
-                if t[w, P_STATE] in (STARTING, BUSY) and not process_alive(int(t[w, P_OWNER])):
-                    self._kill_locked(w)
+            for w in range(self.size):  # claims of leaders that died, on dead workers
+                if (t[w, P_STATE] in (STARTING, BUSY) and not process_alive(int(t[w, P_OWNER]))
+                        and not process_alive(int(t[w, P_PID]))):
+                    self._kill_locked(w)  # (a live one frees itself when it notices)
             in_use = int(((t[:, P_STATE] == STARTING) | (t[:, P_STATE] == BUSY)).sum())
             room = min(want, max_total - in_use)
             chosen = []
@@ -229,6 +237,8 @@ class WorkerPool:
 
     def give_up(self, w: int) -> None:
         """The worker does not answer (or never started): kill it; it restarts on demand."""
+        if self.closed:
+            return
         with self._locked():
             self._kill_locked(w)
 
@@ -380,6 +390,12 @@ def _worker_main(pool: WorkerPool, w: int) -> None:
                 with pool.lock:
                     pool.table[w, P_TASK] = msg[1]
                 run_worker_task(backend, results, msg[1], msg[2])
+                with pool.lock:  # a leader that died cannot give us back: do it ourselves
+                    owner = int(pool.table[w, P_OWNER])
+                    if pool.table[w, P_STATE] == BUSY and owner and not process_alive(owner):
+                        pool.table[w, P_STATE] = IDLE
+                        pool.table[w, P_OWNER] = 0
+                        pool.table[w, P_TASK] = 0
     finally:
         try:
             backend.close()

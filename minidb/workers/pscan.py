@@ -32,9 +32,9 @@ Failure and cancellation.  A worker's exception reaches the leader as the same e
 ``exc.worker_traceback``.  On any exception in the leader - a worker's error,
 ``KeyboardInterrupt``, the consumer closing the generator early (a LIMIT) - the leader
 sets the slot's CANCEL flag (workers stop before their next run of blocks), reads its
-workers' remaining messages until each sent its final one (``CANCEL_TIMEOUT_S`` at most,
-then the worker is killed and restarts on demand), gives the workers back, releases the
-slot and re-raises.  A worker that dies makes the leader raise ``OperationalError``.
+workers' remaining messages until each sent its final one (``lock_wait_timeout_ms`` +
+``CANCEL_TIMEOUT_S`` at most - a worker's own waits end before - then the worker is killed
+and restarts on demand), gives the workers back, releases the slot and re-raises.  A worker that dies makes the leader raise ``OperationalError``.
 
 Contract for predicates and aggregates.  ``columns`` are the table's column names or
 indexes to gather; ``predicate(cols) -> bool mask`` receives them as a list of
@@ -60,7 +60,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from minidb.config import SETTINGS
-from minidb.errors import InternalError, OperationalError, ProgrammingError
+from minidb.errors import (InsufficientResources, InternalError, OperationalError,
+                           ProgrammingError)
 from minidb.heap.heapam import SCAN_BATCH_PAGES, HeapRel, HeapScan
 from minidb.heap.layout import RowLayout
 from minidb.heap.mvcc import MVCCFilter
@@ -202,6 +203,8 @@ class ParticipantStats:
     runs: list | None = None  # (first block, count) of every run, if recorded
     cancelled: bool = False
     end_reported: bool = False  # it made the end-of-scan syncscan report
+    cpu_s: float = 0.0      # CPU time its process spent on the scan (time.thread_time)
+    wall_s: float = 0.0     # from its start block to its last batch
 
 
 @dataclass
@@ -225,6 +228,27 @@ class GatherStats:
             for k, v in (p.io or {}).items():
                 out[k] = out.get(k, 0) + v
         return out
+
+    def explain_lines(self, analyze: bool = True) -> list[str]:
+        """PostgreSQL-style detail lines for a Gather node in EXPLAIN (ANALYZE)."""
+        lines = [f"Workers Planned: {self.workers_planned}"]
+        if not analyze:
+            return lines
+        lines.append(f"Workers Launched: {self.workers_launched}")
+        lines.append(f"Chunk Policy: {self.policy}"
+                     + (f"  Synchronized Start: block {self.start_block}"
+                        if self.syncscan else ""))
+        for p in sorted(self.participants, key=lambda p: (p.who != "leader", p.who)):
+            lines.append(f"{p.who.capitalize()}: rows={p.rows} pages={p.pages} "
+                         f"chunks={p.chunks} buffers hit={p.buffers_hit} "
+                         f"read={p.buffers_read}")
+        io = self.io()
+        if io:
+            lines.append(f"I/O Model: requests={io['requests']} bytes={io['bytes']} "
+                         f"seeks={io['seeks']} os cache hits={io['cache_hits']} "
+                         f"misses={io['cache_misses']} read-ahead={io['readahead_pages']} "
+                         f"wait={io['wait_us'] / 1000:.1f} ms")
+        return lines
 
 
 class RowBatch:
@@ -278,6 +302,7 @@ def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedSca
                     block_source=alloc)
     predicate = spec.get("predicate")
     with_tids = spec.get("with_tids", False)
+    cpu0, wall0 = time.thread_time(), time.perf_counter()
     try:
         for batch in scan.batches():
             columns = batch.columns
@@ -307,6 +332,8 @@ def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedSca
         stats.runs = alloc.runs
         stats.cancelled = shared.cancelled
         stats.end_reported = alloc.end_reported
+        stats.cpu_s = time.thread_time() - cpu0
+        stats.wall_s = time.perf_counter() - wall0
         stats.buffers_hit = int(bm.stats[BUF_COUNTER["buffers_hit"]]) - hit0
         stats.buffers_read = int(bm.stats[BUF_COUNTER["buffers_read"]]) - read0
         if io is not None:
@@ -459,7 +486,11 @@ class ParallelSeqScan:
         task_id = new_task_id()
         local = None
         try:
-            shared = SharedScan.acquire(inst.seg, inst.locks)
+            try:
+                shared = SharedScan.acquire(inst.seg, inst.locks)
+            except InsufficientResources:  # every slot in use: the leader scans alone
+                shared = SharedScan.private()
+                st.reason = "no free parallel scan slot"
             st.syncscan = bool(s.synchronize_seqscans and nblocks > bm.nbuffers // 4)
             shared.initialize(self.rel.relfilenode, nblocks, policy=s.parallel_chunk_policy,
                               max_chunk=s.parallel_max_chunk_blocks,
@@ -468,7 +499,7 @@ class ParallelSeqScan:
             spec = self._spec(shared)
             if st.workers_planned and pool is None:
                 st.reason = "no worker pool (max_worker_processes = 0)"
-            elif st.workers_planned:
+            elif st.workers_planned and shared.slot >= 0:
                 self._launch(pool, spec, task_id, active)
             st.workers_launched = len(active)
             self._trace(f"\"{self.rel.name}\": {nblocks} blocks, policy {st.policy}, "
@@ -512,6 +543,7 @@ class ParallelSeqScan:
                 local.close()
             for w in list(active):  # only if stopping them failed: never leave a claim
                 pool.give_up(w)
+            active.clear()
             if shared is not None:
                 shared.release()
 
@@ -525,14 +557,21 @@ class ParallelSeqScan:
         claimed = pool.claim(self.stats.workers_planned, s.max_parallel_workers)
         if len(claimed) < self.stats.workers_planned:
             self.stats.reason = "not enough free workers (max_parallel_workers or the pool)"
-        for w in pool.start_claimed(claimed):
-            msg = ("scan", task_id, dict(spec, worker=w))
-            try:
-                pool.tasks[w].send(msg, timeout=SEND_TASK_TIMEOUT_S)
-            except (TimeoutError, OSError):
-                pool.give_up(w)
-                continue
-            active[w] = ParticipantStats(who=f"worker {w}", pid=int(pool.table[w, P_PID]))
+        try:
+            for w in pool.start_claimed(claimed):
+                msg = ("scan", task_id, dict(spec, worker=w))
+                try:
+                    pool.tasks[w].send(msg, timeout=SEND_TASK_TIMEOUT_S)
+                except (TimeoutError, OSError):
+                    pool.give_up(w)
+                    continue
+                active[w] = ParticipantStats(who=f"worker {w}",
+                                             pid=int(pool.table[w, P_PID]))
+        except BaseException:  # interrupted while starting: no claim may outlive us
+            for w in claimed:
+                if w not in active:
+                    pool.give_up(w)
+            raise
 
     def _poll(self, pool, active: dict, task_id: int, timeout: float, partial):
         """Take the messages the active workers have sent (waiting up to ``timeout`` for
@@ -581,7 +620,12 @@ class ParallelSeqScan:
 
     def _stop_workers(self, pool, active: dict, task_id: int) -> None:
         """After a cancel: read each worker's messages up to its final one, or kill it."""
-        deadline = time.monotonic() + CANCEL_TIMEOUT_S
+        if pool is None or pool.closed:  # the instance closed first: its pool stopped them
+            active.clear()
+            return
+        # a worker's own waits end within lock_wait_timeout_ms: kill only after that
+        deadline = (time.monotonic() + CANCEL_TIMEOUT_S
+                    + self.backend.settings.lock_wait_timeout_ms / 1000.0)
         while active and time.monotonic() < deadline:
             for w in list(active):
                 ch = pool.results[w]

@@ -1,0 +1,265 @@
+"""The I/O model: simulated OS cache, read-ahead, the shared disk queue, its counters.
+
+Most tests drive ``IOModel.read`` directly (it needs no file: the model only decides what
+a read would cost) under a *virtual clock* that replaces ``time`` inside the model, so the
+disk's timing rules (a request continues the stream only if it was queued before the disk
+went idle; waits; sleeps in slices of at least 1 ms) are checked exactly.  Two tests go
+through real files and the buffer pool: a scan's reads reach the model once per pool miss,
+and a forked process shares the simulated cache.
+
+What these tests do not prove: that the model's numbers resemble a particular disk; the
+presets are round figures for a 7200 rpm disk and a SATA SSD.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+
+import numpy as np
+import pytest
+
+from minidb.heap.heapam import HeapScan, heap_bulk_insert
+from minidb.instance import Instance
+from minidb.storage import iomodel as iom
+from minidb.storage.iomodel import init_ra_size, next_ra_size
+
+from tests.conftest import create_table
+
+BLCKSZ = 8192
+
+
+class VirtualClock:
+    """Stands in for the ``time`` module inside iomodel: sleeping advances the clock."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+        self.lock = threading.Lock()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        with self.lock:
+            self.sleeps.append(s)
+            self.now += max(0.0, s)
+
+    def advance(self, s: float) -> None:  # CPU work between reads
+        self.now += s
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = VirtualClock()
+    monkeypatch.setattr(iom, "time", c)
+    return c
+
+
+def _inst(tmp_path, **kw):
+    settings = dict(shared_buffers=64, max_worker_processes=0, io_model="custom",
+                    io_seq_mb_per_s=100.0, io_seek_ms=5.0, io_readahead_kb=128, os_cache_mb=1)
+    settings.update(kw)
+    return Instance(tmp_path / "d", **settings)
+
+
+def _delta(inst, before):
+    return {k: v - before[k] for k, v in inst.io_counters().items()}
+
+
+def test_window_sizes_follow_linux():
+    # 16 blocks = 128 kB: a one-block reader gets 2, 4, 8, 16, 16 ...
+    assert init_ra_size(1, 16) == 2
+    assert [next_ra_size(s, 16) for s in (2, 4, 8, 16)] == [4, 8, 16, 16]
+    assert init_ra_size(16, 16) == 16 and init_ra_size(4, 16) == 8
+    # 2 MB = 256 blocks: small first reads are quadrupled
+    assert init_ra_size(1, 256) == 4 and next_ra_size(4, 256) == 16
+
+
+def test_a_sequential_reader_gets_growing_read_ahead(tmp_path, clock):
+    with _inst(tmp_path) as inst:
+        io, b = inst.iomodel, inst.io_counters()
+        io.read(500, 0, 0, 1, 10_000)  # block 0 starts a stream: window 2 beyond it
+        d = _delta(inst, b)
+        assert (d["requests"], d["cache_misses"], d["readahead_pages"]) == (1, 1, 2)
+        assert d["bytes"] == 3 * BLCKSZ and d["seeks"] == 1
+        io.read(500, 0, 1, 1, 10_000)  # within a window of the end: grow to 4
+        assert _delta(inst, b)["readahead_pages"] == 2 + 4
+        io.read(500, 0, 2, 1, 10_000)  # still 4 ahead: nothing new
+        assert _delta(inst, b)["requests"] == 2
+        io.read(500, 0, 3, 1, 10_000)  # grow to 8
+        assert _delta(inst, b)["readahead_pages"] == 2 + 4 + 8
+        for blk in range(4, 200):
+            io.read(500, 0, blk, 1, 10_000)
+        d = _delta(inst, b)
+        assert d["cache_misses"] == 1 and d["cache_hits"] == 199
+        assert d["readahead_pages"] % 16 == (2 + 4 + 8) % 16  # 16 at a time from then on
+        assert 200 <= d["readahead_pages"] + 1 <= 200 + 32  # one to two windows ahead
+        assert d["bytes"] == BLCKSZ * (d["readahead_pages"] + 1)
+        # the reader never waited long: each window was queued while the previous streamed
+        assert d["seeks"] == 1
+
+
+def test_a_jump_resets_the_read_ahead_and_random_reads_seek(tmp_path, clock):
+    with _inst(tmp_path) as inst:
+        io, b = inst.iomodel, inst.io_counters()
+        for blk in (700, 100, 300, 301, 900):
+            io.read(501, 0, blk, 1, 10_000)
+            clock.advance(0.1)  # the disk is idle before each read
+        d = _delta(inst, b)
+        # 300 -> 301 continues a stream: window 2 (302, 303); the others read one block
+        assert d["requests"] == 5 and d["seeks"] == 5
+        assert d["cache_misses"] == 5 and d["readahead_pages"] == 2
+        io.read(501, 0, 302, 1, 10_000)
+        assert _delta(inst, b)["cache_hits"] == 1
+
+
+def test_read_ahead_stops_at_the_end_of_the_file_and_can_be_off(tmp_path, clock):
+    with _inst(tmp_path) as inst:
+        b = inst.io_counters()
+        inst.iomodel.read(502, 0, 0, 16, 20)  # 16 demanded, window 16, but 20 blocks
+        d = _delta(inst, b)
+        assert d["readahead_pages"] == 4 and d["requests"] == 1
+    with _inst(tmp_path / "x", io_readahead_kb=0) as inst:
+        b = inst.io_counters()
+        for blk in range(50):
+            inst.iomodel.read(503, 0, blk, 1, 1000)
+        d = _delta(inst, b)
+        assert d["readahead_pages"] == 0 and d["requests"] == 50 and d["cache_misses"] == 50
+
+
+def test_cached_pages_cost_nothing_until_dropped(tmp_path, clock):
+    with _inst(tmp_path) as inst:
+        io = inst.iomodel
+        io.read(504, 0, 0, 16, 1000)
+        b, t = inst.io_counters(), clock.now
+        clock.advance(1.0)
+        io.read(504, 0, 0, 16, 1000)
+        d = _delta(inst, b)
+        assert d["cache_hits"] == 16 and d["requests"] == 0 and d["wait_us"] == 0
+        inst.drop_os_cache()
+        io.read(504, 0, 0, 16, 1000)
+        assert _delta(inst, b)["cache_misses"] == 16
+        assert t < clock.now
+
+
+def test_lru_cannot_hold_a_file_larger_than_the_cache(tmp_path, clock):
+    """Two sequential passes over a file twice the cache: the second reads it all again
+    (exact LRU for sequential access); a file half the cache is read once."""
+    with _inst(tmp_path, io_readahead_kb=0) as inst:
+        io = inst.iomodel
+        cap = inst.seg.oc_tag.size
+        assert cap == 128
+        for size, passes_read in ((2 * cap, 2), (cap // 2, 1)):
+            inst.drop_os_cache()
+            b = inst.io_counters()
+            for _ in range(2):
+                for blk in range(0, size, 8):
+                    io.read(505 + size, 0, blk, 8, size)
+            assert _delta(inst, b)["bytes"] == passes_read * size * BLCKSZ
+
+
+def test_written_pages_enter_the_cache(tmp_path, clock):
+    with _inst(tmp_path) as inst:
+        io, b = inst.iomodel, inst.io_counters()
+        io.wrote(506, 0, 10, 5)
+        io.read(506, 0, 10, 5, 100)
+        d = _delta(inst, b)
+        assert d["pages_written"] == 5 and d["cache_hits"] == 5 and d["requests"] == 0
+
+
+def test_the_disk_is_one_queue_and_cost_is_paid_in_slices(tmp_path, clock):
+    """100 MB/s, 5 ms seek: a 16-page read costs 5 ms + 16 x 81.92 us; a second reader
+    arriving at the same moment waits for the first; sleeps are >= 1 ms."""
+    with _inst(tmp_path, io_readahead_kb=0) as inst:
+        io = inst.iomodel
+        page = BLCKSZ / 100e6
+        t0 = clock.now
+        io.read(507, 0, 0, 16, 1000)
+        assert clock.now == pytest.approx(t0 + 0.005 + 16 * page)
+        assert clock.sleeps and min(clock.sleeps) >= 0.001
+        # a reader that owes less than 1 ms does not sleep yet: it owes it
+        n = len(clock.sleeps)
+        io.read(507, 0, 16, 1, 1000)  # continues the disk's stream: no seek, 82 us
+        assert len(clock.sleeps) == n
+        assert io._thread().vt == pytest.approx(clock.now + page)
+        # another stream issued "now" queues behind it (other thread: its own clock)
+        done = queue.Queue()
+
+        def other():
+            b = inst.io_counters()
+            io.read(507, 0, 500, 1, 1000)
+            done.put(_delta(inst, b))
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        d = done.get()
+        assert d["seeks"] == 1
+        assert d["wait_us"] == pytest.approx((page + 0.005 + page) * 1e6, abs=2)
+
+
+def test_interleaved_streams_seek_on_every_request(tmp_path, clock):
+    """Two readers taking turns at two places of a file: every request moves the head."""
+    with _inst(tmp_path, io_readahead_kb=0) as inst:
+        io, b = inst.iomodel, inst.io_counters()
+        go = [queue.Queue(), queue.Queue()]
+        back = queue.Queue()
+
+        def reader(i, start):
+            for k in range(10):
+                go[i].get()
+                io.read(508, 0, start + 16 * k, 16, 10_000)
+                back.put(i)
+        threads = [threading.Thread(target=reader, args=(i, s))
+                   for i, s in ((0, 0), (1, 5000))]
+        for t in threads:
+            t.start()
+        for _ in range(10):
+            for i in (0, 1):
+                go[i].put(1)
+                back.get()
+        for t in threads:
+            t.join()
+        d = _delta(inst, b)
+        assert d["requests"] == 20 and d["seeks"] == 20
+
+
+def test_a_scan_through_the_pool_reaches_the_model_once_per_miss(tmp_path):
+    with _inst(tmp_path, io_seq_mb_per_s=100_000, io_seek_ms=0.0) as inst:
+        rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(1800)")])
+        with inst.connect() as be:
+            heap_bulk_insert(be.bufmgr, rel, {"id": np.arange(800, dtype=np.int32),
+                                              "pad": [""] * 800}, 800, xmin=2)
+            nblocks = be.bufmgr.smgr.nblocks(rel.relfilenode)
+            be.bufmgr.flush_buffers()
+            be.bufmgr.drop_relation_buffers(rel.relfilenode)
+            inst.drop_os_cache()
+            b, c = inst.io_counters(), be.counters()
+            assert sum(len(x) for x in HeapScan(be.bufmgr, rel, [0])) == 800
+            d = _delta(inst, b)
+            reads = be.counters()["buffers_read"] - c["buffers_read"]
+            assert reads == nblocks == d["cache_hits"] + d["cache_misses"]
+            assert d["readahead_pages"] > 0 and d["cache_misses"] < nblocks // 4
+
+
+def test_a_forked_process_shares_the_simulated_cache(tmp_path):
+    with _inst(tmp_path, io_seq_mb_per_s=100_000, io_seek_ms=0.0) as inst:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                inst.iomodel.read(509, 0, 0, 32, 100)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        b = inst.io_counters()
+        assert b["cache_misses"] == 32  # the child's read is counted in shared memory
+        inst.iomodel.read(509, 0, 0, 32, 100)
+        assert _delta(inst, b)["cache_hits"] == 32
+
+
+def test_model_off_counts_nothing(tmp_path):
+    with Instance(tmp_path / "d", shared_buffers=64, max_worker_processes=0) as inst:
+        assert inst.iomodel is None and inst.smgr.iomodel is None
+        assert set(inst.io_counters().values()) == {0}
+        inst.drop_os_cache()  # a no-op
