@@ -56,7 +56,9 @@ PLAN_CACHE_SIZE = 256
 PLANNER_SETTINGS = ("enable_seqscan", "enable_indexscan", "enable_hashjoin", "enable_nestloop",
                     "seq_page_cost", "random_page_cost", "cpu_tuple_cost",
                     "cpu_index_tuple_cost", "cpu_operator_cost", "effective_cache_size",
-                    "planner_trusts_stale_stats", "trace_planner")
+                    "planner_trusts_stale_stats", "trace_planner",
+                    "max_parallel_workers_per_gather", "min_parallel_table_scan_size",
+                    "parallel_leader_participation")
 _SETTINGS_SIG = operator.attrgetter(*PLANNER_SETTINGS)
 SIZE_CHECK_EVERY = 16
 _DML = (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)

@@ -209,9 +209,11 @@ class Planner:
                 rows = 1
             if b.having is not None:
                 rows = _clamp(rows * (1 / 3 if b.group_by else 1))
-            agg = AggNode(node, b.group_by, b.aggs, b.having)
-            agg.set_cost(startup, total, rows,
-                         sum(self._type_width(t) for t in agg.types))
+            agg = self._parallel_agg(b, node)
+            if agg is None:
+                agg = AggNode(node, b.group_by, b.aggs, b.having)
+                agg.set_cost(startup, total, rows,
+                             sum(self._type_width(t) for t in agg.types))
             node = agg
         names = [n for n, _ in b.targets]
         exprs = [e for _, e in b.targets]
@@ -255,6 +257,70 @@ class Planner:
             node = lk
         node = project(node)
         return node, names, [e.type for e in exprs]
+
+    def _parallel_agg(self, b, scan):
+        """Finalize Aggregate -> Gather -> Partial Aggregate -> Parallel Seq Scan for a plain
+        aggregate of one table (see ``minidb.exec.gather``), or None: the serial plan."""
+        s = self.settings
+        if (len(b.rtable) != 1 or b.group_by or b.having is not None or b.distinct
+                or b.order_by or b.for_update or b.limit is not None or b.offset is not None
+                or not b.aggs or type(scan) is not SeqScanNode or scan.need_tids
+                or s.max_parallel_workers_per_gather <= 0):
+            return None
+        entry = scan.entry
+        nblocks = self._nblocks(entry.table.relfilenode)
+        if nblocks < s.min_parallel_table_scan_size:
+            return None
+        from minidb.workers import compute_parallel_workers
+        nworkers = compute_parallel_workers(nblocks, s)
+        if nworkers <= 0:
+            return None
+        attnos = list(scan.attnos)
+        if not all(entry.columns[a][1].fixed for a in attnos):
+            return None             # string columns: the scan would hand them over raw
+        for q in scan.quals:
+            if not any(k[0] == entry.index for k in X.column_keys(q)):
+                return None         # a constant condition: keep it simple, run serially
+        specs = []
+        for a in b.aggs:
+            if a.distinct or a.name not in ("count", "sum", "avg", "min", "max"):
+                return None
+            if a.arg is None:
+                if a.name != "count":
+                    return None
+                specs.append(("count", None))
+                continue
+            if not (isinstance(a.arg, X.ColRef) and a.arg.key[0] == entry.index
+                    and a.arg.key[1] in attnos):
+                return None
+            if a.name != "count" and family(a.arg.type) != "int":
+                return None         # float sums depend on the order; keep them serial
+            specs.append((a.name, attnos.index(a.arg.key[1])))
+        from minidb.exec.gather import (FinalizeAggNode, GatherNode, ParallelSeqScanNode,
+                                        PartialAggNode)
+        c = self.c
+        divisor = float(nworkers)
+        if s.parallel_leader_participation:
+            divisor += max(0.0, 1.0 - 0.3 * nworkers)
+        ops = sum(_ops(q) for q in scan.quals)
+        br = self._single[0]
+        pscan = ParallelSeqScanNode(scan)
+        pscan.set_cost(0.0, br.pages * c.spc + br.tuples * (c.ctc + ops * c.coc) / divisor,
+                       _clamp(scan.rows / divisor), scan.width)
+        width = sum(self._type_width(a.type) for a in b.aggs)
+        naggs = max(1, len(b.aggs))
+        partial = PartialAggNode(pscan, b.aggs)
+        pstart = pscan.total_cost + pscan.rows * c.coc * naggs
+        partial.set_cost(pstart, pstart + c.ctc, 1, width)
+        gather = GatherNode(partial, nworkers)
+        gather.set_cost(partial.startup_cost + 1000.0,
+                        partial.total_cost + 1000.0 + 0.1 * (nworkers + 1), nworkers + 1, width)
+        fin = FinalizeAggNode(gather, b.aggs, specs)
+        fstart = gather.total_cost + (nworkers + 1) * c.coc * naggs
+        fin.set_cost(fstart, fstart + c.ctc, 1, width)
+        self._t(f"parallel aggregate on {entry.alias}: {nworkers} workers, "
+                f"cost={fin.total_cost:.2f}")
+        return fin
 
     def _sort(self, node, keys):
         c = self.c
