@@ -1,0 +1,240 @@
+"""syncscan-parallel: six clients each running a parallel count of a large table,
+synchronized scans on and off, with large chunks, capped chunks and one block at a time
+(seed 000).
+
+The seed (``000_5ff83a1e5d2edb37.txt``, David Rowley, 2020, while PostgreSQL 14's chunked
+allocation was being written): an 800 GB table (104.9 M blocks), ``pgbench -c 6 -j 6`` with
+the script ``select * from t where a < 0`` (a parallel seq scan that returns nothing), for
+3 hours per setting (30 minutes for the later ones).  Average latency: chunks of 65,536
+blocks (the patch's pow2(nblocks / 2048)) 372,738 ms with synchronize_seqscans on against
+320,204 ms off (16% slower on); chunks capped at 8,192 blocks 321,969 against 321,390
+(equal); master (one block at a time) 1,070,226 and 1,085,847 ms (3.3x slower).  This is
+why PostgreSQL 14 caps chunks at 8,192 blocks (PARALLEL_SEQSCAN_MAX_CHUNK_SIZE).
+
+Setup here: the table ``t`` (``common.load_scan_table``) of 800 GiB / ``--shrink`` (default
+2,048: 400 MiB), an instance with the I/O model beneath the pool and ``shared_buffers``
+1024.  For each setting, from a cold start (shared buffers and OS cache emptied): six
+client processes, started together, each running ``--queries`` parallel counts of
+``a < 0`` in a row, each planning ``max_parallel_workers_per_gather`` = 2 workers (the
+instance has 8, as PostgreSQL's ``max_parallel_workers``: six leaders asking for 12 get
+8, as in the seed).  Settings: ``synchronize_seqscans`` off and on, crossed with chunks of
+65,536 / shrink blocks and 8,192 / shrink blocks (``pg14``, the first chunk at that
+maximum, as the seed's table got them) and ``block``.  Reported: the average latency per
+setting (as pgbench's), each query's, and the I/O model's counters.
+
+Scaling: the chunk against the table is kept (1/1,600 and 1/12,800 of it), so the chunks
+shrink with the table: 32 and 4 blocks at the default, where the seed's were 4,096 and
+512 read-ahead windows long; here they are two and a quarter of Linux's 16-block window.  The
+device: the seed's six scans were bound by its disks (800 GB in 320 s, 2.5 GB/s) on a
+64-core machine with cores to spare; here six scans (and their workers) share two cores,
+so the device is slowed to keep them bound by it: the run first measures how fast one
+process decodes a cold scan (``common.calibrate``) and gives the simulated device a
+bandwidth of that over ``--cpu-share`` (default 6: six scans sharing the device each
+get a sixth of it, so decoding for all of them takes about one core of two).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+
+from bench.experiments.common import (MB, Report, calibrate, fmt, fmt_ratio, io_delta,
+                                      load_scan_table, log, make_cold, md_table,
+                                      parallel_count, run_clients)
+
+NAME = "syncscan-parallel"
+SEED = "000_5ff83a1e5d2edb37.txt"
+
+SEED_BLOCKS = 104_857_600          # 800 GiB of 8 kB blocks
+SEED_CHUNKS = (65536, 8192)
+# (setting, synchronize_seqscans, average latency ms)
+SEED_LATENCY = {("65536", "on"): 372738.134, ("65536", "off"): 320204.028,
+                ("8192", "on"): 321969.172, ("8192", "off"): 321389.523,
+                ("block", "on"): 1070226.162, ("block", "off"): 1085846.859}
+SSD_SEEK_MS = 0.1
+
+
+def _client(sess, engine, index, arg, t0):
+    rel_name, queries, nworkers = arg
+    be = sess.backend
+    rel = be.catalog.heap_rel(rel_name)
+    out = []
+    for _ in range(queries):
+        a = time.monotonic()
+        count, seen, st = parallel_count(be, rel, nworkers)
+        out.append({"start": a - t0, "latency_s": time.monotonic() - a, "count": count,
+                    "seen": seen, "launched": st.workers_launched,
+                    "start_block": st.start_block})
+    return out
+
+
+def _label(key: str, chunk: int | None) -> str:
+    if key == "block":
+        return "block at a time"
+    return f"max chunk {int(key):,} scaled: {chunk:,} blocks"
+
+
+def run(shrink: int = 2048, clients: int = 6, queries: int = 3, nworkers: int = 2,
+        cpu_share: float = 6.0, cache_ratio: float = 8.0, settings: list | None = None,
+        workdir: str | None = None, command: str | None = None,
+        table_blocks: int | None = None, chunks: dict | None = None,
+        device_mbps: float | None = None) -> Report:
+    """``table_blocks``, ``chunks`` ({"65536": blocks, "8192": blocks}) and ``device_mbps``
+    override the scaling (tests: a small table, chunks that differ, no calibration)."""
+    t_start = time.perf_counter()
+    nblocks = table_blocks or SEED_BLOCKS // shrink
+    table_mb = max(1, nblocks * 8192 // MB)
+    os_cache_mb = max(1, round(table_mb / cache_ratio))
+    serial_cpu = None
+    if device_mbps is None:
+        serial_cpu = calibrate(min(table_mb, 128), workdir)
+        device_mbps = round(serial_cpu / cpu_share, 1)
+        log(f"syncscan-parallel: a serial scan decodes {serial_cpu:.0f} MB/s here; device "
+            f"{device_mbps:.1f} MB/s")
+    sizes = {str(c): max(1, c * nblocks // SEED_BLOCKS) for c in SEED_CHUNKS}
+    sizes.update(chunks or {})
+    chosen = [(str(c), "pg14", sizes[str(c)]) for c in SEED_CHUNKS] + [("block", "block", None)]
+    order = [(k, pol, ch, on) for k, pol, ch in chosen for on in ("on", "off")
+             if settings is None or f"{k}/{on}" in settings]
+    d = tempfile.mkdtemp(prefix="minidb-ssp-", dir=workdir)
+    results: dict = {}
+    try:
+        from minidb.instance import Instance
+        with Instance(os.path.join(d, "data"), shared_buffers=1024, os_cache_mb=os_cache_mb,
+                      max_connections=max(12, clients + 4), max_worker_processes=8,
+                      io_model="custom", io_seq_mb_per_s=device_mbps,
+                      io_seek_ms=SSD_SEEK_MS) as inst:
+            rel, nrows, nblocks = load_scan_table(inst, "t", nblocks)
+            describe = inst.iomodel.describe()
+            table_bytes = nblocks * 8192
+            for key, policy, chunk, on in order:
+                sess_settings = {"synchronize_seqscans": on == "on",
+                                 "parallel_chunk_policy": policy,
+                                 "max_parallel_workers_per_gather": nworkers}
+                if chunk:
+                    sess_settings.update(parallel_max_chunk_blocks=chunk,
+                                         parallel_seqscan_nchunks=max(1, nblocks // chunk))
+                make_cold(inst, rel)
+                c0 = inst.io_counters()
+                a = time.monotonic()
+                res = run_clients(inst, _client, [("t", queries, nworkers)] * clients,
+                                  settings=sess_settings)
+                wall = time.monotonic() - a
+                io = io_delta(c0, inst.io_counters())
+                qs = [q for r in res for q in r]
+                bad = [q for q in qs if q["count"] != 0 or q["seen"] != nrows]
+                if bad:
+                    raise AssertionError(f"{key}/{on}: wrong answers {bad[:3]}")
+                lat = [q["latency_s"] for q in qs]
+                results[(key, on)] = {
+                    "latency_avg_s": sum(lat) / len(lat), "latencies_s": lat, "wall_s": wall,
+                    "io": io, "tables_read": io["bytes"] / table_bytes,
+                    "launched": [q["launched"] for q in qs],
+                    "start_blocks": [q["start_block"] for q in qs], "chunk": chunk,
+                }
+                log(f"  {_label(key, chunk)}, synchronize_seqscans={on}: latency "
+                    f"{results[(key, on)]['latency_avg_s']:.2f} s, disk read "
+                    f"{io['bytes'] / table_bytes:.2f} tables, {io['seeks']:,} seeks")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+    rep = Report(NAME, "Synchronized scans with chunked parallel scans: six clients, each a "
+                       "parallel count (seed 000)", SEED,
+                 command or f"python -m bench.experiments syncscan-parallel --shrink {shrink}"
+                            f" --queries {queries}")
+    rep.scaling = [
+        ("table", "800 GiB (104,857,600 blocks)", f"{table_bytes / MB:,.0f} MiB "
+         f"({nblocks:,} blocks)", f"1/{SEED_BLOCKS / nblocks:,.0f}"),
+        ("max chunk 65,536 (1/1,600 of the table)", "65,536 blocks",
+         f"{sizes['65536']:,} blocks", "kept: chunk / table"),
+        ("max chunk 8,192 (1/12,800 of the table)", "8,192 blocks",
+         f"{sizes['8192']:,} blocks", "kept: chunk / table"),
+        ("read-ahead window", "16 blocks", "16 blocks",
+         "kept, so small chunks are now near it (not so in the seed)"),
+        ("clients x parallel workers planned", "6 x 2 (8 workers in all)",
+         f"{clients} x {nworkers} (8 in all)", "kept"),
+        ("queries per client", "about 29 (3 h) / 6 (30 min)", f"{queries}", "minutes"),
+        ("device", "disks delivering 2.5 GB/s, 64 cores", describe,
+         (f"kept: six scans bound by the device: one process decodes {serial_cpu:.0f} MB/s "
+          f"here, the device gives {device_mbps:.1f} MB/s") if serial_cpu else "given"),
+        ("OS cache", "not given", f"{os_cache_mb} MB (table {cache_ratio:g}x larger)",
+         "as the other seeds' tables against memory"),
+    ]
+    keys = [k for k, _, _ in chosen]
+    rows = []
+    for k in keys:
+        for on in ("on", "off"):
+            r = results.get((k, on))
+            if r is None:
+                continue
+            seed = SEED_LATENCY[(k, on)] / 1000.0
+            rows.append([_label(k, sizes.get(k)), on, fmt(r["latency_avg_s"], 2), fmt(seed, 0),
+                         fmt(r["wall_s"], 1), fmt(r["tables_read"], 2), fmt(r["io"]["requests"]),
+                         fmt(r["io"]["seeks"]),
+                         f"{sum(r['launched']) / len(r['launched']):.1f}"])
+    rep.tables.append(("Average latency per setting", md_table(
+        ["chunks", "synchronize_seqscans", "latency s", "seed latency s", "wall s (all queries)",
+         "disk read (tables)", "disk requests", "seeks", "workers launched (mean)"],
+        rows, "llrrrrrrr")))
+    # comparisons, as ratios within each run
+    def lat(k, on):
+        r = results.get((k, on))
+        return r["latency_avg_s"] if r else None
+    for k in keys:
+        s = SEED_LATENCY[(k, "on")] / SEED_LATENCY[(k, "off")]
+        rep.comparisons.append((f"{_label(k, sizes.get(k))}: latency on / off", f"{s:.2f}",
+                                fmt_ratio(lat(k, "on"), lat(k, "off")),
+                                "> 1: synchronized scans slower"))
+    b = SEED_LATENCY[("block", "off")] / SEED_LATENCY[("8192", "off")]
+    rep.comparisons.append(("block at a time / capped chunks, off", f"{b:.2f}",
+                            fmt_ratio(lat("block", "off"), lat("8192", "off")), ""))
+    b = SEED_LATENCY[("65536", "on")] / SEED_LATENCY[("8192", "on")]
+    rep.comparisons.append(("large chunks / capped chunks, on", f"{b:.2f}",
+                            fmt_ratio(lat("65536", "on"), lat("8192", "on")), ""))
+    rep.summary = "Average latency: " + "; ".join(
+        f"{_label(k, sizes.get(k))} {lat(k, 'on'):.2f} s on, {lat(k, 'off'):.2f} s off"
+        for k in keys if lat(k, "on") is not None and lat(k, "off") is not None) + "."
+    rep.notes = [
+        "What to look for: the seed's scans started together and, without synchronization, "
+        "stayed together (all at block 0, then all in step), so the six read the table about "
+        "once per round; with synchronization each participant reports its own position, "
+        "and with large chunks those positions are far apart, so a query that starts later "
+        "can join far from where the others read. One block at a time defeats read-ahead "
+        "whatever the setting.",
+        "Where minidb departs: the chunk sizes that keep the seed's ratio to the table are "
+        "near the read-ahead window here (the seed's were thousands of windows long), so "
+        "the capped chunks pay for read-ahead breaks the seed's did not; the device serves "
+        "one request at a time; and six leaders with their workers share two cores.",
+    ]
+    rep.data = {"nblocks": nblocks, "nrows": nrows, "results": {f"{k}/{on}": v for (k, on), v
+                                                                 in results.items()},
+                "serial_cpu_mbps": serial_cpu, "device_mbps": device_mbps, "disk": describe}
+    rep.plot = lambda plt: _plot(plt, results, keys, round(SEED_BLOCKS / nblocks))
+    rep.elapsed_s = time.perf_counter() - t_start
+    return rep
+
+
+def _plot(plt, results, keys, shrink):
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.0))
+    x = range(len(keys))
+    w = 0.38
+    for j, on in enumerate(("on", "off")):
+        mine = [results[(k, on)]["latency_avg_s"] / results[("8192", "off")]["latency_avg_s"]
+                if (k, on) in results and ("8192", "off") in results else 0 for k in keys]
+        seed = [SEED_LATENCY[(k, on)] / SEED_LATENCY[("8192", "off")] for k in keys]
+        color = ("tab:orange", "tab:blue")[j]
+        ax1.bar([i + (j - 0.5) * w for i in x], mine, w, label=f"syncscan {on}", color=color)
+        ax2.bar([i + (j - 0.5) * w for i in x], seed, w, label=f"syncscan {on}", color=color)
+    labels = ["65,536", "8,192", "block"]
+    for ax, title in ((ax1, "minidb"), (ax2, "the seed (800 GB)")):
+        ax.set_xticks(list(x))
+        ax.set_xticklabels([f"chunk {lab}" if lab != "block" else "block at a time"
+                            for lab in labels[:len(keys)]])
+        ax.set_ylabel("average latency / capped chunks with syncscan off")
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Six clients, each a parallel count (chunks scaled by 1/{shrink:,} here)")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,226 @@
+"""syncscan-staggered: four staggered clients, each counting a large table twice, with
+synchronized scans off and on (seed 001).
+
+The seed (``001_d0e33e7e257af2c8.txt``, Jeff Davis, 2007, PostgreSQL 8.2 and his patch): an
+11 GB table on a machine with 1 GB of RAM; 4 threads each running ``COUNT(*)`` twice,
+started a minute apart; one scan alone took 334 s.  Unpatched 8.2 took 2,227 s for all
+threads (about 2,100 s per thread) with shared_buffers 24 MB, and 2,842 s with 128 MB;
+patched, 901 s (721 s per thread) and 899 s: 2.5x and 3.2x faster.
+
+Setup here: the table ``t`` (``common.load_scan_table``) of ``--table-mb``; an instance
+with the I/O model beneath the buffer pool, its OS cache ``--cache-ratio`` (11) times
+smaller than the table, ``shared_buffers`` 1024 (8 MB: a scan of the table uses its 256 kB
+bulk-read ring, and synchronizes when the setting is on).  First one scan alone, cold,
+gives the single-scan time S.  Then, for ``synchronize_seqscans`` off and on, from a cold
+start (shared buffers and OS cache emptied): 4 client processes, client i starting
+``i x stagger x S`` after the first (stagger 0.18: the seed's 60 s / 334 s), each running
+``SELECT count(*) FROM t`` twice through SQL, serially (``max_parallel_workers_per_gather``
+0, as PostgreSQL 8.2 had no parallel scans).  Reported: the total time (first start to
+last end), each client's time for its two scans, every scan's time, and the I/O model's
+counters - bytes read from the disk (in tables), requests, seeks.
+
+The disk.  The seed's disk read 33 MB/s (11 GB in 334 s), so its scans were bound by I/O
+with the CPU mostly idle, even four at once.  Here the default device is the I/O model's
+``custom`` disk at the seed's 33 MB/s with the ``hdd`` preset's 8 ms seek; with the ``hdd``
+preset itself (150 MB/s, ``--disk hdd``) four scans share this machine's two cores and are
+bound by CPU, which hides most of what synchronization saves on the disk (its counters
+still show it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+
+from bench.experiments.common import (MB, Report, fmt, fmt_ratio, io_delta, load_scan_table,
+                                      log, make_cold, md_table, ratio, run_clients, sql_count,
+                                      wait_until)
+
+NAME = "syncscan-staggered"
+SEED = "001_d0e33e7e257af2c8.txt"
+
+SEED_SINGLE_S = 334.0
+SEED_STAGGER_S = 60.0
+SEED_TABLE_GB, SEED_RAM_GB = 11, 1
+# (shared_buffers, total off, total on, per thread off, per thread on), seconds
+SEED_RUNS = [("24 MB", 2227.0, 901.0, 2100.0, 721.0), ("128 MB", 2842.0, 899.0, 2600.0, 718.0)]
+DISKS = {"seed": ("custom", 33.0, 8.0), "hdd": ("hdd", 150.0, 8.0), "ssd": ("ssd", 500.0, 0.1)}
+
+QUERY = "SELECT count(*) FROM t"
+SERIAL = "SET max_parallel_workers_per_gather = 0"  # the seed's scans were serial (8.2)
+
+
+def _client(sess, engine, index, arg, t0):
+    offset, scans = arg
+    wait_until(t0 + offset)
+    out = []
+    for _ in range(scans):
+        a = time.monotonic()
+        n = sql_count(engine, QUERY)
+        out.append((a - t0, time.monotonic() - t0, n))
+    return out
+
+
+def run(table_mb: int = 128, clients: int = 4, scans: int = 2, stagger: float = 0.18,
+        cache_ratio: float = SEED_TABLE_GB / SEED_RAM_GB, disk: str = "seed",
+        shared_buffers: int = 1024, workdir: str | None = None,
+        command: str | None = None) -> Report:
+    t_start = time.perf_counter()
+    model, mbps, seek = DISKS[disk]
+    nblocks = table_mb * MB // 8192
+    os_cache_mb = max(1, round(table_mb / cache_ratio))
+    d = tempfile.mkdtemp(prefix="minidb-sss-", dir=workdir)
+    settings = dict(io_model=model, os_cache_mb=os_cache_mb, shared_buffers=shared_buffers,
+                    max_connections=max(12, clients + 4))
+    if model == "custom":
+        settings.update(io_seq_mb_per_s=mbps, io_seek_ms=seek)
+    results = {}
+    try:
+        from minidb.instance import Instance
+        from minidb.session import Session
+        from minidb.sql.engine import Engine
+        with Instance(os.path.join(d, "data"), **settings) as inst:
+            rel, nrows, nblocks = load_scan_table(inst, "t", nblocks)
+            describe = inst.iomodel.describe()
+            table_bytes = nblocks * 8192
+            # one scan alone: S
+            sess = Session(inst)
+            try:
+                engine = Engine(sess)
+                engine.execute(SERIAL)
+                make_cold(inst, rel)
+                c0 = inst.io_counters()
+                a = time.monotonic()
+                assert sql_count(engine, QUERY) == nrows
+                single = time.monotonic() - a
+                single_io = io_delta(c0, inst.io_counters())
+            finally:
+                sess.close()
+            log(f"syncscan-staggered: {describe}; one scan alone {single:.2f} s")
+            for on in (False, True):
+                make_cold(inst, rel)
+                c0 = inst.io_counters()
+                args = [(i * stagger * single, scans) for i in range(clients)]
+                res = run_clients(inst, _client, args, settings={
+                    "synchronize_seqscans": on, "max_parallel_workers_per_gather": 0})
+                io = io_delta(c0, inst.io_counters())
+                counts = [x[2] for r in res for x in r]
+                if any(c != nrows for c in counts):
+                    raise AssertionError(f"a scan counted {counts}, expected {nrows}")
+                first = min(x[0] for r in res for x in r)
+                total = max(x[1] for r in res for x in r) - first
+                per_client = [r[-1][1] - r[0][0] for r in res]
+                results["on" if on else "off"] = {
+                    "total_s": total, "per_client_s": per_client,
+                    "scans_s": [[x[1] - x[0] for x in r] for r in res],
+                    "starts_s": [[x[0] for x in r] for r in res], "io": io,
+                    "tables_read": io["bytes"] / table_bytes,
+                }
+                log(f"  synchronize_seqscans={'on' if on else 'off'}: total {total:.1f} s "
+                    f"({total / single:.2f} single scans), disk read {io['bytes'] / table_bytes:.2f}"
+                    f" tables, {io['seeks']:,} seeks")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+    rep = Report(NAME, "Synchronized scans: four staggered clients counting a table eight "
+                       "times larger than the OS cache (seed 001)", SEED,
+                 command or f"python -m bench.experiments syncscan-staggered --table-mb "
+                            f"{table_mb} --disk {disk}")
+    off, on = results["off"], results["on"]
+    rep.scaling = [
+        ("table", f"{SEED_TABLE_GB} GB", f"{nblocks * 8192 / MB:,.0f} MB ({nblocks:,} blocks, "
+         f"{nrows:,} rows)", "minutes, not hours"),
+        ("table / OS cache", f"{SEED_TABLE_GB / SEED_RAM_GB:g} (1 GB RAM)",
+         f"{nblocks * 8192 / MB / os_cache_mb:.1f} (os_cache_mb {os_cache_mb})", "kept"),
+        ("clients x scans each", "4 x 2", f"{clients} x {scans}", "kept"),
+        ("stagger / single-scan time", f"{SEED_STAGGER_S / SEED_SINGLE_S:.2f} (60 s / 334 s)",
+         f"{stagger:.2f} ({stagger * single:.2f} s / {single:.2f} s)", "kept"),
+        ("disk", "33 MB/s (11 GB in 334 s)", describe,
+         "kept: a scan is bound by I/O" if disk == "seed" else "the preset"),
+        ("shared_buffers", "24 MB and 128 MB", f"{shared_buffers} ({shared_buffers * 8192 / MB:g}"
+         " MB)", "either way the table is over a quarter of it: 256 kB ring, synchronized"),
+    ]
+    seed_ratio = [r[1] / r[2] for r in SEED_RUNS]
+    rep.comparisons = [
+        ("total time off / on", " and ".join(f"{x:.1f}x" for x in seed_ratio),
+         fmt_ratio(off["total_s"], on["total_s"], 2) + "x", "same direction if > 1"),
+        ("total off, in single-scan times", " and ".join(f"{r[1] / SEED_SINGLE_S:.2f}"
+                                                          for r in SEED_RUNS),
+         fmt(off["total_s"] / single, 2), ""),
+        ("total on, in single-scan times", " and ".join(f"{r[2] / SEED_SINGLE_S:.2f}"
+                                                         for r in SEED_RUNS),
+         fmt(on["total_s"] / single, 2), ""),
+        ("per client off / on", " and ".join(f"{r[3] / r[4]:.1f}x" for r in SEED_RUNS),
+         fmt_ratio(sum(off["per_client_s"]), sum(on["per_client_s"]), 2) + "x", "means"),
+        ("disk bytes off / on", "not reported",
+         fmt_ratio(off["io"]["bytes"], on["io"]["bytes"], 2) + "x",
+         f"{off['tables_read']:.2f} against {on['tables_read']:.2f} tables read"),
+    ]
+    rows = []
+    for label, r in (("off", off), ("on", on)):
+        rows.append([label, fmt(r["total_s"], 1), fmt(r["total_s"] / single, 2),
+                     ", ".join(fmt(x, 1) for x in r["per_client_s"]),
+                     "; ".join(", ".join(fmt(s, 1) for s in c) for c in r["scans_s"]),
+                     fmt(r["tables_read"], 2), fmt(r["io"]["requests"]), fmt(r["io"]["seeks"]),
+                     fmt(r["io"]["cache_hits"])])
+    rep.tables.append(("Runs", md_table(
+        ["synchronize_seqscans", "total s", "total / S", "per client s (2 scans)",
+         "each scan s (client by client)", "disk read (tables)", "disk requests", "seeks",
+         "OS cache hits"], rows, "lrrllrrrr")))
+    rep.tables.append(("One scan alone (S)", md_table(
+        ["S", "MB/s", "disk requests", "seeks"],
+        [[f"{single:.2f} s", fmt(nblocks * 8192 / MB / single, 1),
+          fmt(single_io["requests"]), fmt(single_io["seeks"])]], "rrrr")))
+    rep.tables.append(("The seed", md_table(
+        ["shared_buffers", "total off s", "total on s", "off / on", "per thread off s",
+         "per thread on s"],
+        [[r[0], fmt(r[1], 0), fmt(r[2], 0), f"{r[1] / r[2]:.1f}x", fmt(r[3], 0), fmt(r[4], 0)]
+         for r in SEED_RUNS], "lrrrrr")))
+    rep.summary = (f"Synchronized scans cut the total time from {off['total_s']:.1f} s to "
+                   f"{on['total_s']:.1f} s ({ratio(off['total_s'], on['total_s'])}x; the seed: "
+                   f"2.5x and 3.2x) and the bytes read from the disk from "
+                   f"{off['tables_read']:.2f} to {on['tables_read']:.2f} tables.")
+    rep.notes = [
+        "Without synchronization each scan starts at block 0; the OS cache holds only the "
+        f"last 1/{cache_ratio:g} of the table, so a scan that starts later finds little of "
+        "what the others read and the disk serves several streams at once, seeking "
+        "between them. With synchronization a scan starts where another one is (the shared "
+        "position table, reported every 16 blocks) and the clients move as a pack: the "
+        "first reads, the others find its pages in the OS cache.",
+        "Where minidb departs: the pack is slower here than the seed's (each synchronized "
+        "scan takes about three single-scan times, the seed's about one): the I/O model "
+        "keeps read-ahead per process and has no read-ahead marks in the shared page "
+        "cache, so when the scan at the front of the pack changes, the new front runner's "
+        "window starts at its own position and its reads find the disk idle, paying the "
+        "seek even for the next block (Linux starts the next window from whichever reader "
+        "meets the marked page, keeping the disk streaming). And there is no I/O "
+        "scheduler to merge or sort the interleaved requests of separate streams. The "
+        "seed's shared_buffers puzzle (128 MB slower than 24 MB unpatched) is not modelled.",
+    ]
+    rep.data = {"single_s": single, "single_io": single_io, "nblocks": nblocks, "nrows": nrows,
+                "os_cache_mb": os_cache_mb, "results": results, "disk": describe}
+    rep.plot = lambda plt: _plot(plt, results, single, clients)
+    rep.elapsed_s = time.perf_counter() - t_start
+    return rep
+
+
+def _plot(plt, results, single, clients):
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharex=True)
+    for ax, label in zip(axes, ("off", "on")):
+        r = results[label]
+        for c in range(clients):
+            for k, (start, dur) in enumerate(zip(r["starts_s"][c], r["scans_s"][c])):
+                ax.barh(c, dur, left=start, color=("tab:blue", "tab:orange")[k % 2],
+                        edgecolor="black", height=0.6)
+        ax.set_title(f"synchronize_seqscans = {label}: {r['total_s']:.1f} s, "
+                     f"{r['tables_read']:.2f} tables read")
+        ax.set_yticks(range(clients))
+        ax.set_yticklabels([f"client {c + 1}" for c in range(clients)])
+        ax.set_xlabel("seconds (one scan alone: %.1f s)" % single)
+        ax.invert_yaxis()
+    fig.suptitle("count(*) twice per client, clients staggered by 0.18 of a scan "
+                 "(blue: 1st scan, orange: 2nd)")
+    fig.tight_layout()
+    return fig
