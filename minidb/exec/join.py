@@ -28,7 +28,7 @@ import numpy as np
 from minidb.exec.chunk import Chunk, concat
 from minidb.exec.datatypes import family
 from minidb.exec.expr import K, and_all, deparse, evaluate, truth
-from minidb.exec.nodes import PlanNode
+from minidb.exec.nodes import PassThroughNode, PlanNode
 
 __all__ = ["NestLoopNode", "IndexNestLoopNode", "HashJoinNode", "HashNode", "NESTLOOP_PIECE"]
 
@@ -147,19 +147,9 @@ class IndexNestLoopNode(PlanNode):
             it.close()
 
 
-class HashNode(PlanNode):
+class HashNode(PassThroughNode):
     """The build side of a hash join (shown as PostgreSQL shows it)."""
     label = "Hash"
-
-    def __init__(self, child):
-        super().__init__([child], child.keys, child.types)
-
-    def execute(self, ectx):
-        it = self.children[0].run(ectx)
-        try:
-            yield from it
-        finally:
-            it.close()
 
 
 class HashJoinNode(PlanNode):

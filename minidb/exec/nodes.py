@@ -276,9 +276,9 @@ class LimitNode(PlanNode):
             it.close()
 
 
-class MaterializeNode(PlanNode):
-    """Keeps its input for re-reading (the inner side of a nested loop)."""
-    label = "Materialize"
+class PassThroughNode(PlanNode):
+    """A node that hands on its child's chunks unchanged; it exists to be shown in EXPLAIN
+    as PostgreSQL shows its plan (the consuming join keeps what it needs)."""
 
     def __init__(self, child):
         super().__init__([child], child.keys, child.types)
@@ -289,6 +289,11 @@ class MaterializeNode(PlanNode):
             yield from it
         finally:
             it.close()
+
+
+class MaterializeNode(PassThroughNode):
+    """Keeps its input for re-reading (the inner side of a nested loop)."""
+    label = "Materialize"
 
 
 def sort_order(chunk, keys) -> np.ndarray:
