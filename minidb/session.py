@@ -116,8 +116,9 @@ class Session:
     def __exit__(self, *exc):
         self.close()
 
-    def _statement(self, body):
-        """Run ``body(snap) -> (result, wrote)`` as one statement (see the docstring)."""
+    def statement(self, body):
+        """Run ``body(snap) -> (result, wrote)`` as one statement (see the docstring); the
+        SQL engine brackets its statements with this too."""
         xact = self.xact
         snap = xact.start_statement()
         implicit = not xact.explicit
@@ -140,7 +141,7 @@ class Session:
             tid = heap_insert(self._backend.bufmgr, rel, row, xmin=xid, cmin=snap.curcid)
             self._backend.pgstat.count(rel.oid, "ins")
             return tid, True
-        return self._statement(body)
+        return self.statement(body)
 
     def insert_many(self, table: str, rows) -> int:
         rel = self.rel(table)
@@ -154,7 +155,7 @@ class Session:
                 n += 1
             self._backend.pgstat.count(rel.oid, "ins", n)
             return n, n > 0
-        return self._statement(body)
+        return self.statement(body)
 
     def select(self, table: str, where=None, columns=None) -> list[tuple]:
         rel = self.rel(table)
@@ -165,17 +166,17 @@ class Session:
                 cols = list(columns)
                 rows = [tuple(r[c] for c in cols) for r in rows]
             return rows, False
-        return self._statement(body)
+        return self.statement(body)
 
     def select_tids(self, table: str, where=None) -> list[tuple[tuple[int, int], tuple]]:
         rel = self.rel(table)
-        return self._statement(lambda snap: (self._scan(rel, snap, where), False))
+        return self.statement(lambda snap: (self._scan(rel, snap, where), False))
 
     def get(self, table: str, tid) -> tuple | None:
         """The version of the row at ``tid`` (a HOT chain root or any version) that this
         statement's snapshot sees, or None."""
         rel = self.rel(table)
-        return self._statement(lambda snap: (self._hot_search(rel, tid, snap), False))
+        return self.statement(lambda snap: (self._hot_search(rel, tid, snap), False))
 
     def update(self, table: str, where, set_fn) -> int:
         rel = self.rel(table)
@@ -183,7 +184,7 @@ class Session:
         def body(snap):
             n = len(self._write_rows(rel, snap, where, "update", set_fn))
             return n, n > 0
-        return self._statement(body)
+        return self.statement(body)
 
     def delete(self, table: str, where) -> int:
         rel = self.rel(table)
@@ -191,7 +192,7 @@ class Session:
         def body(snap):
             n = len(self._write_rows(rel, snap, where, "delete", None))
             return n, n > 0
-        return self._statement(body)
+        return self.statement(body)
 
     def select_for_update(self, table: str, where=None) -> list[tuple]:
         rel = self.rel(table)
@@ -199,7 +200,7 @@ class Session:
         def body(snap):
             done = self._write_rows(rel, snap, where, "lock", None)
             return [row for _, row in done], bool(done)
-        return self._statement(body)
+        return self.statement(body)
 
     # -- writers ---------------------------------------------------------------------------------
     def _write_rows(self, rel, snap, where, kind: str, set_fn) -> list:

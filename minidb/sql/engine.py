@@ -244,18 +244,7 @@ class Engine:
 
     def _statement(self, body):
         """Run ``body(snapshot) -> (result, wrote)`` as one statement (Session's rules)."""
-        xact = self.session.xact
-        snap = xact.start_statement()
-        implicit = not xact.explicit
-        try:
-            result, wrote = body(snap)
-            xact.command_done(wrote)
-        except BaseException:
-            xact.fail()
-            raise
-        if implicit:
-            xact.commit()
-        return result
+        return self.session.statement(body)
 
     def _dml(self, entry: _Entry, params: list) -> Result:
         plan = self.plan_for(entry, params)
