@@ -240,7 +240,7 @@ def pg_scan(pg: PG, rows: int, repeat: int = 3) -> dict:
 
 
 def minidb_scan(datadir: str, rows: int, repeat: int = 3) -> dict:
-    from bench.experiments.common import (load_scan_table, parallel_count, rows_per_page,
+    from minidb.experiments.common import (load_scan_table, parallel_count, rows_per_page,
                                           scan_columns)
     from minidb.heap.layout import Column, RowLayout
     from minidb.instance import Instance

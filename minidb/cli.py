@@ -7,6 +7,7 @@
     minidb [DATADIR] < file.sql   run a script (stdin not a terminal), as psql -f
     minidb [DATADIR] -f file.sql  the same from a file
     minidb demo                   load pgbench_accounts and scan it through the buffer pool
+    minidb experiment NAME ...    one of the four seed experiments (minidb/experiments)
     minidb repl [DATADIR] ...     the REPL by its name (for a data directory named like a
                                   subcommand)
 
@@ -188,6 +189,19 @@ def demo(datadir: str, scale: int, shared_buffers: int) -> None:
                            f"{secs:.2f} s ({rows / max(secs, 1e-9) / 1e6:.1f} M rows/s); "
                            f"buffers hit {d['buffers_hit']:,}, read {d['buffers_read']:,}, "
                            f"ring reuses {d['ring_reused']:,}")
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                "help_option_names": []})
+@click.pass_context
+def experiment(ctx: click.Context) -> None:
+    """Run a seed experiment: minidb experiment list | NAME [OPTIONS] | all.
+
+    The options are the experiment's own ("minidb experiment NAME --help");
+    see minidb/experiments/README.md.
+    """
+    from minidb.experiments.__main__ import main as run_experiments
+    sys.exit(run_experiments(list(ctx.args)))
 
 
 # ``minidb bench``: pgbench's driver (minidb/bench/command.py)

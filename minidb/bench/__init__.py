@@ -1,6 +1,6 @@
 """minidb bench: pgbench's workload, options and output, for minidb (see README.md here).
 
-Python API (the experiments under ``bench/experiments`` use it)::
+Python API (the experiments under ``minidb/experiments`` use it)::
 
     from minidb.bench import init_pgbench, run_bench, check_balances
     init_pgbench("data", scale=10)                       # minidb bench -i -s 10 data

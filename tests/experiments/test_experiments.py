@@ -6,7 +6,7 @@ when matplotlib is installed), the command line, and compare_postgres's parsing 
 minidb side (PostgreSQL is never needed).
 
 What these do not prove: that the effects have the seeds' size (that takes the default
-scale: ``python -m bench.experiments all``), nor anything about tps or MB/s."""
+scale: ``minidb experiment all``), nor anything about tps or MB/s."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import os
 
 import pytest
 
-from bench.experiments import EXPERIMENTS, dead_tuples, parallel_readahead
-from bench.experiments import syncscan_parallel, syncscan_staggered
-from bench.experiments.__main__ import main as cli_main
+from minidb.experiments import EXPERIMENTS, dead_tuples, parallel_readahead
+from minidb.experiments import syncscan_parallel, syncscan_staggered
+from minidb.experiments.__main__ import main as cli_main
 
 pytestmark = pytest.mark.slow
 
@@ -140,7 +140,7 @@ def test_cli_list_and_run(tmp_path, capsys):
                      "--workdir", str(tmp_path)]) == 0
     md = tmp_path / "parallel-readahead.md"
     assert md.exists() and not (tmp_path / "parallel-readahead.png").exists()
-    assert "python -m bench.experiments parallel-readahead --table-mb 4" in md.read_text()
+    assert "minidb experiment parallel-readahead --table-mb 4" in md.read_text()
 
 
 def test_compare_postgres_parsing_and_minidb_side(tmp_path):

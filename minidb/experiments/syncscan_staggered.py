@@ -34,7 +34,7 @@ import shutil
 import tempfile
 import time
 
-from bench.experiments.common import (MB, Report, fmt, fmt_ratio, io_delta, load_scan_table,
+from minidb.experiments.common import (MB, Report, fmt, fmt_ratio, io_delta, load_scan_table,
                                       log, make_cold, md_table, ratio, run_clients, sql_count,
                                       wait_until)
 
@@ -126,7 +126,7 @@ def run(table_mb: int = 128, clients: int = 4, scans: int = 2, stagger: float = 
 
     rep = Report(NAME, "Synchronized scans: four staggered clients counting a table eight "
                        "times larger than the OS cache (seed 001)", SEED,
-                 command or f"python -m bench.experiments syncscan-staggered --table-mb "
+                 command or f"minidb experiment syncscan-staggered --table-mb "
                             f"{table_mb} --disk {disk}")
     off, on = results["off"], results["on"]
     rep.scaling = [

@@ -40,7 +40,7 @@ import shutil
 import tempfile
 import time
 
-from bench.experiments.common import (MB, Report, calibrate, fmt, fmt_ratio, io_delta,
+from minidb.experiments.common import (MB, Report, calibrate, fmt, fmt_ratio, io_delta,
                                       load_scan_table, log, make_cold, md_table,
                                       parallel_count, run_clients)
 
@@ -142,7 +142,7 @@ def run(shrink: int = 2048, clients: int = 6, queries: int = 3, nworkers: int = 
 
     rep = Report(NAME, "Synchronized scans with chunked parallel scans: six clients, each a "
                        "parallel count (seed 000)", SEED,
-                 command or f"python -m bench.experiments syncscan-parallel --shrink {shrink}"
+                 command or f"minidb experiment syncscan-parallel --shrink {shrink}"
                             f" --queries {queries}")
     rep.scaling = [
         ("table", "800 GiB (104,857,600 blocks)", f"{table_bytes / MB:,.0f} MiB "

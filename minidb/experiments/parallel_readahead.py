@@ -53,7 +53,7 @@ import shutil
 import tempfile
 import time
 
-from bench.experiments.common import (MB, Report, calibrate, fmt, fmt_ratio, io_delta,
+from minidb.experiments.common import (MB, Report, calibrate, fmt, fmt_ratio, io_delta,
                                       load_scan_table, log, make_cold, md_table,
                                       parallel_count, sql_count)
 
@@ -168,7 +168,7 @@ def run(table_mb: int = 512, workers: int = 7, disk: str = "auto", cache_ratio: 
 
     rep = Report(NAME, "Parallel sequential scan against kernel read-ahead: block-at-a-time "
                        "against chunked allocation (seed 002)", SEED,
-                 command or f"python -m bench.experiments parallel-readahead --table-mb "
+                 command or f"minidb experiment parallel-readahead --table-mb "
                             f"{table_mb} --disk {disk}")
     rep.scaling = [
         ("table", "about 100 GB (742.7 MB/s for 141 s)",

@@ -1,14 +1,14 @@
-"""``python -m bench.experiments NAME [options]``: run one seed experiment (or ``all``),
+"""``minidb experiment NAME [options]``: run one seed experiment (or ``all``),
 write ``<out>/<name>.md`` and ``<out>/<name>.png``, print the markdown.
 
-    python -m bench.experiments list
-    python -m bench.experiments dead-tuples [--scale 4] [--runs 3] [--transactions N]
-    python -m bench.experiments syncscan-staggered [--table-mb 128] [--disk seed|hdd|ssd]
-    python -m bench.experiments parallel-readahead [--table-mb 512] [--workers 7] [--disk auto]
-    python -m bench.experiments syncscan-parallel [--shrink 2048] [--queries 3]
-    python -m bench.experiments all [--out DIR]
+    minidb experiment list
+    minidb experiment dead-tuples [--scale 4] [--runs 3] [--transactions N]
+    minidb experiment syncscan-staggered [--table-mb 128] [--disk seed|hdd|ssd]
+    minidb experiment parallel-readahead [--table-mb 512] [--workers 7] [--disk auto]
+    minidb experiment syncscan-parallel [--shrink 2048] [--queries 3]
+    minidb experiment all [--out DIR]
 
-Common options: ``--out DIR`` (default ``bench/out``), ``--no-plot``, ``--workdir DIR``
+Common options: ``--out DIR`` (default ``./minidb-results``), ``--no-plot``, ``--workdir DIR``
 (where the temporary data directories go; default the system's temporary directory).
 """
 
@@ -20,17 +20,17 @@ import shlex
 import sys
 import time
 
-from bench.experiments import EXPERIMENTS
-from bench.experiments.common import OUT_DIR
+from minidb.experiments import EXPERIMENTS
+from minidb.experiments.common import OUT_DIR
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m bench.experiments",
+    ap = argparse.ArgumentParser(prog="minidb experiment",
                                  description="Rerun the four seed experiments on minidb.")
     sub = ap.add_subparsers(dest="name", required=True)
 
     def common(p):
-        p.add_argument("--out", default=OUT_DIR, help="output directory (default bench/out)")
+        p.add_argument("--out", default=OUT_DIR, help="output directory (default ./minidb-results)")
         p.add_argument("--no-plot", action="store_true", help="skip the PNG")
         p.add_argument("--workdir", default=None, help="where temporary data directories go")
 
@@ -81,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run_one(name: str, args, argv: list[str]):
     mod = importlib.import_module(EXPERIMENTS[name])
-    cmd = "python -m bench.experiments " + " ".join(shlex.quote(a) for a in argv)
+    cmd = "minidb experiment " + " ".join(shlex.quote(a) for a in argv)
     kw = {"workdir": args.workdir, "command": cmd}
     if name == "dead-tuples" and args.name == name:
         kw.update(scale=args.scale, clients=args.clients, transactions=args.transactions,
@@ -97,7 +97,7 @@ def _run_one(name: str, args, argv: list[str]):
         kw.update(shrink=args.shrink, clients=args.clients, queries=args.queries,
                   nworkers=args.workers, cpu_share=args.cpu_share)
     elif args.name == "all":
-        kw["command"] = f"python -m bench.experiments {name}"
+        kw["command"] = f"minidb experiment {name}"
     rep = mod.run(**kw)
     path = rep.write(args.out, png=not args.no_plot)
     print(rep.markdown())

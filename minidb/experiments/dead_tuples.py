@@ -47,7 +47,7 @@ import shutil
 import tempfile
 import time
 
-from bench.experiments.common import Report, fmt, fmt_ratio, log, md_table, ratio
+from minidb.experiments.common import Report, fmt, fmt_ratio, log, md_table, ratio
 
 NAME = "dead-tuples"
 SEED = "003_334354fd6833822f.txt"
@@ -199,7 +199,7 @@ def run(scale: int = 4, clients: int = SEED_CLIENTS, transactions: int | None = 
                                   accounts_per_scale=accounts_per_scale, workdir=workdir))
     rep = Report(NAME, "Dead tuples, index tuple killing and a planner that trusts old "
                        "statistics (seed 003)", SEED,
-                 command or f"python -m bench.experiments dead-tuples --scale {scale} "
+                 command or f"minidb experiment dead-tuples --scale {scale} "
                             f"--runs {runs}")
     updates_per_branch = clients * transactions / scale
     rep.scaling = [

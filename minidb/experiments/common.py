@@ -41,8 +41,7 @@ from minidb.config import BLCKSZ
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, heap_bulk_insert
 from minidb.storage import page as pg
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OUT_DIR = os.path.join(REPO, "bench", "out")
+OUT_DIR = "minidb-results"          # relative to the current directory
 MB = 1024 * 1024
 
 LOAD_CHUNK = 200_000
