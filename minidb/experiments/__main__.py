@@ -20,7 +20,7 @@ import shlex
 import sys
 import time
 
-from minidb.experiments import EXPERIMENTS
+from minidb.experiments import EXPERIMENTS, dead_tuples
 from minidb.experiments.common import OUT_DIR
 
 
@@ -46,8 +46,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="default 1024 x scale / 10, the seed's -B 1024 at scale 10")
     p.add_argument("--mode", default="prepared", choices=("simple", "extended", "prepared"))
     p.add_argument("--config", action="append", default=None,
-                   help="only this configuration (repeatable): '2002', '2002 + killing', "
-                        "'2002 + killing, enable_seqscan=off', 'today'")
+                   choices=[label for label, _ in dead_tuples.CONFIGS],
+                   help="only this configuration (repeatable; run in the order given)")
     common(p)
     p = sub.add_parser("syncscan-staggered", help="seed 001: four staggered count(*) clients")
     p.add_argument("--table-mb", type=int, default=128)
@@ -67,10 +67,13 @@ def _parser() -> argparse.ArgumentParser:
     common(p)
     p = sub.add_parser("syncscan-parallel", help="seed 000: six clients' parallel counts")
     p.add_argument("--shrink", type=int, default=2048,
-                   help="the seed's 800 GiB table and its chunks divided by this")
+                   help="the seed's 800 GiB table divided by this")
+    p.add_argument("--chunk-divisor", type=int, default=32,
+                   help="the seed's chunks (65,536 and 8,192 blocks) divided by this")
+    p.add_argument("--cache-ratio", type=float, default=16.0, help="table / OS cache")
     p.add_argument("--clients", type=int, default=6)
     p.add_argument("--queries", type=int, default=3, help="per client and setting")
-    p.add_argument("--workers", type=int, default=2, help="planned per query")
+    p.add_argument("--workers", type=int, default=1, help="per query")
     p.add_argument("--cpu-share", type=float, default=6.0,
                    help="device bandwidth = one process's decoding rate / this")
     common(p)
@@ -95,7 +98,8 @@ def _run_one(name: str, args, argv: list[str]):
                   policies=args.policy)
     elif name == "syncscan-parallel" and args.name == name:
         kw.update(shrink=args.shrink, clients=args.clients, queries=args.queries,
-                  nworkers=args.workers, cpu_share=args.cpu_share)
+                  nworkers=args.workers, cpu_share=args.cpu_share,
+                  chunk_divisor=args.chunk_divisor, cache_ratio=args.cache_ratio)
     elif args.name == "all":
         kw["command"] = f"minidb experiment {name}"
     rep = mod.run(**kw)

@@ -12,25 +12,47 @@ blocks (the patch's pow2(nblocks / 2048)) 372,738 ms with synchronize_seqscans o
 why PostgreSQL 14 caps chunks at 8,192 blocks (PARALLEL_SEQSCAN_MAX_CHUNK_SIZE).
 
 Setup here: the table ``t`` (``common.load_scan_table``) of 800 GiB / ``--shrink`` (default
-2,048: 400 MiB), an instance with the I/O model beneath the pool and ``shared_buffers``
-1024.  For each setting, from a cold start (shared buffers and OS cache emptied): six
-client processes, started together, each running ``--queries`` parallel counts of
-``a < 0`` in a row, each planning ``max_parallel_workers_per_gather`` = 2 workers (the
-instance has 8, as PostgreSQL's ``max_parallel_workers``: six leaders asking for 12 get
-8, as in the seed).  Settings: ``synchronize_seqscans`` off and on, crossed with chunks of
-65,536 / shrink blocks and 8,192 / shrink blocks (``pg14``, the first chunk at that
-maximum, as the seed's table got them) and ``block``.  Reported: the average latency per
-setting (as pgbench's), each query's, and the I/O model's counters.
+2,048: 400 MiB), an instance with the I/O model beneath the pool, ``shared_buffers`` 1024
+and an OS cache of the table / ``--cache-ratio`` (default 16).  For each setting, from a
+cold start (shared buffers and OS cache emptied; the syncscan table keeps its hints, as
+PostgreSQL's shared memory did between the seed's runs): six client processes, started
+together, each running ``--queries`` parallel counts of ``a < 0`` in a row, each with
+``--workers`` workers (default 1: six leaders and six workers, all launched, so every
+query has the same participants, as the seed's lockstep runs with synchronization off
+imply: their latencies varied by 4 to 20 ms over 320 s).  Settings: ``synchronize_seqscans``
+off and on, crossed with chunks of 65,536 / ``--chunk-divisor`` and 8,192 /
+``--chunk-divisor`` blocks (``pg14``, the first chunk at that maximum, as the seed's table
+got them) and ``block``.  Reported: the average latency per setting (as pgbench's), each
+query's, and the I/O model's counters.
 
-Scaling: the chunk against the table is kept (1/1,600 and 1/12,800 of it), so the chunks
-shrink with the table: 32 and 4 blocks at the default, where the seed's were 4,096 and
-512 read-ahead windows long; here they are two and a quarter of Linux's 16-block window.  The
-device: the seed's six scans were bound by its disks (800 GB in 320 s, 2.5 GB/s) on a
-64-core machine with cores to spare; here six scans (and their workers) share two cores,
-so the device is slowed to keep them bound by it: the run first measures how fast one
-process decodes a cold scan (``common.calibrate``) and gives the simulated device a
-bandwidth of that over ``--cpu-share`` (default 6: six scans sharing the device each
-get a sixth of it, so decoding for all of them takes about one core of two).
+Scaling.  The seed's chunks were 4,096 and 512 of Linux's 16-block read-ahead windows
+long.  Keeping their ratio to the table (1/1,600 and 1/12,800) would make them 32 and 4
+blocks here, two windows and a quarter of one, so the capped chunks would pay for
+read-ahead breaks the seed's did not, and the participants of all six queries would
+span a few hundred blocks, far less than any OS cache: whatever synchronized scans did,
+every query would find the others' pages cached.  So the chunks are divided by 32
+instead (2,048 and 256 blocks: 128 and 16 windows, still 8x apart), and the OS cache is
+1/16 of the table, so that what decides the seed's result stays on the same side of
+the line: the twelve participants' large chunks together span more than the OS cache
+(a query that joins at another query's reported position can trail it by more than the
+cache holds), the capped ones less.  The device: the seed's six scans were bound by its
+disks (800 GB in 320 s, 2.5 GB/s) on a 64-core machine with cores to spare; here six
+scans and their workers share two cores, so the device is slowed to keep them bound by
+it: the run first measures how fast one process decodes a cold scan
+(``common.calibrate``) and gives the simulated device a bandwidth of that over
+``--cpu-share`` (default 6: six scans sharing the device each get a sixth of it, so
+decoding for all of them takes about one core of two).
+
+What produces the seed's direction here (the counters show it): with synchronization
+off, six queries started together all begin at block 0 with the same chunk grid and the
+same participants, so they stay in step round after round and the table is read from
+the disk about once per round.  With it on, every participant reports its position
+every 16 blocks; with large chunks those positions lie up to a few chunks apart, so a
+query that starts its next round a moment after another finished joins at one of them,
+on a different chunk grid, and trails or leads the others by more than the OS cache
+holds: pages are read from the disk twice, and the latency grows from the second round
+on (the seed's first 600 s were 4.5% slower, its later ones 10-25%).  With capped chunks
+the positions lie within the cache of each other and nothing is lost.
 """
 
 from __future__ import annotations
@@ -76,8 +98,9 @@ def _label(key: str, chunk: int | None) -> str:
     return f"max chunk {int(key):,} scaled: {chunk:,} blocks"
 
 
-def run(shrink: int = 2048, clients: int = 6, queries: int = 3, nworkers: int = 2,
-        cpu_share: float = 6.0, cache_ratio: float = 8.0, settings: list | None = None,
+def run(shrink: int = 2048, clients: int = 6, queries: int = 3, nworkers: int = 1,
+        cpu_share: float = 6.0, cache_ratio: float = 16.0, chunk_divisor: int = 32,
+        settings: list | None = None,
         workdir: str | None = None, command: str | None = None,
         table_blocks: int | None = None, chunks: dict | None = None,
         device_mbps: float | None = None) -> Report:
@@ -93,7 +116,7 @@ def run(shrink: int = 2048, clients: int = 6, queries: int = 3, nworkers: int = 
         device_mbps = round(serial_cpu / cpu_share, 1)
         log(f"syncscan-parallel: a serial scan decodes {serial_cpu:.0f} MB/s here; device "
             f"{device_mbps:.1f} MB/s")
-    sizes = {str(c): max(1, c * nblocks // SEED_BLOCKS) for c in SEED_CHUNKS}
+    sizes = {str(c): max(1, c // chunk_divisor) for c in SEED_CHUNKS}
     sizes.update(chunks or {})
     chosen = [(str(c), "pg14", sizes[str(c)]) for c in SEED_CHUNKS] + [("block", "block", None)]
     order = [(k, pol, ch, on) for k, pol, ch in chosen for on in ("on", "off")
@@ -143,24 +166,34 @@ def run(shrink: int = 2048, clients: int = 6, queries: int = 3, nworkers: int = 
     rep = Report(NAME, "Synchronized scans with chunked parallel scans: six clients, each a "
                        "parallel count (seed 000)", SEED,
                  command or f"minidb experiment syncscan-parallel --shrink {shrink}"
-                            f" --queries {queries}")
+                            f" --queries {queries} --chunk-divisor {chunk_divisor}"
+                            f" --cache-ratio {cache_ratio:g}")
+    nparts = clients * (nworkers + 1)
     rep.scaling = [
         ("table", "800 GiB (104,857,600 blocks)", f"{table_bytes / MB:,.0f} MiB "
          f"({nblocks:,} blocks)", f"1/{SEED_BLOCKS / nblocks:,.0f}"),
-        ("max chunk 65,536 (1/1,600 of the table)", "65,536 blocks",
-         f"{sizes['65536']:,} blocks", "kept: chunk / table"),
-        ("max chunk 8,192 (1/12,800 of the table)", "8,192 blocks",
-         f"{sizes['8192']:,} blocks", "kept: chunk / table"),
-        ("read-ahead window", "16 blocks", "16 blocks",
-         "kept, so small chunks are now near it (not so in the seed)"),
-        ("clients x parallel workers planned", "6 x 2 (8 workers in all)",
-         f"{clients} x {nworkers} (8 in all)", "kept"),
+        ("max chunk 65,536", "65,536 blocks (4,096 read-ahead windows; 1/1,600 of the table)",
+         f"{sizes['65536']:,} blocks ({sizes['65536'] / 16:g} windows; "
+         f"1/{nblocks / sizes['65536']:,.0f} of the table)",
+         f"1/{chunk_divisor}: kept far above the read-ahead window"),
+        ("max chunk 8,192", "8,192 blocks (512 windows)",
+         f"{sizes['8192']:,} blocks ({sizes['8192'] / 16:g} windows)",
+         "kept 8x smaller than the large chunk"),
+        ("read-ahead window", "16 blocks (Linux's 128 kB)", "16 blocks", "kept"),
+        ("clients x parallel workers", "6 x 2 planned (8 workers in all)",
+         f"{clients} x {nworkers} (all launched)",
+         "every query with the same participants, as the seed's lockstep runs imply"),
+        ("participants x large chunk / OS cache", "not given (RAM not reported)",
+         f"{nparts * sizes['65536'] / (os_cache_mb * 128):.1f}",
+         "> 1: a query can join more than a cache away from the others"),
+        ("participants x capped chunk / OS cache", "not given",
+         f"{nparts * sizes['8192'] / (os_cache_mb * 128):.2f}", "< 1"),
         ("queries per client", "about 29 (3 h) / 6 (30 min)", f"{queries}", "minutes"),
         ("device", "disks delivering 2.5 GB/s, 64 cores", describe,
          (f"kept: six scans bound by the device: one process decodes {serial_cpu:.0f} MB/s "
           f"here, the device gives {device_mbps:.1f} MB/s") if serial_cpu else "given"),
         ("OS cache", "not given", f"{os_cache_mb} MB (table {cache_ratio:g}x larger)",
-         "as the other seeds' tables against memory"),
+         "see participants x chunk above"),
     ]
     keys = [k for k, _, _ in chosen]
     rows = []
@@ -197,26 +230,32 @@ def run(shrink: int = 2048, clients: int = 6, queries: int = 3, nworkers: int = 
         f"{_label(k, sizes.get(k))} {lat(k, 'on'):.2f} s on, {lat(k, 'off'):.2f} s off"
         for k in keys if lat(k, "on") is not None and lat(k, "off") is not None) + "."
     rep.notes = [
-        "What to look for: the seed's scans started together and, without synchronization, "
-        "stayed together (all at block 0, then all in step), so the six read the table about "
-        "once per round; with synchronization each participant reports its own position, "
-        "and with large chunks those positions are far apart, so a query that starts later "
-        "can join far from where the others read. One block at a time defeats read-ahead "
+        "What to look for: the seed's six queries started together and, without "
+        "synchronization, stayed together (all at block 0, the same chunk grid, the same "
+        "participants), so the table came from the disk about once per round: 'disk read' "
+        "near the number of rounds. With synchronization each participant reports its own "
+        "position; with large chunks those lie chunks apart, a query starting its next "
+        "round joins at one of them on another chunk grid, trails the others by more than "
+        "the OS cache holds, and reads pages the others already read: more disk read, "
+        "longer latency from the second round on. Capped chunks keep the reported "
+        "positions within the cache of each other. One block at a time defeats read-ahead "
         "whatever the setting.",
-        "Where minidb departs: the chunk sizes that keep the seed's ratio to the table are "
-        "near the read-ahead window here (the seed's were thousands of windows long), so "
-        "the capped chunks pay for read-ahead breaks the seed's did not; the device serves "
-        "one request at a time; and six leaders with their workers share two cores.",
+        "Where minidb departs: the chunks are 1/32 of the seed's (its ratio to the table "
+        "would put them at the read-ahead window), the OS cache is chosen so that the large "
+        "chunks' span exceeds it and the capped ones' does not (the seed does not give its "
+        "RAM), three rounds per client instead of 29, the device serves one request at a "
+        "time, and six leaders with their workers share two cores.",
     ]
     rep.data = {"nblocks": nblocks, "nrows": nrows, "results": {f"{k}/{on}": v for (k, on), v
                                                                  in results.items()},
                 "serial_cpu_mbps": serial_cpu, "device_mbps": device_mbps, "disk": describe}
-    rep.plot = lambda plt: _plot(plt, results, keys, round(SEED_BLOCKS / nblocks))
+    rep.plot = lambda plt: _plot(plt, results, keys, round(SEED_BLOCKS / nblocks),
+                                  chunk_divisor)
     rep.elapsed_s = time.perf_counter() - t_start
     return rep
 
 
-def _plot(plt, results, keys, shrink):
+def _plot(plt, results, keys, shrink, divisor):
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.0))
     x = range(len(keys))
     w = 0.38
@@ -235,6 +274,7 @@ def _plot(plt, results, keys, shrink):
         ax.set_ylabel("average latency / capped chunks with syncscan off")
         ax.set_title(title)
         ax.legend(fontsize=8)
-    fig.suptitle(f"Six clients, each a parallel count (chunks scaled by 1/{shrink:,} here)")
+    fig.suptitle(f"Six clients, each a parallel count (table 1/{shrink:,}, chunks 1/{divisor} "
+                 "of the seed's)")
     fig.tight_layout()
     return fig
