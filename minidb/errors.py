@@ -155,6 +155,11 @@ class LockNotAvailable(OperationalError):
     sqlstate = "55P03"
 
 
+class LWLockTimeout(LockNotAvailable):
+    """A shared-memory lock was not released within ``shmem.LWLOCK_TIMEOUT_S``: its holder
+    died inside the critical section (PostgreSQL would crash-restart)."""
+
+
 class DataCorrupted(InternalError):
     """A page failed its checksum or its header is impossible; never returns garbage."""
     sqlstate = "XX001"

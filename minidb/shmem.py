@@ -84,6 +84,13 @@ Locks (all created before any fork):
   in the object's waiter mask and sleeps on its own semaphore, as a PostgreSQL backend
   sleeps on ``proc->sem``; whoever releases the object wakes every bit in the mask.
 
+Every lock above is an ``LWLock``: a ``multiprocessing`` lock whose blocking acquire gives
+up after ``LWLOCK_TIMEOUT_S`` (60 s) with ``LWLockTimeout`` naming the lock.  The critical
+sections they guard last microseconds to milliseconds, so a wait that long means the holder
+died inside one (a killed process cannot release a semaphore).  PostgreSQL's postmaster
+answers such a death with a crash restart of every backend; minidb has no restart, so the
+wait ends with an error that says to reopen the instance, instead of hanging.
+
 Invariants:
   1. Every region's shape and dtype is computed here from the settings, nowhere else.
   2. The segment and the locks exist before the first fork and are never re-created.
@@ -96,11 +103,13 @@ from __future__ import annotations
 
 import mmap
 import multiprocessing
+import multiprocessing.synchronize
 from dataclasses import dataclass
 
 import numpy as np
 
 from minidb.config import BLCKSZ, Settings
+from minidb.errors import LWLockTimeout
 
 MAX_SLOTS = 64  # waiter sets are uint64 bitmasks over backend slots
 
@@ -279,21 +288,74 @@ class Segment:
             pass  # views still alive somewhere; the mapping goes with the process
 
 
+LWLOCK_TIMEOUT_S = 60.0  # read at each wait, so a test can lower it
+
+
+class LWLock(multiprocessing.synchronize.Lock):
+    """A cross-process lock (a POSIX semaphore) whose blocking waits end.
+
+    ``acquire()`` and ``with lock:`` wait at most ``LWLOCK_TIMEOUT_S``, then raise
+    ``LWLockTimeout`` naming the lock; ``acquire(False)`` and ``acquire(timeout=t)`` behave
+    as ``multiprocessing.Lock``'s.  The uncontended path is the semaphore's trywait, as
+    before: the timeout costs nothing until a wait actually blocks.
+    """
+
+    def __init__(self, name: str, ctx):
+        self.name = name
+        super().__init__(ctx=ctx)
+
+    def _make_methods(self):
+        sem, name = self._semlock, self.name
+
+        def acquire(block: bool = True, timeout: float | None = None) -> bool:
+            if not block or timeout is not None:
+                return sem.acquire(block, timeout)
+            if sem.acquire(True, LWLOCK_TIMEOUT_S):
+                return True
+            raise LWLockTimeout(
+                f"waited {LWLOCK_TIMEOUT_S:g} s for the {name} lock: a process probably died "
+                f"holding it; close and reopen the instance")
+
+        self.acquire = acquire
+        self.release = sem.release
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __getstate__(self):
+        return (super().__getstate__(), self.name)
+
+    def __setstate__(self, state):
+        base, self.name = state
+        super().__setstate__(base)
+
+    def __repr__(self):
+        return f"<LWLock {self.name}>"
+
+
 class SharedLocks:
     """Every cross-process lock and semaphore, created before any fork."""
 
     def __init__(self, settings: Settings):
         ctx = multiprocessing.get_context("fork")
-        self.partition = [ctx.Lock() for _ in range(settings.buffer_partitions)]
-        self.strategy = ctx.Lock()
-        self.proc = ctx.Lock()
-        self.catalog = ctx.Lock()
-        self.procarray = ctx.Lock()
-        self.clog = [ctx.Lock() for _ in range(N_CLOG_LOCKS)]
-        self.stats = ctx.Lock()
-        self.extension = [ctx.Lock() for _ in range(N_EXTENSION_LOCKS)]
-        self.syncscan = ctx.Lock()
-        self.pscan = [ctx.Lock() for _ in range(N_PSCAN_LOCKS)]
-        self.pool = ctx.Lock()
-        self.iomodel = ctx.Lock()
+
+        def lw(name):
+            return LWLock(name, ctx)
+
+        self.partition = [lw(f"buffer mapping partition {i}")
+                          for i in range(settings.buffer_partitions)]
+        self.strategy = lw("buffer strategy")
+        self.proc = lw("proc")
+        self.catalog = lw("catalog")
+        self.procarray = lw("procarray")
+        self.clog = [lw(f"clog {i}") for i in range(N_CLOG_LOCKS)]
+        self.stats = lw("stats")
+        self.extension = [lw(f"relation extension {i}") for i in range(N_EXTENSION_LOCKS)]
+        self.syncscan = lw("syncscan")
+        self.pscan = [lw(f"parallel scan {i}") for i in range(N_PSCAN_LOCKS)]
+        self.pool = lw("worker pool")
+        self.iomodel = lw("I/O model")
         self.sem = [ctx.Semaphore(0) for _ in range(n_slots(settings))]

@@ -763,3 +763,33 @@ def test_buffer_pool_state_machine(tmp_path, make_table):
         BufferPoolMachine,
         settings=settings(max_examples=20, stateful_step_count=30, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow]))
+
+
+# -- a process that dies inside a critical section ---------------------------------------------
+
+
+def test_partition_lock_left_by_a_killed_process_ends_in_an_error(instance, table, backend,
+                                                                   monkeypatch):
+    """A child SIGKILLed while it holds a buffer-mapping partition lock cannot release it;
+    the next process that needs that partition gets LWLockTimeout naming the lock after
+    LWLOCK_TIMEOUT_S, not a hang (PostgreSQL would crash-restart here)."""
+    import signal
+
+    from minidb import shmem
+    from minidb.errors import LWLockTimeout
+
+    monkeypatch.setattr(shmem, "LWLOCK_TIMEOUT_S", 0.3)
+    _, p = backend.bufmgr.table.hash(make_tag(table, MAIN_FORKNUM, 0))
+    lock = instance.locks.partition[p]
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        lock.acquire()
+        os.kill(os.getpid(), signal.SIGKILL)
+    os.waitpid(pid, 0)
+    try:
+        with pytest.raises(LWLockTimeout, match=f"buffer mapping partition {p} lock"):
+            read_value(backend.bufmgr, table, 0)
+        assert not lock.acquire(False)  # still held by the dead child
+    finally:
+        lock.release()  # as a restart would: the instance can close cleanly
+    assert read_value(backend.bufmgr, table, 0) == read_value(backend.bufmgr, table, 0)
