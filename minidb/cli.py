@@ -1,4 +1,5 @@
-"""The ``minidb`` command (click): the REPL, ``minidb demo``, and room for ``minidb bench``.
+"""The ``minidb`` command (click): the REPL, ``minidb demo``, ``minidb bench``, ``minidb
+experiment``.
 
 ::
 
@@ -6,7 +7,8 @@
     minidb [DATADIR] -c "SQL"     run statements (or one meta command), print, exit
     minidb [DATADIR] < file.sql   run a script (stdin not a terminal), as psql -f
     minidb [DATADIR] -f file.sql  the same from a file
-    minidb demo                   load pgbench_accounts and scan it through the buffer pool
+    minidb demo [-D DATADIR]      the headline demonstration: seed 003, short (below)
+    minidb bench ...              pgbench rebuilt over minidb (minidb/bench)
     minidb experiment NAME ...    one of the four seed experiments (minidb/experiments)
     minidb repl [DATADIR] ...     the REPL by its name (for a data directory named like a
                                   subcommand)
@@ -14,29 +16,40 @@
 The group takes no positional argument of its own: a first argument that is not a
 subcommand's name (a data directory, or an option such as ``-c``) is handed to the ``repl``
 subcommand (``_Main.resolve_command``), and so is an empty command line.  Subcommands added
-later (``bench``) need nothing more than ``@main.command()``.
+later need nothing more than ``@main.command()``.
 
 Exit codes of the REPL: 0 success; 1 a statement or meta command failed (in ``-c`` and script
 modes the run stops there unless ``--on-error continue``); 2 the data directory could not be
-opened.  ``minidb demo`` loads a pgbench_accounts-shaped table the first time, then scans it
-through the shared buffer pool and prints what the buffer manager did, so that a fresh install
-shows the engine working end to end.
+opened.
+
+``minidb demo`` is the README's first command: a short ``minidb experiment dead-tuples``
+(seed 003, Tom Lane 2002), the result minidb was built to show.  Three pgbench runs of 5
+clients without VACUUM for each configuration - 2002's engine, 2002 with index tuple
+killing, the same with index scans forced, today's - at scale 1 and 100 transactions per
+client, which keeps the seed's 500 new versions of each branch row per run (about 45 s on
+this 2-core machine, most of it 2002's last runs).  Each configuration re-initialises
+pgbench's four tables in DATADIR (``pgbench -i``'s drop step; other tables are left alone)
+and opens a fresh instance, so the buffer pool and statistics start anew.  Today's engine
+runs first and 2002's last, so DATADIR keeps 2002's bloated tables for ``minidb DATADIR``
+(``\\dt``, ``\\page pgbench_branches 0``).  It prints one line per run, then a compact table
+(``dead_tuples.summary_table``): tps per run, each run's ratio to the first beside the seed's,
+buffer accesses per transaction and the small tables' heap pages - counters that show the
+degradation whatever the machine's load - and writes the experiment's markdown report to
+``--out`` (``./minidb-results``; the PNG only when matplotlib is installed).  It replaces an
+earlier demo that loaded pgbench_accounts and scanned it (``bench/scan_bench.py`` measures
+scans).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 
 import click
-import numpy as np
 
 DEFAULT_DATADIR = "minidb-data"
-
-ACCOUNTS = [("aid", "integer"), ("bid", "integer"), ("abalance", "integer"),
-            ("filler", "character(84)")]
-
 
 class _Main(click.Group):
     """A group whose unknown first argument (a data directory, or a REPL option) goes to
@@ -135,60 +148,77 @@ def _version() -> str:
         return "(source tree)"
 
 
+# The demo runs today's engine first and 2002's last, so that the directory keeps 2002's
+# bloated tables; the table printed at the end lists them in the usual order.
+DEMO_ORDER = ["today", "2002 + killing, enable_seqscan=off", "2002 + killing", "2002"]
+
+
 @main.command()
 @click.option("-D", "--datadir", default=DEFAULT_DATADIR, show_default=True,
-              help="data directory (created if new)")
-@click.option("-s", "--scale", default=5, show_default=True,
-              help="pgbench scale: 100,000 accounts rows per unit")
-@click.option("--shared-buffers", default=16384, show_default=True,
-              help="buffers of 8 kB in the shared pool")
-def demo(datadir: str, scale: int, shared_buffers: int) -> None:
-    """Load pgbench_accounts (first run) and scan it through the buffer pool."""
-    from minidb.catalog import ColumnDef
-    from minidb.errors import Error
-    from minidb.heap.heapam import HeapRel, HeapScan, heap_bulk_insert
-    from minidb.heap.layout import Column, RowLayout
-    from minidb.instance import Instance
+              help="data directory (created if new): pgbench's four tables are dropped and "
+                   "re-created in it for each configuration; other tables are left alone")
+@click.option("-s", "--scale", type=click.IntRange(1), default=1, show_default=True,
+              help="pgbench scale (branches; the seed's: 10)")
+@click.option("--runs", type=click.IntRange(1), default=3, show_default=True,
+              help="pgbench runs per configuration, no VACUUM between them")
+@click.option("--transactions", type=click.IntRange(1), default=None,
+              help="per client (5 clients) and run  [default: 100 x scale, the seed's 500 "
+                   "new versions of each branch row per run]")
+@click.option("--config", "configs", multiple=True, metavar="LABEL",
+              type=click.Choice(DEMO_ORDER),
+              help="only this configuration (repeatable)  [default: all four]")
+@click.option("--out", default=None, metavar="DIR",
+              help="where the markdown report (and its plot) go  [default: ./minidb-results]")
+@click.option("--accounts-per-scale", type=click.IntRange(1), default=100_000, hidden=True)
+def demo(datadir: str, scale: int, runs: int, transactions: int | None, configs, out,
+         accounts_per_scale: int) -> None:
+    """The headline demonstration: seed 003 (Tom Lane, 2002), short.
 
+    Repeated pgbench runs without VACUUM: 2002's engine (no HOT, no pruning, no index tuple
+    killing, a planner that trusts the last VACUUM) degrades run after run, today's stays
+    flat.  Each configuration starts from freshly initialised tables in DATADIR, which keeps
+    the last one's (2002's) for "minidb DATADIR".  The full experiment is "minidb experiment
+    dead-tuples".
+    """
+    from minidb.bench.conn import BenchError
+    from minidb.errors import Error
+    from minidb.experiments import dead_tuples
+    from minidb.experiments.common import OUT_DIR
+
+    t0 = time.perf_counter()
+    out = out or OUT_DIR
+    chosen = [c for c in DEMO_ORDER if not configs or c in configs]
+    transactions, _ = dead_tuples.derived(scale, dead_tuples.SEED_CLIENTS, transactions, None)
+    clients = dead_tuples.SEED_CLIENTS
+    shown = datadir if os.path.isabs(datadir) else os.path.join(".", datadir)
+    click.echo(f"minidb demo: seed 003 (Tom Lane, 2002), {runs} pgbench runs without VACUUM "
+               f"per configuration\n  scale {scale}, {clients} clients x {transactions} "
+               f"transactions a run: {clients * transactions / scale:,.0f} new versions of "
+               f"each branch row (seed: 500)\n  tables in {shown}: "
+               + ("today's engine first, 2002's last, whose bloated tables stay there"
+                  if chosen[-1] == "2002" and len(chosen) > 1 else
+                  "the last configuration's stay there"))
+    command = " ".join(["minidb demo -D", shlex.quote(datadir), f"-s {scale} --runs {runs} "
+                        f"--transactions {transactions}"]
+                       + [f"--config {shlex.quote(c)}" for c in configs]
+                       + ([f"--accounts-per-scale {accounts_per_scale}"]
+                          if accounts_per_scale != 100_000 else []))
     try:
-        inst = Instance(datadir, shared_buffers=shared_buffers)
-    except Error as e:
+        rep = dead_tuples.run(scale=scale, transactions=transactions, runs=runs,
+                              configs=chosen, accounts_per_scale=accounts_per_scale,
+                              datadir=datadir, progress=click.echo, command=command)
+    except (Error, BenchError) as e:
         raise click.ClickException(str(e)) from None
-    with inst:
-        layout = RowLayout([Column(n, t) for n, t in ACCOUNTS])
-        nrows = scale * 100_000
-        if "pgbench_accounts" not in inst.catalog.tables:
-            t = inst.catalog.create_table("pgbench_accounts",
-                                          [ColumnDef(n, ty) for n, ty in ACCOUNTS])
-            rel = HeapRel(t.name, t.relfilenode, layout)
-            t0 = time.perf_counter()
-            with inst.connect() as be:
-                for lo in range(0, nrows, 100_000):
-                    aid = np.arange(lo + 1, min(lo + 100_000, nrows) + 1, dtype=np.int32)
-                    heap_bulk_insert(be.bufmgr, rel, {
-                        "aid": aid, "bid": (aid - 1) // 100_000 + 1,
-                        "abalance": np.zeros(len(aid), dtype=np.int32),
-                        "filler": [""] * len(aid)}, len(aid), xmin=2)
-            click.echo(f"loaded {nrows:,} rows into {os.path.abspath(datadir)} in "
-                       f"{time.perf_counter() - t0:.1f} s")
-        t = inst.catalog.table("pgbench_accounts")
-        rel = HeapRel(t.name, t.relfilenode, layout)
-        with inst.connect() as be:
-            for attempt in ("first", "second"):
-                before = be.counters()
-                t0 = time.perf_counter()
-                rows = matches = 0
-                for batch in HeapScan(be.bufmgr, rel, [2]):
-                    vals, _ = batch.columns[0]
-                    rows += len(vals)
-                    matches += int(np.count_nonzero(vals < 0))
-                secs = time.perf_counter() - t0
-                after = be.counters()
-                d = {k: after[k] - before[k] for k in after}
-                click.echo(f"{attempt} scan: {rows:,} rows, {matches} with abalance < 0, "
-                           f"{secs:.2f} s ({rows / max(secs, 1e-9) / 1e6:.1f} M rows/s); "
-                           f"buffers hit {d['buffers_hit']:,}, read {d['buffers_read']:,}, "
-                           f"ring reuses {d['ring_reused']:,}")
+    md = rep.write(out)
+    click.echo("\n" + dead_tuples.summary_table(rep.data["results"]) + "\n")
+    click.echo(f"report: {md}" + (f" and {rep.png}" if rep.png else
+                                  f"; no plot: {rep.png_note}" if rep.png_note else ""))
+    click.echo(f"{chosen[-1]}'s tables are in {shown}: open them with 'minidb {shown}', "
+               f"then\n\\dt and \\di (pages of each table and index), "
+               f"\\page pgbench_branches 0 (one page's row versions),\n"
+               f"\\stats pgbench_branches (its counters)")
+    click.echo(f"demo: {time.perf_counter() - t0:.0f} s; the full experiment: "
+               f"minidb experiment dead-tuples")
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,

@@ -81,6 +81,21 @@ def md_table(headers: list[str], rows: list[list], align: str | None = None) -> 
     return "\n".join(out)
 
 
+def text_table(headers: list[str], rows: list[list], align: str | None = None) -> str:
+    """The same table as plain aligned text for a terminal: columns padded to their widest
+    cell, two spaces apart, a rule under the headers; ``align`` as ``md_table``'s."""
+    align = align or ("l" + "r" * (len(headers) - 1))
+    cells = [[str(c) for c in r] for r in [headers, *rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(r):
+        return "  ".join(c.rjust(w) if a == "r" else c.ljust(w)
+                         for c, w, a in zip(r, widths, align)).rstrip()
+
+    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths)]
+                     + [line(r) for r in cells[1:]])
+
+
 @dataclass
 class Report:
     """One experiment's results (see the module docstring)."""

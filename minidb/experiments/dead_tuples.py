@@ -33,6 +33,13 @@ scale: with fewer branches, the 5 clients collide more often on a branch row (2.
 per branch instead of 0.5), and a sequential scan of a bloated table reads all its
 versions, so it costs in proportion to the total (5 x T per run), not to the bloat per row.
 
+``minidb demo`` (the README's first command) is this experiment at scale 1 (100
+transactions per client: the same 500 new versions of each branch row per run, 5 clients on
+one branch), in a data directory the user keeps: ``run(datadir=...)`` runs every
+configuration there one after another (pgbench's tables re-created for each, a fresh
+instance each), today's first and 2002's last so that its bloated tables stay, and
+``summary_table`` prints the compact table it ends with.
+
 Reported per run: tps, its ratio to the first run, buffer accesses and heap fetches per
 transaction (counters, independent of the machine's speed: they show the degradation
 without the noise of a shared machine), the plan the UPDATE of pgbench_branches gets,
@@ -47,7 +54,8 @@ import shutil
 import tempfile
 import time
 
-from minidb.experiments.common import Report, fmt, fmt_ratio, log, md_table, ratio
+from minidb.experiments.common import (Report, fmt, fmt_ratio, log, md_table, ratio,
+                                       text_table)
 
 NAME = "dead-tuples"
 SEED = "003_334354fd6833822f.txt"
@@ -98,19 +106,28 @@ def _plan(engine) -> str:
 
 def run_config(label: str, settings: dict, *, scale: int, clients: int, transactions: int,
                runs: int, shared_buffers: int, mode: str, accounts_per_scale: int = 100_000,
-               workdir: str | None = None) -> dict:
-    """One configuration from a fresh data directory; returns its figures."""
+               workdir: str | None = None, datadir: str | None = None,
+               progress=log) -> dict:
+    """One configuration from a fresh start; returns its figures.
+
+    ``datadir``: the data directory to run in, kept afterwards (pgbench's four tables are
+    dropped and re-created there, as ``pgbench -i`` does; other tables are left alone);
+    default a new temporary one under ``workdir``, removed afterwards.  ``progress``: called
+    with one line of text per run."""
     from minidb.bench import init_pgbench, run_bench
     from minidb.instance import Instance
     from minidb.session import Session
     from minidb.sql.engine import Engine
 
-    d = tempfile.mkdtemp(prefix="minidb-dead-", dir=workdir)
+    d = None if datadir else tempfile.mkdtemp(prefix="minidb-dead-", dir=workdir)
     out = {"label": label, "settings": settings, "runs": []}
     try:
-        with Instance(os.path.join(d, "data"), shared_buffers=shared_buffers,
+        with Instance(datadir or os.path.join(d, "data"), shared_buffers=shared_buffers,
                       max_connections=max(12, clients + 4)) as inst:
+            t0 = time.perf_counter()
             init_pgbench(inst, scale, accounts_per_scale=accounts_per_scale)
+            progress(f"  {label}: pgbench tables initialised at scale {scale} "
+                     f"({time.perf_counter() - t0:.1f} s)")
             sess = Session(inst)
             try:
                 engine = Engine(sess)
@@ -152,13 +169,16 @@ def run_config(label: str, settings: dict, *, scale: int, clients: int, transact
                     }
                     run["versions"] = count_versions(inst)
                     out["runs"].append(run)
-                    log(f"  {label}: run {i + 1}: {r.tps:,.1f} tps ({r.bench_duration:.1f} s), "
-                        f"{run['buffers_per_txn']:.0f} buffers/txn, branches "
-                        f"{run['tables']['pgbench_branches']['pages']} pages, {run['plan']}")
+                    progress(f"  {label}: run {i + 1}: {r.tps:,.1f} tps "
+                             f"({r.bench_duration:.1f} s), {run['buffers_per_txn']:.0f} "
+                             f"buffers/txn, branches "
+                             f"{run['tables']['pgbench_branches']['pages']} pages, "
+                             f"{run['plan']}")
             finally:
                 sess.close()
     finally:
-        shutil.rmtree(d, ignore_errors=True)
+        if d:
+            shutil.rmtree(d, ignore_errors=True)
     return out
 
 
@@ -183,27 +203,48 @@ def count_versions(inst) -> dict:
     return out
 
 
+def chosen_configs(configs: list | None) -> list:
+    """``CONFIGS`` (label, settings) by label, in the order given (all: None)."""
+    if configs is None:
+        return list(CONFIGS)
+    by_label = dict(CONFIGS)
+    unknown = [c for c in configs if c not in by_label]
+    if unknown:
+        raise ValueError(f"unknown configuration {unknown[0]!r}; the configurations are "
+                         + ", ".join(repr(c) for c, _ in CONFIGS))
+    return [(c, by_label[c]) for c in dict.fromkeys(configs)]
+
+
 def run(scale: int = 4, clients: int = SEED_CLIENTS, transactions: int | None = None,
         runs: int = 3, shared_buffers: int | None = None, mode: str = "prepared",
         configs: list | None = None, accounts_per_scale: int = 100_000,
-        workdir: str | None = None, command: str | None = None) -> Report:
+        workdir: str | None = None, command: str | None = None,
+        datadir: str | None = None, progress=log) -> Report:
+    """Run the configurations (labels of ``CONFIGS``; all when None) in the order given;
+    the report lists them in ``CONFIGS``' order.  ``datadir``: run every configuration in
+    this data directory, one after another, and keep the last one's tables there (see
+    ``run_config``); default a temporary directory each.  ``progress``: a callable given
+    one line of text per configuration and run (default: standard error)."""
     t_start = time.perf_counter()
     transactions, shared_buffers = derived(scale, clients, transactions, shared_buffers)
-    chosen = [c for c in CONFIGS if configs is None or c[0] in configs]
+    chosen = chosen_configs(configs)
     results = []
     for label, settings in chosen:
-        log(f"dead-tuples: {label}")
+        progress(f"dead-tuples: {label}")
         results.append(run_config(label, settings, scale=scale, clients=clients,
                                   transactions=transactions, runs=runs,
                                   shared_buffers=shared_buffers, mode=mode,
-                                  accounts_per_scale=accounts_per_scale, workdir=workdir))
+                                  accounts_per_scale=accounts_per_scale, workdir=workdir,
+                                  datadir=datadir, progress=progress))
+    order = [c for c, _ in CONFIGS]
+    results.sort(key=lambda r: order.index(r["label"]))
     rep = Report(NAME, "Dead tuples, index tuple killing and a planner that trusts old "
                        "statistics (seed 003)", SEED,
                  command or f"minidb experiment dead-tuples --scale {scale} "
                             f"--runs {runs}")
     updates_per_branch = clients * transactions / scale
     rep.scaling = [
-        ("pgbench scale (branches)", f"{SEED_SCALE}", f"{scale}", "time: 4 configurations x "
+        ("pgbench scale (branches)", f"{SEED_SCALE}", f"{scale}", f"time: {len(chosen)} configurations x "
          f"{runs} runs must fit in minutes"),
         ("clients x transactions per run", f"{SEED_CLIENTS} x {SEED_TRANSACTIONS}",
          f"{clients} x {transactions}", "kept: new versions per branch row per run"),
@@ -310,6 +351,39 @@ def run(scale: int = 4, clients: int = SEED_CLIENTS, transactions: int | None = 
     rep.plot = lambda plt: _plot(plt, results)
     rep.elapsed_s = time.perf_counter() - t_start
     return rep
+
+
+def summary_table(results) -> str:
+    """A compact plain-text table for a terminal (``minidb demo``): per configuration, the
+    tps of each run, each later run's tps over the first beside the seed's ratios, and two
+    counters that do not depend on the machine's speed: buffer accesses per transaction
+    (first run -> last) and the heap pages of pgbench_branches / pgbench_tellers after the
+    last run (both 1 after ``pgbench -i``).  A legend follows the table."""
+    rows = []
+    for res in results:
+        rs = res["runs"]
+        if not rs:
+            continue
+        seed = SEED_TPS.get(res["label"])
+        if seed:
+            seed_cell = ", ".join(fmt_ratio(x, seed[0]) for x in seed[1:len(rs)]) or "-"
+        else:
+            seed_cell = "flat (PostgreSQL 15)"
+        pages = rs[-1]["tables"]
+        rows.append([res["label"], ", ".join(fmt(r["tps"], 0) for r in rs),
+                     ", ".join(fmt_ratio(r["tps"], rs[0]["tps"]) for r in rs[1:]) or "-",
+                     seed_cell,
+                     f"{fmt(rs[0]['buffers_per_txn'], 0)} -> {fmt(rs[-1]['buffers_per_txn'], 0)}",
+                     f"{pages['pgbench_branches']['pages']} / {pages['pgbench_tellers']['pages']}"])
+    table = text_table(["configuration", "tps per run", "/ run 1", "seed / run 1",
+                        "buffers/txn", "pages b/t"], rows, "llllrr")
+    return table + (
+        "\n\n'/ run 1': each later run's tps over the first's; 'seed / run 1': the same in "
+        "Tom Lane's\nruns (2002; for today's engine, PostgreSQL 15 on this machine). tps "
+        "moves with the machine's\nload, the last two columns do not: 'buffers/txn' is "
+        "buffer accesses per committed\ntransaction, first run -> last; 'pages b/t' the "
+        "heap pages of pgbench_branches /\npgbench_tellers after the last run (1 / 1 after "
+        "pgbench -i).")
 
 
 def _summary(results) -> str:
