@@ -243,13 +243,16 @@ def register(setting: Setting) -> None:
 class Settings:
     """Validated values of every setting; attribute access reads them (``s.shared_buffers``)."""
 
-    __slots__ = ("_values", "_frozen_instance")
+    __slots__ = ("_values", "_frozen_instance", "changes")
 
     def __init__(self, overrides: dict[str, Any] | None = None, *, base: "Settings | None" = None):
         object.__setattr__(self, "_values",
                            dict(base._values) if base is not None
                            else {n: s.default for n, s in SETTINGS.items()})
         object.__setattr__(self, "_frozen_instance", False)
+        # bumped by every set(): lets a reader cache what it derived from the values
+        # (the SQL engine's planner-settings signature, checked at every statement)
+        object.__setattr__(self, "changes", 0)
         for name, value in (overrides or {}).items():
             self.set(name, value)
 
@@ -274,6 +277,7 @@ class Settings:
             raise CantChangeParameter(
                 f'parameter "{s.name}" cannot be changed without reopening the database')
         self._values[s.name] = s.parse(value)
+        object.__setattr__(self, "changes", self.changes + 1)
 
     def reset(self, name: str) -> None:
         self.set(name, self._lookup(name).default)

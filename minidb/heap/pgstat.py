@@ -31,6 +31,9 @@ import numpy as np
 from minidb.shmem import MAX_TABLE_STATS, TABLE_COUNTERS, TC
 
 _EVENTS = ("ins", "upd", "del", "hot_upd")
+# what ``count`` counts -> its column of the shared table
+_COLUMN = {k: TC[k] for k in ("seq_scan", "seq_tup_read", "idx_scan", "idx_tup_fetch")}
+_COLUMN.update({k: TC["n_tup_" + k] for k in _EVENTS})
 
 
 class TableStats:
@@ -56,11 +59,15 @@ class TableStats:
                 if row < 0:
                     continue  # table full: statistics of this table are not kept
                 r = self.seg.table_stats[row]
-                for k in ("seq_scan", "seq_tup_read", "idx_scan", "idx_tup_fetch"):
-                    r[TC[k]] += c.get(k, 0)
-                for k in _EVENTS:
-                    r[TC["n_tup_" + k]] += c.get(k, 0)
+                # only the counts this transaction made (a point select makes two: each
+                # numpy element update costs about as much as the lock)
+                for k, n in c.items():
+                    col = _COLUMN.get(k)
+                    if col is not None:
+                        r[col] += n
                 ins, upd, dele = c.get("ins", 0), c.get("upd", 0), c.get("del", 0)
+                if not (ins or upd or dele):
+                    continue
                 if committed:
                     r[TC["n_live_tup"]] += ins - dele
                     r[TC["n_dead_tup"]] += upd + dele

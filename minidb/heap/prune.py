@@ -172,6 +172,12 @@ def heap_page_prune_opt(backend, rel: HeapRel, bufs, first_block: int | None = N
     if not settings.heap_page_pruning:
         return 0
     bm = backend.bufmgr
+    if type(bufs) is int or (type(bufs) is np.ndarray and bufs.size == 1):
+        # One page (an index scan's heap fetch): condition 2's cheap half, read as a
+        # scalar - the numpy batch test below costs ~10 us, more than a whole fetch.
+        if not pg.get_prune_xid(bm.seg.buf_pages[int(bufs) if type(bufs) is int
+                                                   else int(bufs[0])]):
+            return 0
     bufs = np.atleast_1d(np.asarray(bufs, dtype=np.int64))
     if not bufs.size:
         return 0

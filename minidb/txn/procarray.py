@@ -42,6 +42,11 @@ Invariants:
   1. ``proc_xid[s] != 0`` iff the commit log says IN_PROGRESS for it, except in the short
      window of ``end_transaction`` between the log write and the proc-array update.
   2. ``latest_completed`` never decreases; ``global_xmin()`` never decreases.
+  3. A slot *sets* its ``proc_xmin`` only under the lock (with the snapshot it belongs
+     to), but *clears* it without: only the owner writes it, and a horizon computed by
+     someone else just before the store only holds back a little more than needed.
+     Likewise a transaction that never got an xid ends without the lock (nobody can be
+     waiting for it: waiters look for a holder of an xid).
 """
 
 from __future__ import annotations
@@ -162,9 +167,11 @@ class ProcArray:
         return Snapshot(xmin, xmax, xip, curcid, myxid)
 
     def clear_xmin(self, slot: int) -> None:
-        """The slot holds no snapshot any more (SnapshotResetXmin)."""
-        with self.lock:
-            self.seg.proc_xmin[slot] = 0
+        """The slot holds no snapshot any more (SnapshotResetXmin).
+
+        No lock, as in PostgreSQL: only the owner writes its xmin, and a horizon computed
+        just before the store is merely older than it could be (invariant 3)."""
+        self.seg.proc_xmin[slot] = 0
 
     def global_xmin(self) -> int:
         """The horizon: versions deleted before it are dead to every snapshot."""
@@ -195,9 +202,16 @@ class ProcArray:
     # -- end of transaction -----------------------------------------------------------------------
     def end_transaction(self, slot: int, xid: int, committed: bool) -> None:
         """Record the outcome, then leave the proc array, then wake the waiters."""
+        seg = self.seg
+        if not xid and not seg.proc_xid[slot] and not seg.proc_wait_xid[slot] \
+                and not seg.proc_xact_waiters[slot]:
+            # A transaction without an xid (read-only) has nothing to publish: nobody can
+            # wait for it and latest_completed does not move.  Only the snapshot's xmin
+            # goes, without the lock (ProcArrayEndTransaction's no-xid path; invariant 3).
+            seg.proc_xmin[slot] = 0
+            return
         if xid:
             self.clog.set(xid, COMMITTED if committed else ABORTED)
-        seg = self.seg
         with self.lock:
             seg.proc_xid[slot] = 0
             seg.proc_xmin[slot] = 0

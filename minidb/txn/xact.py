@@ -113,8 +113,9 @@ class Transaction:
         else:
             snap = self.procarray.get_snapshot(self.slot, self.xid, self.cid)
         self._statement_snapshot = snap
-        self._trace(f"statement snapshot xmin={snap.xmin} xmax={snap.xmax} "
-                    f"xip={snap.xip.tolist()} cid={snap.curcid}")
+        if self.settings.trace_xact:  # (formatting xip costs more than the check)
+            self._trace(f"statement snapshot xmin={snap.xmin} xmax={snap.xmax} "
+                        f"xip={snap.xip.tolist()} cid={snap.curcid}")
         return snap
 
     def current_snapshot(self) -> Snapshot:

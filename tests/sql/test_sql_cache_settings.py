@@ -168,3 +168,19 @@ def test_vacuum_statement(db):
     assert db.one("SELECT count(*) FROM v WHERE id > 100") == 50
     assert db.x("VACUUM").status == "VACUUM"
     assert db.x("CHECKPOINT").status == "CHECKPOINT"
+
+
+def test_settings_signature_follows_every_set(db):
+    """The engine caches the planner settings' signature per ``Settings.changes``: a SET
+    made directly on the session's settings (not through SQL) still re-plans."""
+    db.x("CREATE TABLE t (a int PRIMARY KEY, b int)")
+    q = "SELECT b FROM t WHERE a = 1"
+    assert _plans_made(db, q) == 1
+    settings = db.session.settings
+    n = settings.changes
+    settings.set("enable_indexscan", False)
+    assert settings.changes == n + 1
+    assert _plans_made(db, q) == 1
+    assert _plans_made(db, q) == 0
+    settings.set("enable_indexscan", True)
+    assert _plans_made(db, q) == 1

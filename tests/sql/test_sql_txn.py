@@ -182,3 +182,28 @@ def test_vacuum_not_in_block(acc):
         db.x("VACUUM acc")
     db.x("ROLLBACK")
     assert db.x("VACUUM acc").status == "VACUUM"
+
+
+def test_read_only_transactions_take_no_xid_and_leave_no_trace(db):
+    """A read-only statement - autocommit or in a block - assigns no xid (PostgreSQL's
+    lazy xid assignment), and its end clears the slot's published xmin (the no-xid path
+    of ``ProcArray.end_transaction``, which takes no lock)."""
+    db.x("CREATE TABLE t (a int PRIMARY KEY, b int)")
+    db.x("INSERT INTO t VALUES (1, 10)")
+    seg, slot = db.inst.seg, db.session.backend.slot
+    pa = db.inst.procarray
+    before = pa.next_xid()
+    sel = db.engine.prepare("SELECT b FROM t WHERE a = ?")
+    for _ in range(3):
+        assert sel.execute([1]).rows == [(10,)]
+        assert seg.proc_xid[slot] == 0 and seg.proc_xmin[slot] == 0
+    db.x("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    assert sel.execute([1]).rows == [(10,)]
+    assert seg.proc_xmin[slot] != 0          # the transaction's snapshot is published
+    assert db.session.xact.xid == 0
+    db.x("COMMIT")
+    assert seg.proc_xid[slot] == 0 and seg.proc_xmin[slot] == 0
+    assert pa.next_xid() == before
+    db.x("UPDATE t SET b = 11 WHERE a = 1")  # a writer does take one
+    assert pa.next_xid() == before + 1
+    assert seg.proc_xid[slot] == 0 and seg.proc_xmin[slot] == 0

@@ -1,0 +1,213 @@
+"""OLTP benchmark: pgbench's single-row statements through minidb's SQL engine (prepared),
+each as a ratio against sqlite3 doing the same statements in the same run.
+
+Setup: pgbench's four tables at ``--scale`` (``minidb.bench.init_pgbench``: 100,000
+accounts per unit, primary keys), warm in a pool that holds them; the same rows in an
+in-memory sqlite3 database with the same primary keys (INTEGER PRIMARY KEY on the key
+columns, sqlite's rowid B-tree).
+
+Run (one connection, ``Engine.prepare`` once per statement, then ``execute(params)``; best
+of ``--repeat`` rounds, minidb and sqlite3 taking turns; the random keys are the same for
+both):
+  1. point select   ``SELECT abalance FROM pgbench_accounts WHERE aid = ?``, autocommit;
+  2. UPDATE by key  ``UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?``,
+     autocommit (sqlite3 in autocommit mode too: ``isolation_level=None``);
+  3. pgbench's TPC-B-like transaction: BEGIN, three UPDATEs (account, teller, branch), a
+     SELECT, an INSERT into pgbench_history, COMMIT.
+
+Check: every point select returns exactly one row, every UPDATE reports exactly one row,
+and at the end the sum of abalance equals the sum of the deltas applied, in both engines
+(and minidb's sum of tbalance / bbalance equals the TPC-B deltas), so a fast wrong result
+cannot pass.
+
+    python bench/oltp_bench.py [--scale 1] [--ops 5000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from minidb.bench import init_pgbench  # noqa: E402
+from minidb.instance import Instance  # noqa: E402
+from minidb.session import Session  # noqa: E402
+from minidb.sql import Engine  # noqa: E402
+
+SELECT_SQL = "SELECT abalance FROM pgbench_accounts WHERE aid = ?"
+UPDATE_SQL = "UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?"
+TPCB = ["UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?",
+        "SELECT abalance FROM pgbench_accounts WHERE aid = ?",
+        "UPDATE pgbench_tellers SET tbalance = tbalance + ? WHERE tid = ?",
+        "UPDATE pgbench_branches SET bbalance = bbalance + ? WHERE bid = ?",
+        "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) "
+        "VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)"]
+
+
+def _draws(scale: int, n: int, seed: int) -> list[tuple[int, int, int, int]]:
+    """(aid, tid, bid, delta) per operation, as pgbench's tpcb-like script draws them."""
+    rnd = random.Random(seed)
+    return [(rnd.randint(1, 100_000 * scale), rnd.randint(1, 10 * scale),
+             rnd.randint(1, scale), rnd.randint(-5000, 5000)) for _ in range(n)]
+
+
+class MinidbSide:
+    def __init__(self, inst):
+        self.session = Session(inst)
+        self.engine = e = Engine(self.session)
+        self.sel = e.prepare(SELECT_SQL)
+        self.upd = e.prepare(UPDATE_SQL)
+        self.begin, self.commit = e.prepare("BEGIN"), e.prepare("END")
+        self.tpcb = [e.prepare(s) for s in TPCB]
+
+    def selects(self, draws):
+        ex = self.sel.execute
+        for aid, _t, _b, _d in draws:
+            r = ex((aid,)).rows
+            assert len(r) == 1, r
+
+    def updates(self, draws):
+        ex = self.upd.execute
+        for aid, _t, _b, delta in draws:
+            assert ex((delta, aid)).rowcount == 1
+
+    def tpcb_like(self, draws):
+        ua, sa, ut, ub, ih = (p.execute for p in self.tpcb)
+        begin, commit = self.begin.execute, self.commit.execute
+        for aid, tid, bid, delta in draws:
+            begin()
+            assert ua((delta, aid)).rowcount == 1
+            assert len(sa((aid,)).rows) == 1
+            assert ut((delta, tid)).rowcount == 1
+            assert ub((delta, bid)).rowcount == 1
+            ih((tid, bid, aid, delta))
+            commit()
+
+    def sums(self):
+        q = self.engine.execute
+        return tuple(q(f"SELECT sum({c}) FROM {t}").rows[0][0] or 0 for t, c in
+                     (("pgbench_accounts", "abalance"), ("pgbench_tellers", "tbalance"),
+                      ("pgbench_branches", "bbalance")))
+
+
+class SqliteSide:
+    def __init__(self, scale: int):
+        self.con = con = sqlite3.connect(":memory:", isolation_level=None)
+        con.execute("CREATE TABLE pgbench_branches (bid INTEGER PRIMARY KEY, bbalance integer, "
+                    "filler character(88))")
+        con.execute("CREATE TABLE pgbench_tellers (tid INTEGER PRIMARY KEY, bid integer, "
+                    "tbalance integer, filler character(84))")
+        con.execute("CREATE TABLE pgbench_accounts (aid INTEGER PRIMARY KEY, bid integer, "
+                    "abalance integer, filler character(84))")
+        con.execute("CREATE TABLE pgbench_history (tid integer, bid integer, aid integer, "
+                    "delta integer, mtime timestamp, filler character(22))")
+        con.execute("BEGIN")
+        con.executemany("INSERT INTO pgbench_branches VALUES (?, 0, NULL)",
+                        ((i,) for i in range(1, scale + 1)))
+        con.executemany("INSERT INTO pgbench_tellers VALUES (?, ?, 0, NULL)",
+                        ((i, (i - 1) // 10 + 1) for i in range(1, 10 * scale + 1)))
+        filler = " " * 84
+        con.executemany("INSERT INTO pgbench_accounts VALUES (?, ?, 0, ?)",
+                        ((i, (i - 1) // 100_000 + 1, filler)
+                         for i in range(1, 100_000 * scale + 1)))
+        con.execute("COMMIT")
+
+    def selects(self, draws):
+        ex = self.con.execute
+        for aid, _t, _b, _d in draws:
+            r = ex(SELECT_SQL, (aid,)).fetchall()
+            assert len(r) == 1, r
+
+    def updates(self, draws):
+        ex = self.con.execute
+        for aid, _t, _b, delta in draws:
+            assert ex(UPDATE_SQL, (delta, aid)).rowcount == 1
+
+    def tpcb_like(self, draws):
+        ex = self.con.execute
+        ua, sa, ut, ub, ih = TPCB
+        for aid, tid, bid, delta in draws:
+            ex("BEGIN")
+            assert ex(ua, (delta, aid)).rowcount == 1
+            assert len(ex(sa, (aid,)).fetchall()) == 1
+            assert ex(ut, (delta, tid)).rowcount == 1
+            assert ex(ub, (delta, bid)).rowcount == 1
+            ex(ih, (tid, bid, aid, delta))
+            ex("COMMIT")
+
+    def sums(self):
+        q = self.con.execute
+        return tuple(q(f"SELECT coalesce(sum({c}), 0) FROM {t}").fetchone()[0] for t, c in
+                     (("pgbench_accounts", "abalance"), ("pgbench_tellers", "tbalance"),
+                      ("pgbench_branches", "bbalance")))
+
+
+WORKLOADS = ("selects", "updates", "tpcb_like")
+
+
+def run(scale: int, ops: int, repeat: int) -> dict:
+    datadir = tempfile.mkdtemp(prefix="minidb-oltpbench-")
+    best = {(side, w): float("inf") for side in ("minidb", "sqlite") for w in WORKLOADS}
+    expect = [0, 0, 0]   # sums of deltas applied: accounts, tellers, branches
+    try:
+        init_pgbench(datadir, scale)
+        with Instance(datadir, shared_buffers=max(4096, 3000 * scale)) as inst:
+            m = MinidbSide(inst)
+            s = SqliteSide(scale)
+            warm = _draws(scale, 100_000 * scale // 60, 0)   # touch every page once
+            m.selects(warm)
+            for r in range(repeat):
+                for w in WORKLOADS:
+                    draws = _draws(scale, ops, 1 + r)
+                    for side, impl in (("minidb", m), ("sqlite", s)):
+                        t0 = time.perf_counter()
+                        getattr(impl, w)(draws)
+                        best[side, w] = min(best[side, w], time.perf_counter() - t0)
+                    if w != "selects":
+                        d = sum(x[3] for x in draws)
+                        expect[0] += d
+                        if w == "tpcb_like":
+                            expect[1] += d
+                            expect[2] += d
+            got_m, got_s = m.sums(), s.sums()
+            assert got_m == tuple(expect), (got_m, expect)
+            assert got_s == tuple(expect), (got_s, expect)
+            counters = dict(m.engine.counters)
+            m.session.close()
+    finally:
+        shutil.rmtree(datadir, ignore_errors=True)
+    return {"best": best, "ops": ops, "scale": scale, "counters": counters}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scale", type=int, default=1)
+    ap.add_argument("--ops", type=int, default=5000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    r = run(args.scale, args.ops, args.repeat)
+    n, b = r["ops"], r["best"]
+    print(f"pgbench tables at scale {r['scale']}; {n:,} operations per round, best of "
+          f"{args.repeat} rounds; one connection, prepared statements")
+    print()
+    print("| workload | minidb /s | sqlite3 /s | minidb / sqlite3 | minidb us each |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    names = {"selects": "point select by key", "updates": "UPDATE by key (autocommit)",
+             "tpcb_like": "TPC-B-like transaction (6 statements + BEGIN/END)"}
+    for w in WORKLOADS:
+        mm, ss = n / b["minidb", w], n / b["sqlite", w]
+        print(f"| {names[w]} | {mm:,.0f} | {ss:,.0f} | {mm / ss:.3f} | "
+              f"{b['minidb', w] / n * 1e6:.0f} |")
+    c = r["counters"]
+    print(f"plan cache: {c['parses']} parses, {c['plans']} plans, {c['plan_cache_hits']:,} hits")
+
+
+if __name__ == "__main__":
+    main()
