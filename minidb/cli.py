@@ -26,7 +26,7 @@ opened.
 (seed 003, Tom Lane 2002), the result minidb was built to show.  Three pgbench runs of 5
 clients without VACUUM for each configuration - 2002's engine, 2002 with index tuple
 killing, the same with index scans forced, today's - at scale 1 and 100 transactions per
-client, which keeps the seed's 500 new versions of each branch row per run (about 45 s on
+client, which keeps the seed's 500 new versions of each branch row per run (30-50 s on
 this 2-core machine, most of it 2002's last runs).  Each configuration re-initialises
 pgbench's four tables in DATADIR (``pgbench -i``'s drop step; other tables are left alone)
 and opens a fresh instance, so the buffer pool and statistics start anew.  Today's engine
