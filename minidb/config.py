@@ -223,6 +223,13 @@ _ALL = [
        min=0, max=8),
     _s("parallel_leader_participation", True, bool, "session",
        "PostgreSQL's default: the leader scans too while it waits for its workers' rows"),
+    _s("parallel_setup_cost", 1000.0, float, "session",
+       "PostgreSQL's default: the planner's cost of starting the workers of a Gather; with "
+       "it a parallel plan must save more than it costs, so small scans stay serial",
+       min=0, max=1e10),
+    _s("parallel_tuple_cost", 0.1, float, "session",
+       "PostgreSQL's default: the planner's cost of passing one row from a worker to the "
+       "leader", min=0, max=1e10),
     _s("min_parallel_table_scan_size", 1024, int, "session",
        "PostgreSQL's default (8 MB): smaller tables are not scanned in parallel; one more "
        "worker each time the table triples", min=0, max=1 << 30, unit="8kB"),

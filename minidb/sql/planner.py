@@ -210,6 +210,10 @@ class Planner:
             if b.having is not None:
                 rows = _clamp(rows * (1 / 3 if b.group_by else 1))
             agg = self._parallel_agg(b, node)
+            if agg is not None and agg.total_cost >= total:
+                self._t(f"parallel aggregate cost={agg.total_cost:.2f} >= serial "
+                        f"cost={total:.2f}: serial")
+                agg = None          # add_path keeps the cheaper plan, as PostgreSQL's
             if agg is None:
                 agg = AggNode(node, b.group_by, b.aggs, b.having)
                 agg.set_cost(startup, total, rows,
@@ -313,8 +317,9 @@ class Planner:
         pstart = pscan.total_cost + pscan.rows * c.coc * naggs
         partial.set_cost(pstart, pstart + c.ctc, 1, width)
         gather = GatherNode(partial, nworkers)
-        gather.set_cost(partial.startup_cost + 1000.0,
-                        partial.total_cost + 1000.0 + 0.1 * (nworkers + 1), nworkers + 1, width)
+        gather.set_cost(partial.startup_cost + s.parallel_setup_cost,
+                        partial.total_cost + s.parallel_setup_cost
+                        + s.parallel_tuple_cost * (nworkers + 1), nworkers + 1, width)
         fin = FinalizeAggNode(gather, b.aggs, specs)
         fstart = gather.total_cost + (nworkers + 1) * c.coc * naggs
         fin.set_cost(fstart, fstart + c.ctc, 1, width)

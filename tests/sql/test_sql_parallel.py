@@ -1,7 +1,9 @@
 """Parallel aggregates in the SQL layer: Finalize Aggregate -> Gather -> Partial Aggregate ->
 Parallel Seq Scan (``minidb.exec.gather``, ``Planner._parallel_agg``).
 
-A table of about 480 pages, ``min_parallel_table_scan_size = 16`` and a pool of two workers:
+A table of about 480 pages, ``min_parallel_table_scan_size = 16``, ``parallel_setup_cost`` and
+``parallel_tuple_cost`` 0 (as PostgreSQL's regression tests force parallel plans on small
+tables) and a pool of two workers:
 count / sum / min / max / avg, with and without WHERE, over columns with NULLs, equal the serial
 plan's (``max_parallel_workers_per_gather = 0``) exactly; EXPLAIN shows the Gather plan with
 "Workers Planned", EXPLAIN ANALYZE "Workers Launched"; the WHERE predicate pickles; what the
@@ -32,6 +34,9 @@ QUERIES = [
 ]
 
 
+FORCE = {"min_parallel_table_scan_size": 16, "parallel_setup_cost": 0, "parallel_tuple_cost": 0}
+
+
 @pytest.fixture(scope="module")
 def inst(tmp_path_factory):
     i = Instance(tmp_path_factory.mktemp("par") / "data", shared_buffers=1024,
@@ -53,14 +58,14 @@ def inst(tmp_path_factory):
 
 @pytest.fixture
 def par(inst):
-    db = DB(inst, min_parallel_table_scan_size=16)
+    db = DB(inst, **FORCE)
     yield db
     db.close()
 
 
 @pytest.fixture
 def ser(inst):
-    db = DB(inst, min_parallel_table_scan_size=16, max_parallel_workers_per_gather=0)
+    db = DB(inst, **FORCE, max_parallel_workers_per_gather=0)
     yield db
     db.close()
 
@@ -151,6 +156,9 @@ def test_small_table_and_setting_off(inst):
     try:
         assert "Gather" not in db.plan("SELECT count(*) FROM t")
         db.x("SET min_parallel_table_scan_size = 16")
+        # big enough, but 480 pages do not pay for starting workers (parallel_setup_cost)
+        assert "Gather" not in db.plan("SELECT count(*) FROM t")
+        db.x("SET parallel_setup_cost = 0")
         assert "Gather" in db.plan("SELECT count(*) FROM t")
         db.x("SET max_parallel_workers_per_gather = 0")
         assert "Gather" not in db.plan("SELECT count(*) FROM t")
