@@ -304,7 +304,7 @@ def heap_hot_search(bm, rel: HeapRel, tid: tuple[int, int], snapshot, clog, proc
 def _hot_search(bm, rel, tid, snapshot, clog, procarray, horizon, prepare_pages, *,
                 for_fetch: bool):
     block, off = int(tid[0]), int(tid[1])
-    if block >= bm.smgr.nblocks(rel.relfilenode):
+    if not bm.smgr.has_block(rel.relfilenode, block):
         return None, None, False
     b = bm.pin(rel.relfilenode, block)
     try:

@@ -172,38 +172,30 @@ def heap_page_prune_opt(backend, rel: HeapRel, bufs, first_block: int | None = N
     if not settings.heap_page_pruning:
         return 0
     bm = backend.bufmgr
-    if type(bufs) is int or (type(bufs) is np.ndarray and bufs.size == 1):
-        # One page (an index scan's heap fetch): condition 2's cheap half, read as a
-        # scalar - the numpy batch test below costs ~10 us, more than a whole fetch.
-        if not pg.get_prune_xid(bm.seg.buf_pages[int(bufs) if type(bufs) is int
-                                                   else int(bufs[0])]):
-            return 0
-    bufs = np.atleast_1d(np.asarray(bufs, dtype=np.int64))
-    if not bufs.size:
-        return 0
-    # page headers straight from the pool, without content locks (hints only)
-    head = bm.seg.buf_pages[bufs, :pg.PAGE_HEADER_SIZE]
-    prune_xid = head.view("<u8")[:, 2]
-    if not prune_xid.any():
-        return 0
-    h16 = head.view("<u2").astype(np.int64)
-    flags, lower, upper = h16[:, 3], h16[:, 4], h16[:, 5]
     min_free = min_free_space(settings)
-    free = upper - lower - pg.ITEMID_SIZE
-    no_lines = (((lower - pg.PAGE_HEADER_SIZE) >> 2) >= MAX_HEAP_TUPLES_PER_PAGE) \
-        & ((flags & pg.PD_HAS_FREE_LINES) == 0)
-    free[no_lines] = 0
-    cand = (prune_xid != 0) & (upper != 0) & (((flags & pg.PD_PAGE_FULL) != 0) | (free < min_free))
-    if not cand.any():
-        return 0
-    horizon = backend.instance.procarray.global_xmin()
-    cand &= prune_xid < np.uint64(horizon)
-    idx = np.flatnonzero(cand)
-    if not idx.size:
-        return 0
+    if type(bufs) is int or (type(bufs) is np.ndarray and bufs.size == 1):
+        # One page (an index scan's heap fetch): conditions 2 and 3 as scalars - the
+        # numpy batch test below costs ~40 us, as much as a whole index lookup.
+        b = int(bufs) if type(bufs) is int else int(bufs.reshape(-1)[0])
+        page = bm.seg.buf_pages[b]
+        pxid = pg.get_prune_xid(page)
+        if not pxid:
+            return 0
+        upper = pg.get_upper(page)
+        if upper == 0 or not _needs_space(pg.get_flags(page), pg.get_lower(page), upper,
+                                          min_free):
+            return 0
+        horizon = backend.instance.procarray.global_xmin()
+        if pxid >= horizon:
+            return 0
+        cands = [b]
+    else:
+        cands, horizon = _batch_candidates(backend, bufs, min_free)
+        if not cands:
+            return 0
     stats = prune_stats(backend)
     pruned_blocks, pruned_free = [], []
-    for b in bufs[idx].tolist():
+    for b in cands:
         stats["attempted"] += 1
         if not bm.try_cleanup_lock(b):
             stats["skipped_busy"] += 1
@@ -226,6 +218,31 @@ def heap_page_prune_opt(backend, rel: HeapRel, bufs, first_block: int | None = N
         freespace.record_many(bm, rel.relfilenode, np.array(pruned_blocks),
                               np.array(pruned_free))
     return len(pruned_blocks)
+
+
+def _batch_candidates(backend, bufs, min_free: int) -> tuple[list, int]:
+    """(buffers passing conditions 2 and 3, the horizon) for a batch of pages, read from
+    the page headers in the pool with numpy; ([], 0) if none."""
+    bufs = np.atleast_1d(np.asarray(bufs, dtype=np.int64))
+    if not bufs.size:
+        return [], 0
+    # page headers straight from the pool, without content locks (hints only)
+    head = backend.bufmgr.seg.buf_pages[bufs, :pg.PAGE_HEADER_SIZE]
+    prune_xid = head.view("<u8")[:, 2]
+    if not prune_xid.any():
+        return [], 0
+    h16 = head.view("<u2").astype(np.int64)
+    flags, lower, upper = h16[:, 3], h16[:, 4], h16[:, 5]
+    free = upper - lower - pg.ITEMID_SIZE
+    no_lines = (((lower - pg.PAGE_HEADER_SIZE) >> 2) >= MAX_HEAP_TUPLES_PER_PAGE) \
+        & ((flags & pg.PD_HAS_FREE_LINES) == 0)
+    free[no_lines] = 0
+    cand = (prune_xid != 0) & (upper != 0) & (((flags & pg.PD_PAGE_FULL) != 0) | (free < min_free))
+    if not cand.any():
+        return [], 0
+    horizon = backend.instance.procarray.global_xmin()
+    cand &= prune_xid < np.uint64(horizon)
+    return bufs[np.flatnonzero(cand)].tolist(), horizon
 
 
 class PagePruner:

@@ -68,21 +68,31 @@ def record(bm, rfn: int, block: int, avail: int) -> None:
 
 
 def record_many(bm, rfn: int, blocks: np.ndarray, avails: np.ndarray) -> None:
+    if len(blocks) == 1:  # one page (pruning after an index fetch): no numpy grouping
+        block = int(blocks[0])
+        _store(bm, rfn, block // SLOTS_PER_PAGE, block % SLOTS_PER_PAGE,
+               category(int(avails[0])))
+        return
     blocks = np.asarray(blocks, dtype=np.int64)
     cats = np.minimum(255, np.maximum(0, np.asarray(avails)) // FSM_CAT_STEP).astype(np.uint8)
     fsm_blocks = blocks // SLOTS_PER_PAGE
     for fb in np.unique(fsm_blocks).tolist():
         sel = fsm_blocks == fb
-        b = _fsm_page_for(bm, rfn, fb, create=True)
-        try:
-            bm.lock(b, EXCLUSIVE)
-            page = bm.page(b)
-            page[pg.PAGE_HEADER_SIZE + blocks[sel] % SLOTS_PER_PAGE] = cats[sel]
-            pg.bump_lsn(page)
-            bm.mark_dirty(b)
-            bm.unlock(b)
-        finally:
-            bm.unpin(b)
+        _store(bm, rfn, fb, blocks[sel] % SLOTS_PER_PAGE, cats[sel])
+
+
+def _store(bm, rfn: int, fsm_block: int, slots, cats) -> None:
+    """Write categories into slots of one FSM page (a scalar or arrays)."""
+    b = _fsm_page_for(bm, rfn, fsm_block, create=True)
+    try:
+        bm.lock(b, EXCLUSIVE)
+        page = bm.page(b)
+        page[pg.PAGE_HEADER_SIZE + slots] = cats
+        pg.bump_lsn(page)
+        bm.mark_dirty(b)
+        bm.unlock(b)
+    finally:
+        bm.unpin(b)
 
 
 def search(bm, rfn: int, need: int, nblocks: int, start: int = 0) -> int:

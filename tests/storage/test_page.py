@@ -615,3 +615,25 @@ def test_checksum_single_page_and_noncontiguous_batch():
     c = P.compute_checksums(pages, np.arange(4))
     assert P.compute_checksums(pages[1], 1)[0] == c[1]  # a 1-D page is a batch of one
     assert np.array_equal(P.compute_checksums(pages[::2], [0, 2]), c[::2])
+
+
+def test_smgr_has_block_trusts_only_sizes_it_has_seen(tmp_path, monkeypatch):
+    """``Smgr.has_block`` answers as ``nblocks`` does, calling fstat only for a block at or
+    beyond the largest size it saw (main forks never shrink); a dropped relation is
+    forgotten."""
+    from minidb.storage import smgr as smgr_mod
+    sm = smgr_mod.Smgr(str(tmp_path))
+    sm.create(7)
+    calls = []
+    real = smgr_mod.Smgr.nblocks
+    monkeypatch.setattr(smgr_mod.Smgr, "nblocks",
+                        lambda self, rfn, fork=0: calls.append(rfn) or real(self, rfn, fork))
+    assert not sm.has_block(7, 0) and len(calls) == 1
+    sm.extend(7, smgr_mod.MAIN_FORKNUM, 0, 3)
+    assert sm.has_block(7, 2) and len(calls) == 2       # beyond the size seen: look
+    assert sm.has_block(7, 0) and sm.has_block(7, 1) and len(calls) == 2   # below: trusted
+    assert not sm.has_block(7, 3) and len(calls) == 3
+    sm.unlink(7)
+    sm.create(7)
+    assert not sm.has_block(7, 0) and len(calls) == 4   # forgotten with the file
+    sm.close()

@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from minidb.heap.layout import (HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY,
                                 HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
 from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID, IN_PROGRESS
+from minidb.txn import visibility as vis_mod
 from minidb.txn.procarray import Snapshot
 from minidb.txn.visibility import (DEAD, DELETE_IN_PROGRESS, INSERT_IN_PROGRESS, LIVE,
                                    RECENTLY_DEAD, satisfies_mvcc, satisfies_mvcc_batch,
@@ -104,13 +105,13 @@ SNAP = snapshot(8, 13, [8, 11], CURCID, ME)
 def decide(xmin, xmax, cmin, cmax, infomask, snap=SNAP, clog=CLOG):
     """Both implementations; they must agree.  Returns (visible, hints)."""
     vis, hints = satisfies_mvcc(xmin, xmax, cmin, cmax, infomask, snap, clog)
-    bvis, bhints = satisfies_mvcc_batch(batch_of([(xmin, xmax, cmin, cmax, infomask)]),
+    bvis, bhints = mvcc_batch(batch_of([(xmin, xmax, cmin, cmax, infomask)]),
                                         snap, clog)
     assert (bool(bvis[0]), int(bhints[0])) == (vis, hints), "scalar and batch disagree"
     # the batch's fast path and slow path must also agree: decide it again among others
     # that force the slow path
     other = (5, 6, 0, 0, XMIN_C)                    # committed insert, deleter unhinted
-    bvis, bhints = satisfies_mvcc_batch(
+    bvis, bhints = mvcc_batch(
         batch_of([other, (xmin, xmax, cmin, cmax, infomask), other]), snap, clog)
     assert (bool(bvis[1]), int(bhints[1])) == (vis, hints), "batch depends on its neighbours"
     return vis, hints
@@ -240,7 +241,7 @@ def test_batch_fast_path_all_hinted():
     rows = [(5, 0, 0, 0, XMIN_C | XMAX_I), (11, 0, 0, 0, XMIN_C | XMAX_I),
             (14, 0, 0, 0, XMIN_C | XMAX_I), (11, 0, 0, 0, FROZEN | XMAX_I),
             (6, 8, 0, 0, XMIN_C | LOCK)]
-    vis, hints = satisfies_mvcc_batch(batch_of(rows), SNAP, CLOG)
+    vis, hints = mvcc_batch(batch_of(rows), SNAP, CLOG)
     assert vis.tolist() == [True, False, False, True, True]
     assert not hints.any()
 
@@ -250,10 +251,42 @@ RUNNING = FakeProcArray([8, 9])
 HORIZON = 8   # the oldest xmin any snapshot holds: 3, 5, 6 are older; 11 is not
 
 
+def mvcc_batch(hdr, snap, clog):
+    """``satisfies_mvcc_batch`` both ways - fully vectorized, and with its scalar shortcut
+    for small batches - which must agree exactly."""
+    saved = vis_mod._MVCC_SCALAR_MAX
+    try:
+        vis_mod._MVCC_SCALAR_MAX = -1
+        vec = satisfies_mvcc_batch(hdr, snap, clog)
+        vis_mod._MVCC_SCALAR_MAX = 1 << 30
+        sca = satisfies_mvcc_batch(hdr, snap, clog)
+    finally:
+        vis_mod._MVCC_SCALAR_MAX = saved
+    assert vec[0].tolist() == sca[0].tolist() and vec[1].tolist() == sca[1].tolist()
+    assert vec[0].dtype == sca[0].dtype and vec[1].dtype == sca[1].dtype
+    return vec
+
+
+def vacuum_batch(hdr, horizon, procarray, clog):
+    """``satisfies_vacuum_batch`` both ways - fully vectorized, and with its scalar
+    shortcut for batches with few unsettled tuples - which must agree exactly."""
+    saved = vis_mod._VACUUM_SCALAR_MAX
+    try:
+        vis_mod._VACUUM_SCALAR_MAX = -1
+        vec = satisfies_vacuum_batch(hdr, horizon, procarray, clog)
+        vis_mod._VACUUM_SCALAR_MAX = 1 << 30
+        sca = satisfies_vacuum_batch(hdr, horizon, procarray, clog)
+    finally:
+        vis_mod._VACUUM_SCALAR_MAX = saved
+    assert vec[0].tolist() == sca[0].tolist() and vec[1].tolist() == sca[1].tolist()
+    assert vec[0].dtype == sca[0].dtype and vec[1].dtype == sca[1].dtype
+    return vec
+
+
 def vac(xmin, xmax, infomask, horizon=HORIZON, procarray=RUNNING, clog=CLOG):
     state, hints = satisfies_vacuum(xmin, xmax, infomask, horizon, procarray, clog)
-    bstate, bhints = satisfies_vacuum_batch(batch_of([(xmin, xmax, 0, 0, infomask)]),
-                                            horizon, procarray, clog)
+    bstate, bhints = vacuum_batch(batch_of([(xmin, xmax, 0, 0, infomask)]),
+                                  horizon, procarray, clog)
     assert (int(bstate[0]), int(bhints[0])) == (state, hints), "scalar and batch disagree"
     return state, hints
 
@@ -330,7 +363,7 @@ def any_world(draw):
 @given(any_world())
 def test_mvcc_scalar_and_batch_agree_on_any_state(world):
     clog, snap, tuples, _, _ = world
-    vis, hints = satisfies_mvcc_batch(batch_of(tuples), snap, clog)
+    vis, hints = mvcc_batch(batch_of(tuples), snap, clog)
     for i, t in enumerate(tuples):
         v, h = satisfies_mvcc(*t, snap, clog)
         assert (bool(vis[i]), int(hints[i])) == (v, h), (i, t, snap)
@@ -340,7 +373,7 @@ def test_mvcc_scalar_and_batch_agree_on_any_state(world):
 @given(any_world())
 def test_vacuum_scalar_and_batch_agree_on_any_state(world):
     clog, _, tuples, procarray, horizon = world
-    state, hints = satisfies_vacuum_batch(batch_of(tuples), horizon, procarray, clog)
+    state, hints = vacuum_batch(batch_of(tuples), horizon, procarray, clog)
     for i, (xmin, xmax, _cmin, _cmax, im) in enumerate(tuples):
         s, h = satisfies_vacuum(xmin, xmax, im, horizon, procarray, clog)
         assert (int(state[i]), int(hints[i])) == (s, h), (i, tuples[i], horizon)
@@ -438,7 +471,7 @@ def model_visible(t, snap, clog) -> bool:
 @given(real_world())
 def test_realistic_states_match_the_model_and_hint_only_decided_xids(world):
     clog, snap, tuples, _, _ = world
-    vis, hints = satisfies_mvcc_batch(batch_of(tuples), snap, clog)
+    vis, hints = mvcc_batch(batch_of(tuples), snap, clog)
     for i, t in enumerate(tuples):
         xmin, xmax = t[0], t[1]
         v, h = satisfies_mvcc(*t, snap, clog)
@@ -464,7 +497,7 @@ def test_realistic_states_match_the_model_and_hint_only_decided_xids(world):
 @given(real_world())
 def test_realistic_vacuum_hints_only_for_finished_xids(world):
     clog, _, tuples, procarray, horizon = world
-    state, hints = satisfies_vacuum_batch(batch_of(tuples), horizon, procarray, clog)
+    state, hints = vacuum_batch(batch_of(tuples), horizon, procarray, clog)
     for i, (xmin, xmax, _c, _c2, im) in enumerate(tuples):
         s, h = satisfies_vacuum(xmin, xmax, im, horizon, procarray, clog)
         assert (int(state[i]), int(hints[i])) == (s, h)
