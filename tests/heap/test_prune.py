@@ -417,6 +417,36 @@ def _dead_row_page(hand):
     return tids
 
 
+def test_opportunistic_pruning_skips_only_the_census(hand):
+    """heap_page_prune_opt calls _prune without the census (live / recently dead / in
+    progress counts, LP_DEAD offsets: VACUUM's figures); the page comes out the same."""
+    from minidb.heap.prune import _prune
+    _dead_row_page(hand)
+    with hand.page() as page:
+        before = bytes(page)
+    results = {}
+    for census in (True, False):
+        with hand.page() as page:
+            page[:] = memoryview(before)
+        horizon = hand.inst.procarray.global_xmin()
+        b = hand.bm.pin(hand.rel.relfilenode, 0)
+        try:
+            hand.bm.lock_for_cleanup(b)
+            try:
+                r = _prune(hand.b, hand.rel, b, horizon, census=census)
+                results[census] = (r, bytes(hand.bm.page(b)))
+            finally:
+                hand.bm.unlock(b)
+        finally:
+            hand.bm.unpin(b)
+    (full, page_full), (lean, page_lean) = results[True], results[False]
+    assert page_full == page_lean
+    assert (full.counts, full.free_space, full.changed) == \
+        (lean.counts, lean.free_space, lean.changed) == ((1, 0, 0), full.free_space, True)
+    assert full.live == 4 and full.dead_offsets.tolist() == [1]
+    assert lean.live == 0 and lean.dead_offsets.size == 0
+
+
 def test_pruning_off_does_nothing(hand, inst):
     _dead_row_page(hand)
     hand.set_page_full()
