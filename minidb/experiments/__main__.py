@@ -5,7 +5,7 @@ write ``<out>/<name>.md`` and ``<out>/<name>.png``, print the markdown.
     minidb experiment dead-tuples [--scale 4] [--runs 3] [--transactions N]
     minidb experiment syncscan-staggered [--table-mb 128] [--disk seed|hdd|ssd]
     minidb experiment parallel-readahead [--table-mb 512] [--workers 7] [--disk auto]
-    minidb experiment syncscan-parallel [--shrink 2048] [--queries 3]
+    minidb experiment syncscan-parallel [--shrink 4096] [--queries 3]
     minidb experiment all [--out DIR]
 
 Common options: ``--out DIR`` (default ``./minidb-results``), ``--no-plot``, ``--workdir DIR``
@@ -66,9 +66,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="block, 64, 1024, 8192, 16384 (repeatable; default all)")
     common(p)
     p = sub.add_parser("syncscan-parallel", help="seed 000: six clients' parallel counts")
-    p.add_argument("--shrink", type=int, default=2048,
+    p.add_argument("--shrink", type=int, default=4096,
                    help="the seed's 800 GiB table divided by this")
-    p.add_argument("--chunk-divisor", type=int, default=32,
+    p.add_argument("--chunk-divisor", type=int, default=128,
                    help="the seed's chunks (65,536 and 8,192 blocks) divided by this")
     p.add_argument("--cache-ratio", type=float, default=16.0, help="table / OS cache")
     p.add_argument("--clients", type=int, default=6)

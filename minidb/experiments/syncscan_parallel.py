@@ -12,7 +12,7 @@ blocks (the patch's pow2(nblocks / 2048)) 372,738 ms with synchronize_seqscans o
 why PostgreSQL 14 caps chunks at 8,192 blocks (PARALLEL_SEQSCAN_MAX_CHUNK_SIZE).
 
 Setup here: the table ``t`` (``common.load_scan_table``) of 800 GiB / ``--shrink`` (default
-2,048: 400 MiB), an instance with the I/O model beneath the pool, ``shared_buffers`` 1024
+4,096: 200 MiB), an instance with the I/O model beneath the pool, ``shared_buffers`` 1024
 and an OS cache of the table / ``--cache-ratio`` (default 16).  For each setting, from a
 cold start (shared buffers and OS cache emptied; the syncscan table keeps its hints, as
 PostgreSQL's shared memory did between the seed's runs): six client processes, started
@@ -30,8 +30,8 @@ long.  Keeping their ratio to the table (1/1,600 and 1/12,800) would make them 3
 blocks here, two windows and a quarter of one, so the capped chunks would pay for
 read-ahead breaks the seed's did not, and the participants of all six queries would
 span a few hundred blocks, far less than any OS cache: whatever synchronized scans did,
-every query would find the others' pages cached.  So the chunks are divided by 32
-instead (2,048 and 256 blocks: 128 and 16 windows, still 8x apart), and the OS cache is
+every query would find the others' pages cached.  So the chunks are divided by 128
+instead (512 and 64 blocks: 32 and 4 windows, still 8x apart), and the OS cache is
 1/16 of the table, so that what decides the seed's result stays on the same side of
 the line: the twelve participants' large chunks together span more than the OS cache
 (a query that joins at another query's reported position can trail it by more than the
@@ -98,8 +98,8 @@ def _label(key: str, chunk: int | None) -> str:
     return f"max chunk {int(key):,} scaled: {chunk:,} blocks"
 
 
-def run(shrink: int = 2048, clients: int = 6, queries: int = 3, nworkers: int = 1,
-        cpu_share: float = 6.0, cache_ratio: float = 16.0, chunk_divisor: int = 32,
+def run(shrink: int = 4096, clients: int = 6, queries: int = 3, nworkers: int = 1,
+        cpu_share: float = 6.0, cache_ratio: float = 16.0, chunk_divisor: int = 128,
         settings: list | None = None,
         workdir: str | None = None, command: str | None = None,
         table_blocks: int | None = None, chunks: dict | None = None,
@@ -240,7 +240,7 @@ def run(shrink: int = 2048, clients: int = 6, queries: int = 3, nworkers: int = 
         "longer latency from the second round on. Capped chunks keep the reported "
         "positions within the cache of each other. One block at a time defeats read-ahead "
         "whatever the setting.",
-        "Where minidb departs: the chunks are 1/32 of the seed's (its ratio to the table "
+        "Where minidb departs: the chunks are 1/128 of the seed's (its ratio to the table "
         "would put them at the read-ahead window), the OS cache is chosen so that the large "
         "chunks' span exceeds it and the capped ones' does not (the seed does not give its "
         "RAM), three rounds per client instead of 29, the device serves one request at a "
