@@ -28,7 +28,10 @@ the bulk-read ring and, if ``synchronize_seqscans`` is on, is *synchronized*
 end, and reports its position after each batch (the last multiple of 16 among the blocks
 it reads next, so that another scan joining there finds the pages still in this scan's
 ring).  One threshold for both, as PostgreSQL's ``initscan``.  The number of blocks is
-fixed when the scan starts.
+fixed when the scan starts.  A run of at most ``SMALL_SCAN_PAGES`` pages (a tiny table:
+pgbench's tellers and branches) takes the *small-batch path* instead, the same steps in
+plain Python (``HeapScan._read_small``): the vectorized batch's fixed cost of ~40 numpy
+steps would be most of such a scan.
 
 A parallel participant gives ``HeapScan`` a ``block_source`` (``minidb.heap.parallel``'s
 ``BlockAllocator``) instead of a range: the scan then takes runs of blocks from it (the
@@ -361,6 +364,16 @@ class HeapScan:
         while pos < n:
             block = (self.start_block + pos) % n
             want = min(self.batch_pages, n - pos, n - block)
+            if want <= SMALL_SCAN_PAGES and want <= self.bm.max_batch_pins:
+                # a tiny table (or the tail of a run): plain Python, see _read_small
+                pos += want
+                self.pages_scanned += want
+                if ss is not None:
+                    ss.report_run(rfn, block, want, n)
+                batch = self._read_small(block, want)
+                if batch is not None and len(batch):
+                    yield batch
+                continue
             bufs = self.bm.pin_run(rfn, block, want, strategy=self.strategy)
             pos += len(bufs)
             self.pages_scanned += len(bufs)
@@ -476,6 +489,91 @@ class HeapScan:
         finally:
             bm.unpin_batch(bufs)
         return Batch(cols, first_block, positions, width, len(tuple_starts))
+
+
+    def _read_small(self, block: int, count: int) -> Batch | None:
+        """``_read_pages`` for a run of at most ``SMALL_SCAN_PAGES`` pages, done in plain
+        Python (the small-batch path).
+
+        The vectorized path costs ~40 numpy steps per batch whatever its size (``pin_run``,
+        ``page_items``, ``lock_share_batch`` / ``unlock_batch``, ``unpin_batch``), ~100 us:
+        more than an OLTP statement's whole scan of a one-page table (pgbench_tellers and
+        pgbench_branches, which the planner seq-scans by cost as PostgreSQL does).  Here the
+        same steps are done page by page and line pointer by line pointer: pin (one page:
+        ``pin``; several: still one ``pin_run``, so a cold run is read with the same single
+        ``preadv``), the ``prepare_pages`` hook, a share lock per page, the LP_NORMAL items
+        read with ``struct``, the ``tuple_filter`` under the locks, unlock, the column
+        gather under the pins, unpin.  Same pins, locks, hooks, filter calls, counters
+        (buffers hit / read, ``pages_scanned``, ``tuples_seen``) and the same ``Batch``
+        (positions on the same grid) as ``_read_pages``; ``tests/heap/test_small_scan.py``
+        runs both and compares.
+        """
+        bm, v = self.bm, self.views
+        rfn = self.rel.relfilenode
+        if count == 1:
+            bufs = [bm.pin(rfn, block, strategy=self.strategy)]
+        else:
+            bufs = bm.pin_run(rfn, block, count, strategy=self.strategy).tolist()
+        barr = None
+        try:
+            if self.prepare_pages is not None:
+                barr = np.array(bufs, dtype=np.int64)
+                self.prepare_pages(barr, block)
+            locked = []
+            try:
+                for b in bufs:
+                    bm.lock(b, SHARE)
+                    locked.append(b)
+                positions, width, tuple_starts = _page_items_small(v.flat, bufs)
+                self.tuples_seen += len(tuple_starts)
+                if self.tuple_filter is not None and len(tuple_starts):
+                    if barr is None:
+                        barr = np.array(bufs, dtype=np.int64)
+                    keep = self.tuple_filter(v, tuple_starts, barr)
+                    if positions is None:
+                        positions = np.arange(len(tuple_starts), dtype=np.int64)
+                    positions, tuple_starts = positions[keep], tuple_starts[keep]
+            finally:
+                for b in locked:
+                    bm.unlock(b)
+            if not len(tuple_starts):
+                return None
+            cols = self.rel.layout.gather(v, tuple_starts, self.columns)
+        finally:
+            for b in bufs:
+                bm.unpin(b)
+        return Batch(cols, block, positions, width, len(tuple_starts))
+
+
+# Runs of at most this many pages take HeapScan's small-batch path (``_read_small``).
+SMALL_SCAN_PAGES = 4
+_LP_FLAGS, _LP_NORMAL_BITS = 0x18000, pg.LP_NORMAL << 15
+_U16 = struct.Struct("<H")
+
+
+def _page_items_small(flat, bufs: list[int]):
+    """``page_items`` for a few share-locked pages, read with ``struct`` (same results:
+    positions on a (len(bufs), width) grid or None, width, absolute tuple starts)."""
+    lps = []
+    for b in bufs:
+        base = b * BLCKSZ
+        lower = _U16.unpack_from(flat, base + 8)[0]
+        k = max(lower - pg.PAGE_HEADER_SIZE, 0) >> 2
+        lps.append((base, struct.unpack_from(f"<{k}I", flat, base + pg.PAGE_HEADER_SIZE)))
+    width = max(len(lp) for _, lp in lps)
+    if width == 0:
+        return np.empty(0, dtype=np.int64), 0, np.empty(0, dtype=np.int64)
+    positions, starts = [], []
+    for i, (base, lp) in enumerate(lps):
+        row = i * width
+        for j, x in enumerate(lp):
+            if x & _LP_FLAGS == _LP_NORMAL_BITS:
+                positions.append(row + j)
+                starts.append(base + (x & 0x7FFF))
+    starts_arr = np.array(starts, dtype=np.int64)
+    if len(positions) == len(lps) * width:
+        return None, width, starts_arr
+    return np.array(positions, dtype=np.int64), width, starts_arr
 
 
 def _trace_syncscan(rel: HeapRel, start: int, nblocks: int) -> None:
