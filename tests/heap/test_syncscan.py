@@ -203,7 +203,8 @@ def test_a_parallel_scan_starts_where_a_serial_scan_is(sinst):
 
 
 def test_a_serial_scan_joins_a_running_parallel_scan(sinst):
-    rel, nblocks = _load(sinst, 3000)
+    nrows = 20000                      # about 1,200 blocks: the worker cannot finish at once
+    rel, nblocks = _load(sinst, nrows)
     with sinst.connect() as a, sinst.connect() as b:
         a.settings.set("parallel_chunk_policy", "fixed")
         a.settings.set("parallel_fixed_chunk_blocks", 4)
@@ -213,11 +214,18 @@ def test_a_serial_scan_joins_a_running_parallel_scan(sinst):
         hint = SyncScanTable(sinst.seg, sinst.locks.syncscan).get_location(
             rel.relfilenode, nblocks)
         serial = HeapScan(b.bufmgr, rel, [0])
-        # the worker scans on while the leader's generator waits: the hint only moves on
-        assert hint > 0 and serial.start_block >= hint and serial.start_block % 16 == 0
-        assert np.array_equal(np.sort(_ids(serial.batches())), np.arange(3000))
+        # the worker scans on while the leader's generator waits: the hint only moves on,
+        # unless the worker has already taken the last chunk (a loaded machine can stall
+        # the leader that long): then the end-of-scan report hands later scans the parallel
+        # scan's start, as PostgreSQL's does
+        assert serial.start_block % 16 == 0
+        if hint == ps.stats.start_block:
+            assert serial.start_block == hint
+        else:
+            assert hint > ps.stats.start_block and serial.start_block >= hint
+        assert np.array_equal(np.sort(_ids(serial.batches())), np.arange(nrows))
         got.extend(gen)
-        assert np.array_equal(np.sort(_ids(got)), np.arange(3000))
+        assert np.array_equal(np.sort(_ids(got)), np.arange(nrows))
         a.xact.rollback()
     assert_no_pins_in(sinst)
 
