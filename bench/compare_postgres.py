@@ -216,7 +216,7 @@ def pg_pgbench(pg: PG, scale: int, clients: int, transactions: int, select_secon
 
 def minidb_pgbench(datadir: str, scale: int, clients: int, transactions: int,
                    select_seconds: float, mode: str, accounts_per_scale: int = 100_000) -> dict:
-    from minidb.bench import init_pgbench, run_bench
+    from minidb.pgbench import init_pgbench, run_bench
     init_pgbench(datadir, scale, accounts_per_scale=accounts_per_scale)
     tpcb = run_bench(datadir, clients=clients, threads=clients, transactions=transactions,
                      mode=mode, accounts_per_scale=accounts_per_scale)

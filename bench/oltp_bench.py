@@ -1,7 +1,7 @@
 """OLTP benchmark: pgbench's single-row statements through minidb's SQL engine (prepared),
 each as a ratio against sqlite3 doing the same statements in the same run.
 
-Setup: pgbench's four tables at ``--scale`` (``minidb.bench.init_pgbench``: 100,000
+Setup: pgbench's four tables at ``--scale`` (``minidb.pgbench.init_pgbench``: 100,000
 accounts per unit, primary keys), warm in a pool that holds them; the same rows in an
 in-memory sqlite3 database with the same primary keys (INTEGER PRIMARY KEY on the key
 columns, sqlite's rowid B-tree).
@@ -46,7 +46,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from minidb.bench import init_pgbench  # noqa: E402
+from minidb.pgbench import init_pgbench  # noqa: E402
 from minidb.instance import Instance  # noqa: E402
 from minidb.session import Session  # noqa: E402
 from minidb.sql import Engine  # noqa: E402

@@ -8,7 +8,7 @@ experiment``.
     minidb [DATADIR] < file.sql   run a script (stdin not a terminal), as psql -f
     minidb [DATADIR] -f file.sql  the same from a file
     minidb demo [-D DATADIR]      the headline demonstration: seed 003, short (below)
-    minidb bench ...              pgbench rebuilt over minidb (minidb/bench)
+    minidb bench ...              pgbench rebuilt over minidb (minidb/pgbench)
     minidb experiment NAME ...    one of the four seed experiments (minidb/experiments)
     minidb repl [DATADIR] ...     the REPL by its name (for a data directory named like a
                                   subcommand)
@@ -180,7 +180,7 @@ def demo(datadir: str, scale: int, runs: int, transactions: int | None, configs,
     the last one's (2002's) for "minidb DATADIR".  The full experiment is "minidb experiment
     dead-tuples".
     """
-    from minidb.bench.conn import BenchError
+    from minidb.pgbench.conn import BenchError
     from minidb.errors import Error
     from minidb.experiments import dead_tuples
     from minidb.experiments.common import OUT_DIR
@@ -234,8 +234,8 @@ def experiment(ctx: click.Context) -> None:
     sys.exit(run_experiments(list(ctx.args)))
 
 
-# ``minidb bench``: pgbench's driver (minidb/bench/command.py)
-from minidb.bench.command import bench as _bench  # noqa: E402
+# ``minidb bench``: pgbench's driver (minidb/pgbench/command.py)
+from minidb.pgbench.command import bench as _bench  # noqa: E402
 
 main.add_command(_bench)
 

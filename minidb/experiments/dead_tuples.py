@@ -114,7 +114,7 @@ def run_config(label: str, settings: dict, *, scale: int, clients: int, transact
     dropped and re-created there, as ``pgbench -i`` does; other tables are left alone);
     default a new temporary one under ``workdir``, removed afterwards.  ``progress``: called
     with one line of text per run."""
-    from minidb.bench import init_pgbench, run_bench
+    from minidb.pgbench import init_pgbench, run_bench
     from minidb.instance import Instance
     from minidb.session import Session
     from minidb.sql.engine import Engine

@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from minidb.bench.conn import BenchError, connect, open_target
-from minidb.bench.scripts import NACCOUNTS
+from minidb.pgbench.conn import BenchError, connect, open_target
+from minidb.pgbench.scripts import NACCOUNTS
 
 __all__ = ["BalanceState", "CheckResult", "balance_state", "check_balances", "compare_states",
            "table_sizes"]

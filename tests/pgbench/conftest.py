@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from minidb.bench import init_pgbench
+from minidb.pgbench import init_pgbench
 from minidb.instance import Instance
 
 ACCOUNTS = 1000   # accounts per unit of scale in these tests (pgbench: 100,000)

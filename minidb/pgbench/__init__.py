@@ -2,7 +2,7 @@
 
 Python API (the experiments under ``minidb/experiments`` use it)::
 
-    from minidb.bench import init_pgbench, run_bench, check_balances
+    from minidb.pgbench import init_pgbench, run_bench, check_balances
     init_pgbench("data", scale=10)                       # minidb bench -i -s 10 data
     r = run_bench("data", clients=5, transactions=1000,  # minidb bench -c 5 -t 1000 -n data
                   no_vacuum=True, mode="prepared")
@@ -11,12 +11,12 @@ Python API (the experiments under ``minidb/experiments`` use it)::
     assert check_balances("data")
 """
 
-from minidb.bench.check import BalanceState, CheckResult, check_balances, table_sizes
-from minidb.bench.conn import BenchError
-from minidb.bench.driver import run_bench
-from minidb.bench.results import BenchResult, CommandStats, ScriptStats
-from minidb.bench.init import InitResult, init_pgbench
-from minidb.bench.scripts import (BUILTIN_SCRIPTS, Script, ScriptError, builtin_script,
+from minidb.pgbench.check import BalanceState, CheckResult, check_balances, table_sizes
+from minidb.pgbench.conn import BenchError
+from minidb.pgbench.driver import run_bench
+from minidb.pgbench.results import BenchResult, CommandStats, ScriptStats
+from minidb.pgbench.init import InitResult, init_pgbench
+from minidb.pgbench.scripts import (BUILTIN_SCRIPTS, Script, ScriptError, builtin_script,
                                   load_script, parse_script)
 
 __all__ = ["run_bench", "init_pgbench", "check_balances", "table_sizes", "BenchResult",

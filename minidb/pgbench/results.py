@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from minidb.bench import report
-from minidb.bench.check import CheckResult
+from minidb.pgbench import report
+from minidb.pgbench.check import CheckResult
 
 __all__ = ["BenchResult", "ScriptStats", "CommandStats"]
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from minidb import errors
-from minidb.bench.conn import BenchError, connect
-from minidb.bench.expr import ExprError, to_sql_text
-from minidb.bench.results import ScriptStats
+from minidb.pgbench.conn import BenchError, connect
+from minidb.pgbench.expr import ExprError, to_sql_text
+from minidb.pgbench.results import ScriptStats
 
 __all__ = ["Plan", "client_entry", "P_WIDTH", "P_COMMITTED", "P_FAILED", "P_RETRIED",
            "P_RETRIES", "P_LAT", "P_LAT2"]

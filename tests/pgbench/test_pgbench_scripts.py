@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from minidb.bench.scripts import (BUILTIN_SCRIPTS, ScriptError, builtin_script, find_builtin,
+from minidb.pgbench.scripts import (BUILTIN_SCRIPTS, ScriptError, builtin_script, find_builtin,
                                   load_script, parse_script)
 
 TPCB_TEXTS = [
@@ -128,7 +128,7 @@ def test_load_script_file_and_weight(tmp_path):
 
 def test_current_timestamp_fallback_becomes_a_parameter():
     """When the engine lacks CURRENT_TIMESTAMP, clients pass the time as a value."""
-    from minidb.bench.client import _NOW, _now_as_parameter
+    from minidb.pgbench.client import _NOW, _now_as_parameter
     cmd = builtin_script("tpcb-like").commands[9]
     fr, pa = _now_as_parameter(cmd.fragments, cmd.params)
     assert pa == ["tid", "bid", "aid", "delta", _NOW]

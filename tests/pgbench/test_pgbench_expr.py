@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minidb.bench.expr import INT64_MAX, INT64_MIN, ExprError, compile_expression
+from minidb.pgbench.expr import INT64_MAX, INT64_MIN, ExprError, compile_expression
 
 
 def ev(text, **variables):

@@ -93,8 +93,8 @@ def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys,
           accounts_per_scale):
     """pgbench for minidb: -i creates pgbench's tables in DATADIR; otherwise run
     clients against them and print pgbench's summary."""
-    from minidb.bench.conn import BenchError
-    from minidb.bench.scripts import BUILTIN_SCRIPTS, NACCOUNTS
+    from minidb.pgbench.conn import BenchError
+    from minidb.pgbench.scripts import BUILTIN_SCRIPTS, NACCOUNTS
 
     def given(name):
         src = ctx.get_parameter_source(name)
@@ -115,7 +115,7 @@ def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys,
                                  "initialization (-i) mode")
             if foreign_keys:
                 raise BenchError("foreign keys (--foreign-keys) are not supported by minidb")
-            from minidb.bench.init import init_pgbench
+            from minidb.pgbench.init import init_pgbench
             init_pgbench(datadir, scale or 1, fillfactor=fillfactor, vacuum=not no_vacuum,
                          steps=init_steps, quiet=quiet, accounts_per_scale=aps,
                          settings=sets, log=err)
@@ -123,8 +123,8 @@ def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys,
         if any(given(n) for n in _INIT_ONLY):
             raise BenchError("some of the specified options cannot be used in benchmarking "
                              "mode")
-        from minidb.bench.driver import run_bench
-        from minidb.bench.report import check_lines
+        from minidb.pgbench.driver import run_bench
+        from minidb.pgbench.report import check_lines
         scripts = list(builtin)
         if select_only:
             scripts.append("select-only")

@@ -18,7 +18,7 @@ pgbench's rules:
   columns of its one result row (``\\aset``: of every row, the last one winning) into
   variables named ``prefix`` + column name - e.g. ``SHOW enable_seqscan \\gset``.
 
-Meta commands: ``\\set name expression`` (``minidb.bench.expr``) and
+Meta commands: ``\\set name expression`` (``minidb.pgbench.expr``) and
 ``\\sleep n [us | ms | s]`` (n a number or a ``:variable``).  pgbench's others (``\\setshell``,
 ``\\shell``, ``\\if`` ..., pipelines) are refused with an error naming them.
 
@@ -36,7 +36,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from minidb.bench.expr import Expr, ExprError, compile_expression
+from minidb.pgbench.expr import Expr, ExprError, compile_expression
 
 __all__ = ["BUILTIN_SCRIPTS", "NACCOUNTS", "NBRANCHES", "NTELLERS", "Command", "Script",
            "ScriptError", "builtin_script", "parse_script", "load_script",

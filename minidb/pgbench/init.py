@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from minidb import errors
-from minidb.bench.conn import BenchError, Log, connect, open_target
-from minidb.bench.scripts import NACCOUNTS, NBRANCHES, NTELLERS
+from minidb.pgbench.conn import BenchError, Log, connect, open_target
+from minidb.pgbench.scripts import NACCOUNTS, NBRANCHES, NTELLERS
 
 __all__ = ["init_pgbench", "InitResult", "TABLES", "DEFAULT_STEPS"]
 

@@ -70,13 +70,13 @@ import time
 import numpy as np
 
 from minidb import errors
-from minidb.bench import report
-from minidb.bench.check import balance_state, compare_states, table_sizes
-from minidb.bench.client import (P_COMMITTED, P_FAILED, P_LAT, P_LAT2, P_RETRIED, P_RETRIES,
+from minidb.pgbench import report
+from minidb.pgbench.check import balance_state, compare_states, table_sizes
+from minidb.pgbench.client import (P_COMMITTED, P_FAILED, P_LAT, P_LAT2, P_RETRIED, P_RETRIES,
                                  P_WIDTH, Plan, client_entry)
-from minidb.bench.conn import BenchError, Log, connect, open_target
-from minidb.bench.results import BenchResult, CommandStats, ScriptStats
-from minidb.bench.scripts import NACCOUNTS, Script, ScriptError, builtin_script, load_script
+from minidb.pgbench.conn import BenchError, Log, connect, open_target
+from minidb.pgbench.results import BenchResult, CommandStats, ScriptStats
+from minidb.pgbench.scripts import NACCOUNTS, Script, ScriptError, builtin_script, load_script
 
 __all__ = ["run_bench", "BenchResult", "ScriptStats", "CommandStats", "QUERY_MODES"]
 

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from minidb.bench import BenchError, init_pgbench
+from minidb.pgbench import BenchError, init_pgbench
 from minidb.index import check_btree
 from minidb.instance import Instance
 from minidb.session import Session

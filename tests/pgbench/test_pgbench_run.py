@@ -14,8 +14,8 @@ import io
 
 import pytest
 
-from minidb.bench import BenchError, check_balances, init_pgbench, parse_script, run_bench
-from minidb.bench.check import BalanceState, compare_states
+from minidb.pgbench import BenchError, check_balances, init_pgbench, parse_script, run_bench
+from minidb.pgbench.check import BalanceState, compare_states
 from minidb.session import Session
 from minidb.sql import Engine
 from pgbench_formats import PROGRESS

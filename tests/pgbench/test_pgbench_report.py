@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minidb.bench.results import BenchResult, CommandStats, ScriptStats
-from minidb.bench.report import progress_line, summary_lines
+from minidb.pgbench.results import BenchResult, CommandStats, ScriptStats
+from minidb.pgbench.report import progress_line, summary_lines
 from pgbench_formats import PROGRESS, parse
 
 # real pgbench 15.18 output on this machine (stdout, without the version line)

@@ -1,5 +1,5 @@
 """Regular expressions for pgbench 15's output lines, as a program parsing it would use
-(shared by the bench tests; checked against real pgbench output in test_bench_report)."""
+(shared by the bench tests; checked against real pgbench output in test_pgbench_report)."""
 
 from __future__ import annotations
 
