@@ -27,7 +27,7 @@ The model (rows are ``(id, k, v)``; ``id`` is unique, so duplicate keys are allo
   did wait where the model says it need not, the test fails with 55P03 instead of
   hanging.
 
-What it does not prove: behaviour while waiting (skipped here; ``test_anomalies`` and
+What it does not prove: behaviour while waiting (skipped here; the isolation specs and
 ``test_concurrency`` cover waits), anything about concurrent execution (the sessions run
 their statements one at a time from one thread), and it samples interleavings rather
 than enumerating them.
