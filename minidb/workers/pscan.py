@@ -559,9 +559,9 @@ class ParallelSeqScan:
             self.stats.reason = "not enough free workers (max_parallel_workers or the pool)"
         try:
             for w in pool.start_claimed(claimed):
-                msg = ("scan", task_id, dict(spec, worker=w))
                 try:
-                    pool.tasks[w].send(msg, timeout=SEND_TASK_TIMEOUT_S)
+                    pool.send_task(w, task_id, run_worker_task, dict(spec, worker=w),
+                                   timeout=SEND_TASK_TIMEOUT_S)
                 except (TimeoutError, OSError):
                     pool.give_up(w)
                     continue
