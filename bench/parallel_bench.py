@@ -48,7 +48,7 @@ from minidb.heap.mvcc import seq_scan  # noqa: E402
 from minidb.heap.prune import heap_page_prune_opt  # noqa: E402
 from minidb.heap.parallel import initial_chunk_size  # noqa: E402
 from minidb.instance import Instance  # noqa: E402
-from minidb.workers import Aggregate, ParallelSeqScan  # noqa: E402
+from minidb.exec.gather import Aggregate, ParallelSeqScan  # noqa: E402
 
 ABALANCE = 2
 

@@ -195,7 +195,7 @@ _ALL = [
     _s("os_cache_mb", 256, int, "instance",
        "size of the simulated OS page cache shared by all processes; the seeds need tables "
        "at least 8 times larger than it", min=1, max=1 << 20, unit="MB"),
-    # -- sequential scans (minidb.heap.syncscan, minidb.heap.parallel, minidb.workers) ---------
+    # -- sequential scans (minidb.heap.syncscan, minidb.heap.parallel, minidb.exec.gather) -----
     _s("synchronize_seqscans", True, bool, "session",
        "PostgreSQL 8.3+: a scan of a table larger than shared_buffers/4 starts where another "
        "scan of it is; off = always start at block 0 (row order of unordered queries is then "

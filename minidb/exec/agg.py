@@ -1,10 +1,13 @@
 """Aggregation: count, sum, avg, min, max (and their DISTINCT forms), with or without
 GROUP BY.
 
-**Aggregate** (no GROUP BY) streams: each batch updates running states with whole-array
-numpy reductions (``count_nonzero``, ``sum``, ``min``, ``max``), so ``count(*)`` over a
-filtered scan does one ``count`` per batch.  DISTINCT arguments keep the batch-wise
-``np.unique`` values and reduce them at the end.
+**Aggregate** (no GROUP BY) streams: each batch updates running states (``AggState``) with
+whole-array numpy reductions (``sum``, ``min``, ``max``), so ``count(*)`` over a filtered scan
+does one addition per batch.  DISTINCT arguments keep the batch-wise ``np.unique`` values and
+reduce them at the end.  ``AggState`` is also the partial aggregate of a parallel scan: every
+participant keeps its own states, and the Finalize Aggregate above the Gather (``gather.py``)
+combines them (``AggState.combine``) - one implementation of each aggregate's transition,
+combine and final function, serial or parallel.
 
 **HashAggregate** (GROUP BY) gathers the group keys and aggregate arguments of all its
 input (only those columns), numbers the groups (``nodes.factorize``: ``np.unique`` per key
@@ -32,7 +35,7 @@ from minidb.exec.datatypes import family
 from minidb.exec.expr import K, deparse, evaluate, truth
 from minidb.exec.nodes import PlanNode, factorize
 
-__all__ = ["AggNode"]
+__all__ = ["AggNode", "AggState"]
 
 _DT = {"int": np.int64, "float": np.float64, "bool": np.bool_, "text": object, "ts": np.int64}
 _FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0}
@@ -80,13 +83,13 @@ class AggNode(PlanNode):
 
     # -- no GROUP BY -----------------------------------------------------------------------------
     def _plain(self, ectx, child, args):
-        states = [_State(a) for a in self.aggs]
+        states = [AggState.for_agg(a) for a in self.aggs]
         it = child.run(ectx)
         try:
             for chunk in it:
                 for st, c in zip(states, args):
                     if c is None:
-                        st.count += chunk.n
+                        st.add_rows(chunk.n)
                     else:
                         st.add(*evaluate(c, chunk))
         finally:
@@ -126,17 +129,41 @@ class AggNode(PlanNode):
         return Chunk(cols, ng)
 
 
-class _State:
-    """Running state of one aggregate without GROUP BY."""
+class AggState:
+    """The state of one aggregate without GROUP BY, and its three functions: transition
+    (``add`` a batch's values, ``add_rows`` for ``count(*)``), combine (``combine`` another
+    state of the same aggregate: partial aggregation, the parallel scan's participants) and
+    final (``result`` as a one-row SQL column, ``value`` as a Python value).
 
-    def __init__(self, agg):
-        self.agg = agg
-        self.name = agg.name
-        self.fam = family(agg.arg.type) if agg.arg is not None else "int"
+    ``fam`` is the argument's family: ``float`` sums in float64, every other family sums
+    exactly as Python integers (beyond 64 bits if need be; ``result`` then raises past the
+    bigint range, ``value`` does not); None takes the family from each batch's dtype (the
+    parallel scan's aggregates, which know columns, not types).  ``rfam``, the result's family,
+    is needed by ``result`` only.  A state pickles (a worker sends its partial states to its
+    leader); a DISTINCT state does not combine."""
+
+    __slots__ = ("name", "fam", "rfam", "count", "sum", "best", "distinct")
+
+    def __init__(self, name: str, fam: str | None = None, rfam: str | None = None,
+                 distinct: bool = False):
+        self.name = name
+        self.fam = fam
+        self.rfam = rfam
         self.count = 0
         self.sum = 0
         self.best = None
-        self.distinct = [] if agg.distinct else None
+        self.distinct = [] if distinct else None
+
+    @classmethod
+    def for_agg(cls, agg) -> "AggState":
+        """The state of a bound aggregate call (``expr.AggCall``)."""
+        fam = family(agg.arg.type) if agg.arg is not None else "int"
+        return cls(agg.name, fam, family(agg.type), agg.distinct)
+
+    # -- transition ------------------------------------------------------------------------------
+    def add_rows(self, n: int) -> None:
+        """``count(*)`` over ``n`` more rows."""
+        self.count += n
 
     def add(self, vals, mask):
         if np.ndim(vals) == 0:
@@ -154,7 +181,8 @@ class _State:
         self.count += len(vals)
         name = self.name
         if name in ("sum", "avg"):
-            if self.fam == "float":
+            fam = self.fam
+            if fam == "float" or (fam is None and vals.dtype.kind == "f"):
                 self.sum += float(np.sum(vals, dtype=np.float64))
             else:
                 self.sum += _exact_sum(vals)
@@ -165,13 +193,33 @@ class _State:
             m = vals.max()
             self.best = m if self.best is None or m > self.best else self.best
 
-    def result(self):
+    # -- combine ---------------------------------------------------------------------------------
+    def combine(self, other: "AggState") -> None:
+        """Merge ``other``'s rows into this state (as if this state had seen them)."""
+        if self.distinct is not None or other.distinct is not None:
+            raise errors.InternalError(f"{self.name}(DISTINCT) states do not combine")
+        if not other.count:
+            return
+        self.count += other.count
+        name = self.name
+        if name in ("sum", "avg"):
+            self.sum += other.sum
+        elif name in ("min", "max") and other.best is not None:
+            b = other.best
+            if self.best is None or (b < self.best if name == "min" else b > self.best):
+                self.best = b
+
+    # -- final -----------------------------------------------------------------------------------
+    def _finish_distinct(self):
         if self.distinct is not None and self.distinct:
             allv = np.unique(np.concatenate(self.distinct))
             self.distinct = None
             self._reduce(allv)
-        name, t = self.name, self.agg.type
-        f = family(t)
+
+    def result(self):
+        """The final value as a one-row column ``(values, mask)`` of the result's type."""
+        self._finish_distinct()
+        name, f = self.name, self.rfam
         if name == "count":
             return np.array([self.count], dtype=np.int64), None
         if self.count == 0:
@@ -186,6 +234,22 @@ class _State:
         arr = np.empty(1, dtype=_DT[f])
         arr[0] = best
         return arr, None
+
+    def value(self):
+        """The final value as a Python value: count an int, sum an int (exact) or a float,
+        avg a float, min/max the values' Python scalar; None over no rows but for count."""
+        self._finish_distinct()
+        name = self.name
+        if name == "count":
+            return self.count
+        if self.count == 0:
+            return None
+        if name == "sum":
+            return self.sum
+        if name == "avg":
+            return self.sum / self.count
+        b = self.best
+        return b.item() if isinstance(b, np.generic) else b
 
 
 def _exact_sum(vals) -> int:

@@ -286,7 +286,7 @@ def sql_count(engine, sql: str) -> int:
 def parallel_count(backend, rel, nworkers: int, where=None):
     """``SELECT count(*) FROM rel WHERE a < 0`` as a Gather over a parallel seq scan with
     ``nworkers`` workers planned: returns ``(count, rows scanned, GatherStats)``."""
-    from minidb.workers import Aggregate, ParallelSeqScan
+    from minidb.exec.gather import Aggregate, ParallelSeqScan
     xact = backend.xact
     snap = xact.start_statement()
     try:

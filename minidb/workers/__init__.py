@@ -1,7 +1,6 @@
-"""Parallel workers: the process pool and the parallel sequential scan (see README.md)."""
+"""Parallel workers: the process pool and its channels (see README.md).  What a worker runs
+is a task function its leader sends (``WorkerPool.send_task``)."""
 
-from minidb.workers.pscan import (Aggregate, GatherStats, ParallelSeqScan, ParticipantStats,
-                                  RowBatch, compute_parallel_workers, parallel_seq_scan)
+from minidb.workers.pscan import compute_parallel_workers
 
-__all__ = ["Aggregate", "GatherStats", "ParallelSeqScan", "ParticipantStats", "RowBatch",
-           "compute_parallel_workers", "parallel_seq_scan"]
+__all__ = ["compute_parallel_workers"]

@@ -22,6 +22,15 @@ releases the worker, which it does only after the worker's final message (``done
 ``error``) - so the channels are always left at a message boundary.  A worker that does
 not answer in time is killed, and its channels are drained before they are used again.
 
+Tasks.  The pool knows nothing of what its workers do.  A leader sends a claimed worker a
+task, ``send_task(w, task_id, fn, arg)``: ``fn`` travels pickled, that is by its module and
+name, and ``arg`` by value; the worker calls ``fn(backend, results, task_id, arg)`` with its
+own backend and its result channel.  ``fn`` must end every outcome, its errors included, with
+a final message on ``results`` tagged with ``task_id`` - the leader's protocol with the task,
+which the pool does not read (the parallel sequential scan's task is
+``minidb.exec.parallel_scan.run_worker_task``; its module is imported by the worker when it
+unpickles the first such task).  So the pool imports nothing above it.
+
 Worker states (``pool[w]``: STATE, PID, OWNER = leader pid, TASK)::
 
     state       event                                   next        performed by
@@ -227,6 +236,12 @@ class WorkerPool:
                 self.give_up(w)
         return ready
 
+    def send_task(self, w: int, task_id: int, fn, arg, timeout: float) -> None:
+        """Send a claimed worker its task: the worker calls ``fn(backend, results, task_id,
+        arg)`` (see "Tasks" in the module docstring).  Raises ``TimeoutError`` or ``OSError``
+        if the worker does not take it; ``pickle`` errors if ``fn`` or ``arg`` do not pickle."""
+        self.tasks[w].send(("task", task_id, fn, arg), timeout=timeout)
+
     def release(self, w: int) -> None:
         """The worker sent its final message: back to the pool."""
         with self._locked():
@@ -376,7 +391,6 @@ def _worker_main(pool: WorkerPool, w: int) -> None:
                 return
             time.sleep(0.02)
     results.send(("ready", os.getpid()), timeout=START_TIMEOUT_S)
-    from minidb.workers.pscan import run_worker_task  # the executor layer, imported late
     try:
         while True:
             msg = tasks.recv(timeout=POLL_S * 5)
@@ -386,10 +400,11 @@ def _worker_main(pool: WorkerPool, w: int) -> None:
                 continue
             if msg[0] == "stop":
                 return
-            if msg[0] == "scan":
+            if msg[0] == "task":
+                _, task_id, fn, arg = msg
                 with pool.lock:
-                    pool.table[w, P_TASK] = msg[1]
-                run_worker_task(backend, results, msg[1], msg[2])
+                    pool.table[w, P_TASK] = task_id
+                fn(backend, results, task_id, arg)
                 with pool.lock:  # a leader that died cannot give us back: do it ourselves
                     owner = int(pool.table[w, P_OWNER])
                     if pool.table[w, P_STATE] == BUSY and owner and not process_alive(owner):

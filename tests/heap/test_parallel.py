@@ -37,7 +37,7 @@ from minidb.heap.parallel import (INVALID_BLOCK, BlockAllocator, SharedScan,
                                   initial_chunk_size)
 from minidb.heap.syncscan import SyncScanTable
 from minidb.instance import Instance
-from minidb.workers import Aggregate, ParallelSeqScan
+from minidb.exec.gather import Aggregate, ParallelSeqScan
 from minidb.workers.pool import process_alive
 
 from tests.conftest import assert_no_pins_in, create_table

@@ -32,7 +32,7 @@ import pytest
 from minidb.heap.heapam import HeapScan, heap_bulk_insert
 from minidb.heap.syncscan import SYNC_SCAN_NELEM, SYNC_SCAN_REPORT_INTERVAL, SyncScanTable
 from minidb.instance import Instance
-from minidb.workers import ParallelSeqScan
+from minidb.exec.gather import ParallelSeqScan
 
 from tests.conftest import assert_no_pins_in, create_table
 

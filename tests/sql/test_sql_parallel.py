@@ -17,7 +17,8 @@ import pickle
 import numpy as np
 import pytest
 
-from minidb.exec.gather import FinalizeAggNode, ScanPredicate
+from minidb.exec.gather import FinalizeAggNode
+from minidb.exec.parallel_scan import ScanPredicate
 from minidb.instance import Instance
 
 from tests.sql.conftest import DB
@@ -121,11 +122,11 @@ def test_predicate_pickles(par):
     fin = plan.root
     while not isinstance(fin, FinalizeAggNode):
         fin = fin.children[0]
-    pred = fin.predicate([10], None)
+    scan = fin.children[0].children[0].children[0]
+    pred = scan.predicate([10], None)
     assert isinstance(pred, ScanPredicate)
     data = pickle.dumps(pred)
     back = pickle.loads(data)
-    scan = fin.children[0].children[0].children[0]
     a = np.array([0, 1, 2, 4, 6], dtype=np.int32)
     c = np.array([11, 50, 5, 20, 30], dtype=np.int32)
     cmask = np.array([False, False, False, False, True])
