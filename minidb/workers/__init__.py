@@ -1,7 +1,7 @@
 """Parallel workers: the process pool and the parallel sequential scan (see README.md)."""
 
 from minidb.workers.pscan import (Aggregate, GatherStats, ParallelSeqScan, ParticipantStats,
-                                  RowBatch, compute_parallel_workers, parallel_seq_scan)
+                                  RowBatch, parallel_seq_scan)
 
 __all__ = ["Aggregate", "GatherStats", "ParallelSeqScan", "ParticipantStats", "RowBatch",
-           "compute_parallel_workers", "parallel_seq_scan"]
+           "parallel_seq_scan"]

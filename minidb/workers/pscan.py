@@ -91,21 +91,6 @@ class Aggregate:
             raise ProgrammingError(f"{self.func}() needs a column")
 
 
-def compute_parallel_workers(nblocks: int, settings) -> int:
-    """PostgreSQL's compute_parallel_worker for a table: none below
-    ``min_parallel_table_scan_size``, then one more each time the table triples, capped
-    by ``max_parallel_workers_per_gather``.  For the planner."""
-    threshold = settings.min_parallel_table_scan_size
-    if nblocks < threshold:
-        return 0
-    t = max(threshold, 1)
-    workers = 1
-    while nblocks >= t * 3:
-        workers += 1
-        t *= 3
-    return min(workers, settings.max_parallel_workers_per_gather)
-
-
 # ---------------------------------------------------------------------------------------------
 # partial aggregates
 class PartialAggregates:
