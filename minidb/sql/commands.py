@@ -39,13 +39,13 @@ from minidb.config import SETTINGS
 from minidb.exec import indexam
 from minidb.heap import pgstat
 from minidb.sql import ast
+from minidb.sql.result import Result
 from minidb.types import parse_type
 
 __all__ = ["run_utility"]
 
 
 def _result(status, rows=None, description=None, messages=None, rowcount=-1):
-    from minidb.sql.engine import Result
     return Result(description, rows or [], rowcount, status, messages or [])
 
 

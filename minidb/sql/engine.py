@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Sequence
 
 from minidb import errors
@@ -47,23 +46,14 @@ from minidb.sql.parser import parse, parse_script
 from minidb.sql.parser.lexer import split_statements as _split
 from minidb.sql.parser.translate import parse_expression_text
 from minidb.sql.planner import Planner
+from minidb.sql.result import Result
 from minidb.txn.xact import FAILED, IDLE
 
-__all__ = ["Engine", "Result", "Prepared"]
+__all__ = ["Engine", "Prepared"]
 
 PLAN_CACHE_SIZE = 256
 SIZE_CHECK_EVERY = 16
 _DML = (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)
-
-
-@dataclass
-class Result:
-    """One statement's outcome (see /work/notes/issue5-interface.md)."""
-    description: list | None
-    rows: list
-    rowcount: int
-    status: str
-    messages: list = field(default_factory=list)
 
 
 class _Entry:
