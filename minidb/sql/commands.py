@@ -31,8 +31,6 @@ another session is using is the caller's risk (a pinned buffer makes DROP fail c
 
 from __future__ import annotations
 
-import re
-
 from minidb import errors
 from minidb.catalog import ColumnDef
 from minidb.config import SETTINGS
@@ -408,5 +406,3 @@ _HANDLERS = {
     ast.TruncateStmt: _truncate, ast.VacuumStmt: _vacuum, ast.AnalyzeStmt: _analyze,
     ast.CheckpointStmt: _checkpoint, ast.CopyStmt: _copy,
 }
-
-assert re
