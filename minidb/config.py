@@ -10,6 +10,12 @@ instance   fixed when the instance opens the data directory (shared memory is
 session    per backend, with ``SET`` / ``RESET`` (or ``connect(**settings)``)
 =========  ==================================================================
 
+A setting marked ``plan=True`` is read while a statement is planned or its expressions
+compiled (the planner's costs and switches, ``trace_planner``, the parallel-plan rules):
+a plan made under one value may be wrong under another.  ``PLAN_SETTINGS`` lists them, and
+``Settings.plan_signature()`` gives their values - the SQL engine keys its cached plans on
+it, so marking the setting is all a new planner knob needs to replan when it is SET.
+
 ``Settings`` holds one value per setting, validated on the way in; a backend's
 session settings start as a copy of the instance's.  Later layers add their knobs
 here (never elsewhere) so that ``SHOW ALL`` can list everything.
@@ -18,6 +24,8 @@ Invariants:
   1. Every value stored in a ``Settings`` object passed ``Setting.parse`` (type and
      range checked), so code reading a setting never re-validates it.
   2. Instance settings cannot change after the instance opened.
+  3. Every setting the planner or the expression compiler reads is marked ``plan=True``
+     (tests/sql check it by recording what planning reads).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ class Setting:
     max: float | None = None
     unit: str = ""
     choices: tuple[str, ...] | None = None
+    plan: bool = False  # read while planning or compiling: cached plans depend on it
 
     def parse(self, value: Any) -> Any:
         """Convert ``value`` (from SQL, a keyword argument or a string) and check range."""
@@ -149,34 +158,39 @@ _ALL = [
        min=10, max=100, unit="%"),
     # -- planner (minidb.sql.planner); costs in PostgreSQL's units ---------------------------
     _s("enable_seqscan", True, bool, "session",
-       "off: a sequential scan costs disable_cost (1e10) more, so any other path wins"),
+       "off: a sequential scan costs disable_cost (1e10) more, so any other path wins",
+       plan=True),
     _s("enable_indexscan", True, bool, "session",
-       "off: an index scan costs disable_cost more (PostgreSQL's enable_indexscan)"),
-    _s("enable_hashjoin", True, bool, "session", "off: hash joins cost disable_cost more"),
+       "off: an index scan costs disable_cost more (PostgreSQL's enable_indexscan)", plan=True),
+    _s("enable_hashjoin", True, bool, "session", "off: hash joins cost disable_cost more",
+       plan=True),
     _s("enable_nestloop", True, bool, "session",
-       "off: nested loops (plain and over an index) cost disable_cost more"),
+       "off: nested loops (plain and over an index) cost disable_cost more", plan=True),
     _s("seq_page_cost", 1.0, float, "session",
-       "PostgreSQL's default: the unit of cost, one sequentially read page", min=0, max=1e10),
+       "PostgreSQL's default: the unit of cost, one sequentially read page", min=0, max=1e10,
+       plan=True),
     _s("random_page_cost", 4.0, float, "session",
-       "PostgreSQL's default: a random page read costs 4 sequential ones", min=0, max=1e10),
+       "PostgreSQL's default: a random page read costs 4 sequential ones", min=0, max=1e10,
+       plan=True),
     _s("cpu_tuple_cost", 0.01, float, "session",
-       "PostgreSQL's default: processing one row", min=0, max=1e10),
+       "PostgreSQL's default: processing one row", min=0, max=1e10, plan=True),
     _s("cpu_index_tuple_cost", 0.005, float, "session",
-       "PostgreSQL's default: processing one index entry", min=0, max=1e10),
+       "PostgreSQL's default: processing one index entry", min=0, max=1e10, plan=True),
     _s("cpu_operator_cost", 0.0025, float, "session",
-       "PostgreSQL's default: evaluating one operator or function", min=0, max=1e10),
+       "PostgreSQL's default: evaluating one operator or function", min=0, max=1e10, plan=True),
     _s("effective_cache_size", 524288, int, "session",
        "PostgreSQL's default (4 GB in pages): the cache the Mackert-Lohman estimate of index "
-       "scan page fetches assumes", min=1, max=1 << 31, unit="8kB"),
+       "scan page fetches assumes", min=1, max=1 << 31, unit="8kB", plan=True),
     _s("default_statistics_target", 100, int, "session",
        "PostgreSQL's default: ANALYZE samples 300 x this many rows and keeps this many "
        "histogram buckets and most common values", min=1, max=10000),
     _s("planner_trusts_stale_stats", False, bool, "session",
        "on: a table's size is the relpages and reltuples of its last VACUUM or ANALYZE, not "
        "scaled to its current length, as PostgreSQL 7 planned; tables that bloat since "
-       "keep looking small and keep being scanned sequentially (seed 003's 2002 engine)"),
+       "keep looking small and keep being scanned sequentially (seed 003's 2002 engine)",
+       plan=True),
     _s("trace_planner", False, bool, "session",
-       "print each access path and join the planner costs, and the one it chose"),
+       "print each access path and join the planner costs, and the one it chose", plan=True),
     # -- I/O model (minidb.storage.iomodel) ----------------------------------------------------
     _s("io_model", "none", str, "instance",
        "none: reads cost what this machine's disk costs (a GB in half a second, cached); hdd, "
@@ -217,34 +231,40 @@ _ALL = [
        "chunk sizes of a seed experiment on a scaled-down table", min=1, max=1 << 24),
     _s("max_parallel_workers_per_gather", 2, int, "session",
        "PostgreSQL's default: workers one parallel scan may use (0 = no parallel scans)",
-       min=0, max=8),
+       min=0, max=8, plan=True),
     _s("max_parallel_workers", 8, int, "session",
        "PostgreSQL's default: workers all parallel scans of the instance may use at once",
        min=0, max=8),
     _s("parallel_leader_participation", True, bool, "session",
-       "PostgreSQL's default: the leader scans too while it waits for its workers' rows"),
+       "PostgreSQL's default: the leader scans too while it waits for its workers' rows",
+       plan=True),
     _s("parallel_setup_cost", 1000.0, float, "session",
        "PostgreSQL's default: the planner's cost of starting the workers of a Gather; with "
        "it a parallel plan must save more than it costs, so small scans stay serial",
-       min=0, max=1e10),
+       min=0, max=1e10, plan=True),
     _s("parallel_tuple_cost", 0.1, float, "session",
        "PostgreSQL's default: the planner's cost of passing one row from a worker to the "
-       "leader", min=0, max=1e10),
+       "leader", min=0, max=1e10, plan=True),
     _s("min_parallel_table_scan_size", 1024, int, "session",
        "PostgreSQL's default (8 MB): smaller tables are not scanned in parallel; one more "
-       "worker each time the table triples", min=0, max=1 << 30, unit="8kB"),
+       "worker each time the table triples", min=0, max=1 << 30, unit="8kB", plan=True),
     _s("trace_parallel", False, bool, "session",
        "print each parallel scan decision: workers launched, start block, every chunk taken"),
 ]
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in _ALL}
+# the settings a plan depends on (``plan=True``), in definition order
+PLAN_SETTINGS: tuple[str, ...] = tuple(s.name for s in _ALL if s.plan)
 
 
 def register(setting: Setting) -> None:
     """Add a setting (for layers that define their own knobs). Names are unique."""
+    global PLAN_SETTINGS
     if setting.name in SETTINGS:
         raise ValueError(f"setting {setting.name} already defined")
     SETTINGS[setting.name] = setting
+    if setting.plan:
+        PLAN_SETTINGS += (setting.name,)
 
 
 class Settings:
@@ -258,7 +278,7 @@ class Settings:
                            else {n: s.default for n, s in SETTINGS.items()})
         object.__setattr__(self, "_frozen_instance", False)
         # bumped by every set(): lets a reader cache what it derived from the values
-        # (the SQL engine's planner-settings signature, checked at every statement)
+        # (the SQL engine's plan_signature(), checked at every statement)
         object.__setattr__(self, "changes", 0)
         for name, value in (overrides or {}).items():
             self.set(name, value)
@@ -285,6 +305,12 @@ class Settings:
                 f'parameter "{s.name}" cannot be changed without reopening the database')
         self._values[s.name] = s.parse(value)
         object.__setattr__(self, "changes", self.changes + 1)
+
+    def plan_signature(self) -> tuple:
+        """The values of ``PLAN_SETTINGS``: two plans made under equal signatures (and the
+        same catalog) are the same plan."""
+        values = self._values
+        return tuple(values[n] for n in PLAN_SETTINGS)
 
     def reset(self, name: str) -> None:
         self.set(name, self._lookup(name).default)

@@ -26,7 +26,7 @@ import numpy as np
 
 from minidb import errors
 from minidb.exec.chunk import Chunk, concat
-from minidb.exec.expr import K, compile_expr, evaluate
+from minidb.exec.expr import K, compile_expr, evaluate, truth
 from minidb.shmem import C
 
 __all__ = ["PlanNode", "ExecContext", "Instr", "ResultNode", "ProjectNode", "LimitNode",
@@ -205,6 +205,28 @@ class ResultNode(PlanNode):
 
     def execute(self, ectx):
         yield Chunk([], 1)
+
+
+class OneTimeFilterNode(ResultNode):
+    """A Result with a One-Time Filter: its child's rows if a condition that names no
+    column holds (SELECT without FROM with a WHERE)."""
+
+    def __init__(self, child, qual):
+        super().__init__()
+        self.children = [child]
+        self.qual = qual
+        self.set_cost(child.startup_cost, child.total_cost, 1, 0)
+
+    def details(self, qualify):
+        from minidb.exec.expr import deparse
+        return ["One-Time Filter: " + deparse(self.qual, qualify)]
+
+    def execute(self, ectx):
+        c = ectx.compile(self.qual, {})
+        for chunk in self.children[0].run(ectx):
+            out = chunk.select(truth(c, chunk))
+            if out.n:
+                yield out
 
 
 class ProjectNode(PlanNode):

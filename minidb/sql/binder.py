@@ -141,6 +141,39 @@ class Binder:
         return RangeEntry(index, alias or name, t, cols, [c.not_null for c in t.columns])
 
     def select(self, s: ast.SelectStmt) -> BoundSelect:
+        # binding order matters: a parameter's type is fixed by its first context
+        rtable, quals = self._from_list(s.from_)
+        scope = rtable
+        if s.where is not None:
+            quals.extend(_conjuncts(self.boolean(s.where, scope, "WHERE")))
+        targets = self._targets(s.targets, scope)
+        b = BoundSelect(rtable=rtable, quals=quals, targets=targets, for_update=s.for_update)
+        # GROUP BY (positions and output names allowed)
+        group = [self._group_item(g, scope, targets) for g in s.group_by]
+        # ORDER BY
+        order = []
+        for o in s.order_by:
+            ex = self._order_item(o.expr, scope, targets)
+            nf = o.nulls_first if o.nulls_first is not None else o.desc
+            order.append((ex, o.desc, nf))
+        having = self.boolean(s.having, scope, "HAVING", agg_ok=True) \
+            if s.having is not None else None
+        b.order_by = self._aggregation(b, group, order, having)
+        if s.distinct:
+            self._distinct(b)
+        if s.for_update and len(rtable) != 1:
+            raise errors.NotSupportedError("FOR UPDATE is supported on a single table only")
+        if s.limit is not None:
+            b.limit = self._limit(s.limit, "LIMIT")
+        if s.offset is not None:
+            b.offset = self._limit(s.offset, "OFFSET")
+        b.param_types = dict(self.param_types)
+        return b
+
+    def _from_list(self, items) -> tuple[list, list]:
+        """The range table of a FROM list (joins flattened, left to right) and the
+        conjuncts of its JOIN ... ON conditions, each bound in the scope of the tables
+        to its left."""
         rtable: list[RangeEntry] = []
         quals: list = []
 
@@ -156,15 +189,14 @@ class Binder:
             if item.on is not None:
                 quals.extend(_conjuncts(self.boolean(item.on, list(rtable), "JOIN/ON")))
 
-        for item in s.from_:
+        for item in items:
             add_item(item)
-        scope = rtable
-        if s.where is not None:
-            quals.extend(_conjuncts(self.boolean(s.where, scope, "WHERE")))
+        return rtable, quals
 
-        # targets (stars expanded)
+    def _targets(self, items, scope) -> list:
+        """The select list as [(output name, Expr)], ``*`` and ``t.*`` expanded."""
         targets = []
-        for node, alias in s.targets:
+        for node, alias in items:
             if isinstance(node, ast.StarE):
                 ents = scope if node.table is None else [self._find_entry(scope, node.table)]
                 if not ents:
@@ -176,24 +208,14 @@ class Binder:
                 continue
             ex = self.expr(node, scope, agg_ok=True)
             targets.append((alias or _default_name(node), ex))
+        return targets
 
-        b = BoundSelect(rtable=rtable, quals=quals, targets=targets, for_update=s.for_update)
-
-        # GROUP BY (positions and output names allowed)
-        group = []
-        for g in s.group_by:
-            group.append(self._group_item(g, scope, targets))
-        # ORDER BY
-        order = []
-        for o in s.order_by:
-            ex = self._order_item(o.expr, scope, targets)
-            nf = o.nulls_first if o.nulls_first is not None else o.desc
-            order.append((ex, o.desc, nf))
-        having = self.boolean(s.having, scope, "HAVING", agg_ok=True) \
-            if s.having is not None else None
-
+    def _aggregation(self, b: BoundSelect, group, order, having) -> list:
+        """Collects the aggregate calls of the select list, ORDER BY and HAVING; with
+        GROUP BY, aggregates or HAVING, marks ``b`` grouped and rewrites what is above the
+        aggregation to read its output.  Returns the (rewritten) ORDER BY."""
         aggs = []
-        for ex in [t for _, t in targets] + [e for e, _, _ in order] + \
+        for ex in [t for _, t in b.targets] + [e for e, _, _ in order] + \
                 ([having] if having is not None else []):
             for n in walk(ex):
                 if isinstance(n, AggCall) and n not in aggs:
@@ -203,31 +225,26 @@ class Binder:
             b.group_by = group
             b.aggs = aggs
             rw = _GroupRewriter(group, aggs)
-            b.targets = [(n, rw.rewrite(e)) for n, e in targets]
+            b.targets = [(n, rw.rewrite(e)) for n, e in b.targets]
             order = [(rw.rewrite(e), d, nf) for e, d, nf in order]
             b.having = rw.rewrite(having) if having is not None else None
-            if s.for_update:
+            if b.for_update:
                 raise errors.NotSupportedError(
                     "FOR UPDATE is not allowed with GROUP BY clause or aggregate functions")
-        b.order_by = order
-        if s.distinct:
-            b.distinct = True
-            tex = [e for _, e in b.targets]
-            for e, _, _ in order:
-                if e not in tex:
-                    raise errors.InvalidColumnReference(
-                        "for SELECT DISTINCT, ORDER BY expressions must appear in select list")
-                b.order_refs.append(tex.index(e))
-            if s.for_update:
-                raise errors.NotSupportedError("FOR UPDATE is not allowed with DISTINCT clause")
-        if s.for_update and len(rtable) != 1:
-            raise errors.NotSupportedError("FOR UPDATE is supported on a single table only")
-        if s.limit is not None:
-            b.limit = self._limit(s.limit, "LIMIT")
-        if s.offset is not None:
-            b.offset = self._limit(s.offset, "OFFSET")
-        b.param_types = dict(self.param_types)
-        return b
+        return order
+
+    def _distinct(self, b: BoundSelect) -> None:
+        """SELECT DISTINCT: every ORDER BY key must be an output column (its position is
+        noted in ``order_refs``)."""
+        b.distinct = True
+        tex = [e for _, e in b.targets]
+        for e, _, _ in b.order_by:
+            if e not in tex:
+                raise errors.InvalidColumnReference(
+                    "for SELECT DISTINCT, ORDER BY expressions must appear in select list")
+            b.order_refs.append(tex.index(e))
+        if b.for_update:
+            raise errors.NotSupportedError("FOR UPDATE is not allowed with DISTINCT clause")
 
     def _limit(self, node, what):
         e = self.expr(node, [], ctx=BIGINT)

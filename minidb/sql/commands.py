@@ -31,21 +31,19 @@ another session is using is the caller's risk (a pinned buffer makes DROP fail c
 
 from __future__ import annotations
 
-import re
-
 from minidb import errors
 from minidb.catalog import ColumnDef
 from minidb.config import SETTINGS
 from minidb.exec import indexam
 from minidb.heap import pgstat
 from minidb.sql import ast
+from minidb.sql.result import Result
 from minidb.types import parse_type
 
 __all__ = ["run_utility"]
 
 
 def _result(status, rows=None, description=None, messages=None, rowcount=-1):
-    from minidb.sql.engine import Result
     return Result(description, rows or [], rowcount, status, messages or [])
 
 
@@ -408,5 +406,3 @@ _HANDLERS = {
     ast.TruncateStmt: _truncate, ast.VacuumStmt: _vacuum, ast.AnalyzeStmt: _analyze,
     ast.CheckpointStmt: _checkpoint, ast.CopyStmt: _copy,
 }
-
-assert re

@@ -7,7 +7,8 @@ utility.c, small).
      ``PLAN_CACHE_SIZE``): a repeated text is not parsed again, and a repeated text with
      parameters of the same Python types is not planned again either.  A cached plan is
      re-planned when the catalog changed since (any DDL, ANALYZE or VACUUM bumps its
-     generation), when a setting the planner reads changed (``PLANNER_SETTINGS``), or
+     generation), when a setting a plan depends on changed (``minidb.config.PLAN_SETTINGS``, the
+     settings marked ``plan=True``), or
      when a table it reads has grown or shrunk by more than half (its row estimates, and so
      the plan's choices, were made for another size; looked at every ``SIZE_CHECK_EVERY``
      uses).  ``prepare(sql)`` returns a handle
@@ -29,14 +30,11 @@ in InternalError (its traceback chained).
 
 from __future__ import annotations
 
-import operator
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Sequence
 
 from minidb import errors
-from minidb.config import SETTINGS
 from minidb.exec.chunk import chunk_to_rows
 from minidb.exec.datatypes import type_name
 from minidb.exec.nodes import ExecContext
@@ -48,30 +46,14 @@ from minidb.sql.parser import parse, parse_script
 from minidb.sql.parser.lexer import split_statements as _split
 from minidb.sql.parser.translate import parse_expression_text
 from minidb.sql.planner import Planner
+from minidb.sql.result import Result
 from minidb.txn.xact import FAILED, IDLE
 
-__all__ = ["Engine", "Result", "Prepared", "PLANNER_SETTINGS"]
+__all__ = ["Engine", "Prepared"]
 
 PLAN_CACHE_SIZE = 256
-PLANNER_SETTINGS = ("enable_seqscan", "enable_indexscan", "enable_hashjoin", "enable_nestloop",
-                    "seq_page_cost", "random_page_cost", "cpu_tuple_cost",
-                    "cpu_index_tuple_cost", "cpu_operator_cost", "effective_cache_size",
-                    "planner_trusts_stale_stats", "trace_planner",
-                    "max_parallel_workers_per_gather", "min_parallel_table_scan_size",
-                    "parallel_leader_participation")
-_SETTINGS_SIG = operator.attrgetter(*PLANNER_SETTINGS)
 SIZE_CHECK_EVERY = 16
 _DML = (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)
-
-
-@dataclass
-class Result:
-    """One statement's outcome (see /work/notes/issue5-interface.md)."""
-    description: list | None
-    rows: list
-    rowcount: int
-    status: str
-    messages: list = field(default_factory=list)
 
 
 class _Entry:
@@ -111,7 +93,7 @@ class Engine:
         self.session = session
         self.instance = session.instance
         self._cache: OrderedDict = OrderedDict()
-        self._ssig = (None, -1, ())   # (settings object, its .changes, planner signature)
+        self._ssig = (None, -1, ())   # (settings object, its .changes, plan signature)
         self.counters = {"parses": 0, "plans": 0, "plan_cache_hits": 0, "replans": 0,
                          "statements": 0}
 
@@ -199,12 +181,12 @@ class Engine:
             raise _as_minidb_error(e) from e
 
     def _settings_sig(self) -> tuple:
-        """The planner settings' values, recomputed only after a SET (15 lookups are
+        """``Settings.plan_signature()``, recomputed only after a SET (17 lookups are
         ~10 us: a prepared point select's budget is ~100)."""
         settings = self.session.settings
         obj, changes, sig = self._ssig
         if obj is not settings or changes != settings.changes:
-            sig = _SETTINGS_SIG(settings)
+            sig = settings.plan_signature()
             self._ssig = (settings, settings.changes, sig)
         return sig
 
@@ -335,5 +317,3 @@ def _as_minidb_error(e: BaseException) -> BaseException:
         return errors.InsufficientResources("out of memory")
     return errors.InternalError(f"internal error: {type(e).__name__}: {e}")
 
-
-assert SETTINGS

@@ -1,6 +1,2 @@
 """Parallel workers: the process pool and its channels (see README.md).  What a worker runs
 is a task function its leader sends (``WorkerPool.send_task``)."""
-
-from minidb.workers.pscan import compute_parallel_workers
-
-__all__ = ["compute_parallel_workers"]

@@ -24,7 +24,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from minidb.errors import NotSupportedError, ProgrammingError
 from minidb.sql import ast
-from minidb.sql.parser.lexer import (first_word, line_col, split_statements, strip_comments,
+from minidb.sql.parser.lexer import (first_word, split_statements, strip_comments,
                                      syntax_error, _skip)
 from minidb.sql.parser.translate import number_placeholders, translate_statement, unsupported
 from minidb.sql.parser.utility import UTILITY_WORDS, parse_utility
@@ -187,6 +187,3 @@ def _map_back(orig: str, new: str, pos_new: int) -> int:
             i += 1
             j += 1
     return i
-
-
-assert line_col and split_statements

@@ -441,6 +441,9 @@ _INT_RE = re.compile(r"^\d+$")
 
 
 def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) -> ast.Node:
+    """sqlglot's expression ``e`` -> minidb's (a whitelist: any other form is
+    NotSupportedError).  ``star_ok``: ``*`` and ``t.*`` are allowed (a select list);
+    ``default_ok``: ``DEFAULT`` is (an INSERT's VALUES, an UPDATE's SET)."""
     t = translate_expression
     cls = type(e)
     if cls in _BINOPS:
@@ -448,23 +451,64 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
         if cls is exp.Div and e.args.get("safe"):
             raise unsupported(e)
         return ast.BinOp(_BINOPS[cls], t(e.this), t(e.expression))
-    if cls is exp.Column:
-        _only(e, {"this", "table"})
-        if default_ok and e.args.get("table") is None and isinstance(e.this, exp.Identifier) \
-                and not e.this.args.get("quoted") and e.this.this.upper() == "DEFAULT":
-            return ast.DefaultE()
-        if isinstance(e.this, exp.Star):
-            if not star_ok:
-                raise unsupported("* here")
-            return ast.StarE(_ident(e.args["table"]))
-        parts = (_ident(e.this),)
-        if e.args.get("table") is not None:
-            parts = (_ident(e.args["table"]),) + parts
-        return ast.Name(parts)
-    if cls is exp.Star:
+    if cls is exp.Column or cls is exp.Star:
+        return _column(e, star_ok, default_ok)
+    if cls in _CONSTANTS:
+        return _constant(e)
+    if cls is exp.Paren:
+        return t(e.this)
+    if cls is exp.Neg:
+        inner = t(e.this)
+        if isinstance(inner, ast.Lit) and inner.kind in ("int", "float"):
+            return ast.Lit(-inner.value, inner.kind)
+        return ast.UnOp("-", inner)
+    if cls in _PREDICATES:
+        return _predicate(e)
+    if cls is exp.Cast:
+        _only(e, {"this", "to"})
+        return ast.CastE(t(e.this), _type_text(e.args["to"]))
+    if cls in _AGGS:
+        return _aggregate(e)
+    if cls in _FUNCS or cls in _SPECIAL_FUNCS:
+        return _function(e)
+    if cls is exp.Case:
+        return _case(e)
+    if cls is exp.Var and default_ok and str(e.this).upper() == "DEFAULT":
+        return ast.DefaultE()
+    if cls is exp.Placeholder:
+        raise unsupported("this placeholder form (use ? or $n)")
+    raise unsupported(e)
+
+
+_CONSTANTS = (exp.Literal, exp.Boolean, exp.Null, exp.Parameter)
+_PREDICATES = (exp.Not, exp.Is, exp.Between, exp.In, exp.Like, exp.ILike)
+_SPECIAL_FUNCS = (exp.Coalesce, exp.Nullif, exp.CurrentTimestamp, exp.Anonymous)
+
+
+def _column(e, star_ok: bool, default_ok: bool) -> ast.Node:
+    """A column reference ``c`` / ``t.c``, a star ``*`` / ``t.*``, or the keyword
+    DEFAULT (which sqlglot reads as a column named default)."""
+    if type(e) is exp.Star:
         if not star_ok:
             raise unsupported("* here")
         return ast.StarE(None)
+    _only(e, {"this", "table"})
+    if default_ok and e.args.get("table") is None and isinstance(e.this, exp.Identifier) \
+            and not e.this.args.get("quoted") and e.this.this.upper() == "DEFAULT":
+        return ast.DefaultE()
+    if isinstance(e.this, exp.Star):
+        if not star_ok:
+            raise unsupported("* here")
+        return ast.StarE(_ident(e.args["table"]))
+    parts = (_ident(e.this),)
+    if e.args.get("table") is not None:
+        parts = (_ident(e.args["table"]),) + parts
+    return ast.Name(parts)
+
+
+def _constant(e) -> ast.Node:
+    """A literal (string, number, boolean, NULL) or a parameter ``$n``."""
+    cls = type(e)
     if cls is exp.Literal:
         if e.is_string:
             return ast.Lit(e.this, "str")
@@ -479,21 +523,19 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
         return ast.Lit(bool(e.this), "bool")
     if cls is exp.Null:
         return ast.Lit(None, "null")
-    if cls is exp.Parameter:
-        inner = e.this
-        if isinstance(inner, exp.Literal) and not inner.is_string and _INT_RE.match(inner.this):
-            n = int(inner.this)
-            if n < 1:
-                raise unsupported(e)
-            return ast.Placeholder(n - 1)
-        raise unsupported(e)
-    if cls is exp.Paren:
-        return t(e.this)
-    if cls is exp.Neg:
-        inner = t(e.this)
-        if isinstance(inner, ast.Lit) and inner.kind in ("int", "float"):
-            return ast.Lit(-inner.value, inner.kind)
-        return ast.UnOp("-", inner)
+    inner = e.this                       # exp.Parameter
+    if isinstance(inner, exp.Literal) and not inner.is_string and _INT_RE.match(inner.this):
+        n = int(inner.this)
+        if n < 1:
+            raise unsupported(e)
+        return ast.Placeholder(n - 1)
+    raise unsupported(e)
+
+
+def _predicate(e) -> ast.Node:
+    """NOT, IS [NOT] NULL / TRUE / FALSE, [NOT] BETWEEN, [NOT] IN (list), [NOT] [I]LIKE."""
+    t = translate_expression
+    cls = type(e)
     if cls is exp.Not:
         inner = e.this
         if isinstance(inner, exp.In):
@@ -520,30 +562,36 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
         if not e.expressions:
             raise SyntaxError_('syntax error at or near ")": IN () needs at least one value')
         return ast.InE(t(e.this), tuple(t(x) for x in e.expressions))
-    if cls in (exp.Like, exp.ILike):
-        _only(e, {"this", "expression", "negate"})
-        return ast.LikeE(t(e.this), t(e.expression), bool(e.args.get("negate")),
-                         cls is exp.ILike)
-    if cls is exp.Cast:
-        _only(e, {"this", "to"})
-        return ast.CastE(t(e.this), _type_text(e.args["to"]))
-    if cls in _AGGS:
-        name = _AGGS[cls]
-        _only(e, {"this", "big_int"})
-        arg = e.this
-        if isinstance(arg, exp.Star):
-            if name != "count":
-                raise unsupported(f"{name}(*)")
-            return ast.FuncE("count", (), False, True)
-        distinct = False
-        if isinstance(arg, exp.Distinct):
-            _only(arg, {"expressions"})
-            if len(arg.expressions) != 1:
-                raise unsupported(f"{name}(DISTINCT with several arguments)")
-            distinct, arg = True, arg.expressions[0]
-        if arg is None:
-            raise unsupported(f"{name}() without an argument")
-        return ast.FuncE(name, (t(arg),), distinct)
+    _only(e, {"this", "expression", "negate"})          # LIKE, ILIKE
+    return ast.LikeE(t(e.this), t(e.expression), bool(e.args.get("negate")),
+                     cls is exp.ILike)
+
+
+def _aggregate(e) -> ast.FuncE:
+    """count / sum / avg / min / max, with ``*`` (count only) or DISTINCT."""
+    name = _AGGS[type(e)]
+    _only(e, {"this", "big_int"})
+    arg = e.this
+    if isinstance(arg, exp.Star):
+        if name != "count":
+            raise unsupported(f"{name}(*)")
+        return ast.FuncE("count", (), False, True)
+    distinct = False
+    if isinstance(arg, exp.Distinct):
+        _only(arg, {"expressions"})
+        if len(arg.expressions) != 1:
+            raise unsupported(f"{name}(DISTINCT with several arguments)")
+        distinct, arg = True, arg.expressions[0]
+    if arg is None:
+        raise unsupported(f"{name}() without an argument")
+    return ast.FuncE(name, (translate_expression(arg),), distinct)
+
+
+def _function(e) -> ast.FuncE:
+    """A scalar function call: the ones sqlglot knows by name, COALESCE, NULLIF,
+    CURRENT_TIMESTAMP, and any other name (checked by the binder)."""
+    t = translate_expression
+    cls = type(e)
     if cls in _FUNCS:
         _only(e, {"this"})
         return ast.FuncE(_FUNCS[cls], (t(e.this),))
@@ -557,26 +605,24 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
         if e.args.get("this") is not None:
             raise unsupported("CURRENT_TIMESTAMP(precision)")
         return ast.FuncE("now", ())
-    if cls is exp.Anonymous:
-        _only(e, {"this", "expressions"})
-        return ast.FuncE(str(e.this).lower(), tuple(t(x) for x in e.expressions))
-    if cls is exp.Case:
-        _only(e, {"this", "ifs", "default"})
-        whens = []
-        for i in e.args.get("ifs") or []:
-            if not isinstance(i, exp.If):
-                raise unsupported(i)
-            _only(i, {"this", "true"})
-            whens.append((t(i.this), t(i.args["true"])))
-        operand = e.args.get("this")
-        default = e.args.get("default")
-        return ast.CaseE(t(operand) if operand is not None else None, tuple(whens),
-                         t(default) if default is not None else None)
-    if cls is exp.Var and default_ok and str(e.this).upper() == "DEFAULT":
-        return ast.DefaultE()
-    if cls is exp.Placeholder:
-        raise unsupported("this placeholder form (use ? or $n)")
-    raise unsupported(e)
+    _only(e, {"this", "expressions"})                 # exp.Anonymous
+    return ast.FuncE(str(e.this).lower(), tuple(t(x) for x in e.expressions))
+
+
+def _case(e) -> ast.CaseE:
+    """CASE [operand] WHEN ... THEN ... [ELSE ...] END."""
+    t = translate_expression
+    _only(e, {"this", "ifs", "default"})
+    whens = []
+    for i in e.args.get("ifs") or []:
+        if not isinstance(i, exp.If):
+            raise unsupported(i)
+        _only(i, {"this", "true"})
+        whens.append((t(i.this), t(i.args["true"])))
+    operand = e.args.get("this")
+    default = e.args.get("default")
+    return ast.CaseE(t(operand) if operand is not None else None, tuple(whens),
+                     t(default) if default is not None else None)
 
 
 def parse_expression_text(text: str) -> ast.Node:

@@ -1,0 +1,265 @@
+"""The ``Planner``: bound statements -> plan trees (PostgreSQL's planner.c and
+createplan.c, small), and the part of a SELECT above its FROM list.
+
+``Planner(catalog, settings, smgr).plan(bound)`` makes a ``Plan``: INSERT over its VALUES
+or SELECT; UPDATE / DELETE over the cheapest scan of their table that returns row ids;
+SELECT as below.  The class is assembled from the modules along PostgreSQL's seams:
+``scan.ScanPaths`` (base relations, access paths), ``joins.JoinPaths`` (the FROM list),
+``parallel.ParallelPaths`` (the parallel aggregate); costs come from ``costs``.
+
+**Above the joins**: Aggregate / HashAggregate (groups: the product of the GROUP BY
+columns' n_distinct, at most the input rows; a plain aggregate of one table may go
+parallel when that is cheaper), then, without DISTINCT, Sort and Limit over the rows
+before projection (LockRows for FOR UPDATE between Limit and the projection); with
+DISTINCT, projection, HashAggregate over the output, Sort, Limit.  A Limit scales its
+input's cost to the fraction of rows it reads (startup + fraction x run cost).  For one
+table, an index scan that returns rows in the ORDER BY's order (``_index_order_paths``)
+competes with Sort: with a LIMIT its startup cost is what counts.  SELECT without FROM is
+a Result, under a One-Time Filter for its WHERE.
+
+Every setting read here and in the sibling modules is read from the settings object as
+planning goes, and is marked ``plan=True`` in ``minidb.config`` (the plan cache's key).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+
+from minidb import errors
+from minidb.exec import expr as X
+from minidb.exec.agg import AggNode
+from minidb.exec.modify import DeleteNode, InsertNode, LockRowsNode, UpdateNode, ValuesNode
+from minidb.exec.nodes import (DistinctNode, LimitNode, OneTimeFilterNode, ProjectNode,
+                               ResultNode, SortNode)
+from minidb.sql import binder as B
+from minidb.sql.planner.costs import clamp, ops, type_width
+from minidb.sql.planner.joins import JoinPaths
+from minidb.sql.planner.parallel import ParallelPaths
+from minidb.sql.planner.scan import ScanPaths
+from minidb.sql.stats import DEFAULT_NUM_DISTINCT, Estimator
+
+__all__ = ["Planner", "Plan"]
+
+
+@dataclass
+class Plan:
+    """A planned statement, as the plan cache keeps it."""
+    kind: str                         # select insert update delete
+    root: object                      # PlanNode
+    names: list = field(default_factory=list)      # output column names
+    types: list = field(default_factory=list)
+    param_types: dict = field(default_factory=dict)
+    rel_pages: dict = field(default_factory=dict)  # relfilenode -> pages when planned
+    qualify: bool = False             # EXPLAIN prints qualified column names
+    tables: list = field(default_factory=list)
+
+
+def _const_int(e):
+    if isinstance(e, X.Const) and e.value is not None:
+        return float(e.value)
+    return None
+
+
+class Planner(ScanPaths, JoinPaths, ParallelPaths):
+    """Plans one statement (a fresh planner per statement)."""
+
+    def __init__(self, catalog, settings, smgr):
+        self.catalog = catalog
+        self.settings = settings
+        self.smgr = smgr
+        self.trace = settings.trace_planner
+        self.rel_pages: dict = {}     # relfilenode -> pages, for the plan cache's size check
+        self._relstats: dict = {}     # range-table index -> RelStats
+        self._single = None           # (BaseRel, Estimator, need_tids) of a one-table FROM
+
+    def _t(self, msg):
+        if self.trace:
+            print(f"[planner] {msg}", file=sys.stderr)
+
+    # -- statements ------------------------------------------------------------------------------
+    def plan(self, bound) -> Plan:
+        if isinstance(bound, B.BoundSelect):
+            root, names, types = self.plan_select(bound)
+            return Plan("select", root, names, types, bound.param_types, dict(self.rel_pages),
+                        len(bound.rtable) > 1, [e.table.name for e in bound.rtable])
+        if isinstance(bound, B.BoundInsert):
+            return self.plan_insert(bound)
+        if isinstance(bound, B.BoundUpdate):
+            return self.plan_modify(bound, "update")
+        if isinstance(bound, B.BoundDelete):
+            return self.plan_modify(bound, "delete")
+        raise errors.InternalError(f"cannot plan {type(bound).__name__}")
+
+    def plan_insert(self, b: B.BoundInsert) -> Plan:
+        types = [b.entry.columns[a][1] for a in b.attnos]
+        if b.rows is not None:
+            defaults = [b.defaults.get(a) for a in b.attnos]
+            child = ValuesNode(b.rows, types, defaults)
+            n = len(b.rows)
+            child.set_cost(0, 0.01 * n if n > 1 else 0.01, n,
+                           sum(type_width(t) for t in types))
+        else:
+            child, _, _ = self.plan_select(b.select)
+        node = InsertNode(b.entry, b.attnos, child, b.defaults)
+        node.set_cost(child.startup_cost,
+                      child.total_cost + child.rows * self.settings.cpu_tuple_cost, 0, 0)
+        self.rel_pages[b.entry.table.relfilenode] = self._nblocks(b.entry.table.relfilenode)
+        return Plan("insert", node, [], [], b.param_types, dict(self.rel_pages), False,
+                    [b.entry.table.name])
+
+    def plan_modify(self, b, kind) -> Plan:
+        entry = b.entry
+        br = self._base_rel(entry, b.quals)
+        if kind == "update":
+            br.needed = set(range(len(entry.columns)))
+        scan = self._best_scan(br, Estimator({entry.index: br.stats}), need_tids=True)
+        if kind == "update":
+            node = UpdateNode(entry, scan, b.assignments, b.quals)
+        else:
+            node = DeleteNode(entry, scan, b.quals)
+        node.set_cost(scan.startup_cost,
+                      scan.total_cost + scan.rows * self.settings.cpu_tuple_cost, 0, 0)
+        return Plan(kind, node, [], [], b.param_types, dict(self.rel_pages), False,
+                    [entry.table.name])
+
+    # -- SELECT ----------------------------------------------------------------------------------
+    def plan_select(self, b: B.BoundSelect):
+        s = self.settings
+        if not b.rtable:
+            node = ResultNode()
+            node.set_cost(0, 0.01, 1, 0)
+            for q in b.quals:      # WHERE without FROM: a one-time filter
+                node = OneTimeFilterNode(node, q)
+        else:
+            node = self._join_tree(b)
+        if b.grouped:
+            node = self._aggregate(b, node)
+        names = [n for n, _ in b.targets]
+        exprs = [e for _, e in b.targets]
+        out_keys = [("out", i) for i in range(len(exprs))]
+
+        def project(child):
+            p = ProjectNode(child, exprs, out_keys, names)
+            p.set_cost(child.startup_cost, child.total_cost + child.rows * s.cpu_operator_cost
+                       * sum(ops(e) for e in exprs), child.rows,
+                       sum(self._expr_width(e) for e in exprs))
+            return p
+
+        if b.distinct:
+            node = self._distinct(b, project(node), exprs)
+            return node, names, [e.type for e in exprs]
+        if b.order_by:
+            sorted_path = self._limit(self._sort(node, b.order_by), b)
+            ordered = self._index_order_paths(b) if not b.grouped else []
+            paths = [sorted_path] + [self._limit(p, b) for p in ordered]
+            node = min(paths, key=lambda p: (p.total_cost, p.startup_cost))
+            if node is not sorted_path:
+                self._t("ORDER BY served by "
+                        f"{node.children[0].title() if b.limit or b.offset else node.title()}")
+        else:
+            node = self._limit(node, b)
+        if b.for_update:
+            lk = LockRowsNode(b.rtable[0], node, b.quals)
+            lk.set_cost(node.startup_cost, node.total_cost + node.rows * s.cpu_tuple_cost,
+                        node.rows, node.width)
+            node = lk
+        node = project(node)
+        return node, names, [e.type for e in exprs]
+
+    def _aggregate(self, b, node):
+        """The aggregate over ``node``: grouped (HashAggregate) or plain, serial or - when
+        cheaper - parallel."""
+        s = self.settings
+        coc, ctc = s.cpu_operator_cost, s.cpu_tuple_cost
+        rows_in = node.rows
+        if b.group_by:
+            groups = self._num_groups(b.group_by, rows_in)
+            agg_cost = rows_in * coc * (len(b.group_by) + len(b.aggs))
+            startup = node.total_cost + agg_cost
+            total = startup + groups * ctc + groups * coc * ops(b.having)
+            rows = groups
+        else:
+            startup = node.total_cost + rows_in * coc * max(1, len(b.aggs))
+            total = startup + ctc
+            rows = 1
+        if b.having is not None:
+            rows = clamp(rows * (1 / 3 if b.group_by else 1))
+        agg = self._parallel_agg(b, node)
+        if agg is not None and agg.total_cost >= total:
+            self._t(f"parallel aggregate cost={agg.total_cost:.2f} >= serial "
+                    f"cost={total:.2f}: serial")
+            agg = None          # add_path keeps the cheaper plan, as PostgreSQL's
+        if agg is None:
+            agg = AggNode(node, b.group_by, b.aggs, b.having)
+            agg.set_cost(startup, total, rows, sum(type_width(t) for t in agg.types))
+        return agg
+
+    def _distinct(self, b, node, exprs):
+        """SELECT DISTINCT over the projection ``node``: HashAggregate over the output
+        columns, then Sort and Limit."""
+        s = self.settings
+        coc = s.cpu_operator_cost
+        d = DistinctNode(node)
+        d.group_names = [X.deparse(e, len(b.rtable) > 1) for e in exprs]
+        groups = min(node.rows, self._num_groups(exprs, node.rows))
+        d.set_cost(node.total_cost + node.rows * coc * len(exprs),
+                   node.total_cost + node.rows * coc * len(exprs) + groups * s.cpu_tuple_cost,
+                   groups, node.width)
+        node = d
+        if b.order_by:
+            keys = [(X.ColRef(("out", i), exprs[i].type, X.deparse(exprs[i]), ""), desc, nf)
+                    for i, (_, desc, nf) in zip(b.order_refs, b.order_by)]
+            node = self._sort(node, keys)
+        return self._limit(node, b)
+
+    def _sort(self, node, keys):
+        coc = self.settings.cpu_operator_cost
+        n = max(node.rows, 2.0)
+        startup = node.total_cost + 2.0 * coc * n * math.log2(n)
+        s = SortNode(node, keys)
+        s.set_cost(startup, startup + coc * n, node.rows, node.width)
+        return s
+
+    def _limit(self, node, b):
+        if b.limit is None and b.offset is None:
+            return node
+        lim = _const_int(b.limit)
+        off = _const_int(b.offset) or 0
+        rows = node.rows
+        if b.limit is not None and lim is None:
+            lim = max(1.0, rows * 0.10)     # a parameter: PostgreSQL assumes 10%
+        if b.offset is not None and _const_int(b.offset) is None:
+            off = rows * 0.10
+        run = node.total_cost - node.startup_cost
+        startup = node.startup_cost + (run * min(off, rows) / rows if rows > 0 else 0)
+        if lim is None:
+            total = node.total_cost
+            out_rows = max(rows - off, 0)
+        else:
+            frac = min(1.0, (off + lim) / rows) if rows > 0 else 1.0
+            total = node.startup_cost + run * frac
+            out_rows = max(0.0, min(lim, rows - off))
+        ln = LimitNode(node, b.limit, b.offset)
+        ln.set_cost(startup, total, clamp(out_rows) if out_rows else 0, node.width)
+        return ln
+
+    def _num_groups(self, exprs, rows_in) -> float:
+        est = 1.0
+        for e in exprs:
+            nd = float(DEFAULT_NUM_DISTINCT)
+            inner = e.args[0] if isinstance(e, X.Func) and e.name == "rtrim_char" else e
+            if isinstance(inner, X.ColRef) and isinstance(inner.key[0], int):
+                rs = self._relstats.get(inner.key[0])
+                if rs is not None:
+                    nd, _ = rs.n_distinct(inner.key[1])
+            est *= nd
+        return clamp(min(est, max(rows_in, 1.0)))
+
+    def _expr_width(self, e) -> float:
+        if isinstance(e, X.ColRef) and isinstance(e.key[0], int):
+            rs = self._relstats.get(e.key[0])
+            if rs is not None:
+                return rs.width(e.key[1])
+        return type_width(e.type)
