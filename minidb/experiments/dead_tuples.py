@@ -397,23 +397,30 @@ def _summary(results) -> str:
 
 
 def _plot(plt, results):
+    """Three panels over the runs: tps as a ratio to run 1, CPU per transaction as a ratio
+    to run 1 (higher: each transaction costs more), buffer accesses per transaction.  The
+    seed's tps (dashed) is drawn on the first panel, and its time per transaction (run 1's
+    tps / run n's: the seed measured no CPU) on the second."""
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.2))
     colors = ["tab:red", "tab:orange", "tab:blue", "tab:green"]
     for c, res in zip(colors, results):
         rs = res["runs"]
         x = list(range(1, len(rs) + 1))
         ax1.plot(x, [r["tps"] / rs[0]["tps"] for r in rs], "o-", color=c, label=res["label"])
-        ax2.plot(x, [rs[0]["cpu_ms_per_txn"] / r["cpu_ms_per_txn"] for r in rs], "o-", color=c,
-                 label=res["label"])
+        ax2.plot(x, [r["cpu_ms_per_txn"] / rs[0]["cpu_ms_per_txn"] for r in rs], "o-",
+                 color=c, label=res["label"])
         seed = SEED_TPS.get(res["label"])
         if seed:
-            for ax in (ax1, ax2):
-                ax.plot(list(range(1, len(seed) + 1)), [s / seed[0] for s in seed], "s--",
-                        color=c, alpha=0.5)
+            sx = list(range(1, len(seed) + 1))
+            ax1.plot(sx, [s / seed[0] for s in seed], "s--", color=c, alpha=0.5)
+            ax2.plot(sx, [seed[0] / s for s in seed], "s--", color=c, alpha=0.5)
         ax3.plot(x, [r["buffers_per_txn"] for r in rs], "o-", color=c, label=res["label"])
-    ax1.set_title("tps / tps of run 1")
-    ax2.set_title("CPU per transaction: run 1 / run n")
+    ax1.set_title("throughput (higher: faster)")
+    ax1.set_ylabel("tps of run n / tps of run 1 (ratio)")
+    ax2.set_title("cost of a transaction (higher: more work each)")
+    ax2.set_ylabel("CPU ms per transaction, run n / run 1 (ratio)")
     ax3.set_title("buffer accesses per transaction")
+    ax3.set_ylabel("buffer accesses per transaction (count, log scale)")
     ax3.set_yscale("log")
     for ax in (ax1, ax2, ax3):
         ax.set_xlabel("run (no VACUUM between runs)")
@@ -422,7 +429,7 @@ def _plot(plt, results):
         ax.axhline(1.0, color="gray", lw=0.5)
         ax.set_ylim(bottom=0)
     ax1.legend(fontsize=8)
-    fig.suptitle("pgbench -c 5 -n, repeated runs: minidb (solid) against the seed's tps "
-                 "(dashed, 2002)")
+    fig.suptitle("pgbench -c 5 -n, repeated runs: minidb (solid) against the seed (dashed, "
+                 "2002; on the middle panel its time per transaction, from tps)")
     fig.tight_layout()
     return fig

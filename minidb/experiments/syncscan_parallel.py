@@ -250,12 +250,14 @@ def run(shrink: int = 4096, clients: int = 6, queries: int = 3, nworkers: int = 
                                                                  in results.items()},
                 "serial_cpu_mbps": serial_cpu, "device_mbps": device_mbps, "disk": describe}
     rep.plot = lambda plt: _plot(plt, results, keys, round(SEED_BLOCKS / nblocks),
-                                  chunk_divisor)
+                                  chunk_divisor, sizes)
     rep.elapsed_s = time.perf_counter() - t_start
     return rep
 
 
-def _plot(plt, results, keys, shrink, divisor):
+def _plot(plt, results, keys, shrink, divisor, sizes=None):
+    """Average latency per setting as a ratio to capped chunks with syncscan off: minidb's
+    (its own chunk sizes on the axis) beside the seed's."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.0))
     x = range(len(keys))
     w = 0.38
@@ -266,12 +268,23 @@ def _plot(plt, results, keys, shrink, divisor):
         color = ("tab:orange", "tab:blue")[j]
         ax1.bar([i + (j - 0.5) * w for i in x], mine, w, label=f"syncscan {on}", color=color)
         ax2.bar([i + (j - 0.5) * w for i in x], seed, w, label=f"syncscan {on}", color=color)
-    labels = ["65,536", "8,192", "block"]
-    for ax, title in ((ax1, "minidb"), (ax2, "the seed (800 GB)")):
+    sizes = sizes or {}
+
+    def names(own: bool) -> list[str]:
+        out = []
+        for k in keys:
+            if k == "block":
+                out.append("block at a time")
+            elif own and sizes.get(k):
+                out.append(f"chunk {sizes[k]:,} blocks\n(seed's {int(k):,} / {divisor})")
+            else:
+                out.append(f"chunk {int(k):,} blocks")
+        return out
+    for ax, title, own in ((ax1, "minidb", True), (ax2, "the seed (800 GB)", False)):
         ax.set_xticks(list(x))
-        ax.set_xticklabels([f"chunk {lab}" if lab != "block" else "block at a time"
-                            for lab in labels[:len(keys)]])
-        ax.set_ylabel("average latency / capped chunks with syncscan off")
+        ax.set_xticklabels(names(own), fontsize=8)
+        ax.set_ylabel("latency / capped chunks' with syncscan off\n(ratio of average "
+                      "latencies)", fontsize=9)
         ax.set_title(title)
         ax.legend(fontsize=8)
     fig.suptitle(f"Six clients, each a parallel count (table 1/{shrink:,}, chunks 1/{divisor} "

@@ -201,26 +201,48 @@ def run(table_mb: int = 128, clients: int = 4, scans: int = 2, stagger: float = 
     ]
     rep.data = {"single_s": single, "single_io": single_io, "nblocks": nblocks, "nrows": nrows,
                 "os_cache_mb": os_cache_mb, "results": results, "disk": describe}
-    rep.plot = lambda plt: _plot(plt, results, single, clients)
+    rep.plot = lambda plt: _plot(plt, results, single, clients, stagger)
     rep.elapsed_s = time.perf_counter() - t_start
     return rep
 
 
-def _plot(plt, results, single, clients):
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharex=True)
-    for ax, label in zip(axes, ("off", "on")):
+def _plot(plt, results, single, clients, stagger=0.18):
+    """Each client's scans over time, off and on, and beside them the totals in single-scan
+    times: minidb's and the seed's (both of its shared_buffers settings)."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8),
+                             gridspec_kw={"width_ratios": [2, 2, 1.3]})
+    for ax, label in zip(axes[:2], ("off", "on")):
         r = results[label]
         for c in range(clients):
             for k, (start, dur) in enumerate(zip(r["starts_s"][c], r["scans_s"][c])):
                 ax.barh(c, dur, left=start, color=("tab:blue", "tab:orange")[k % 2],
                         edgecolor="black", height=0.6)
-        ax.set_title(f"synchronize_seqscans = {label}: {r['total_s']:.1f} s, "
-                     f"{r['tables_read']:.2f} tables read")
+        ax.set_title(f"minidb, synchronize_seqscans = {label}: {r['total_s']:.1f} s, "
+                     f"{r['tables_read']:.2f} tables read", fontsize=9)
         ax.set_yticks(range(clients))
         ax.set_yticklabels([f"client {c + 1}" for c in range(clients)])
-        ax.set_xlabel("seconds (one scan alone: %.1f s)" % single)
+        ax.set_ylabel("client")
+        ax.set_xlabel("time since the first start (s; one scan alone: %.1f s)" % single)
         ax.invert_yaxis()
-    fig.suptitle("count(*) twice per client, clients staggered by 0.18 of a scan "
-                 "(blue: 1st scan, orange: 2nd)")
+    axes[1].sharex(axes[0])
+    ax = axes[2]
+    groups = [("minidb", results["off"]["total_s"] / single, results["on"]["total_s"] / single)]
+    groups += [(f"seed, {r[0]}", r[1] / SEED_SINGLE_S, r[2] / SEED_SINGLE_S) for r in SEED_RUNS]
+    x = range(len(groups))
+    w = 0.38
+    ax.bar([i - w / 2 for i in x], [g[1] for g in groups], w, color="tab:gray", label="off")
+    ax.bar([i + w / 2 for i in x], [g[2] for g in groups], w, color="tab:green", label="on")
+    for i, g in enumerate(groups):
+        ax.text(i, max(g[1], g[2]), f"{g[1] / g[2]:.1f}x", ha="center", va="bottom",
+                fontsize=8)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels([g[0] for g in groups], fontsize=8)
+    ax.set_ylabel("total time / one scan alone (ratio)")
+    ax.set_title("all clients' total, off / on above", fontsize=9)
+    ax.set_ylim(0, 1.45 * max(max(g[1], g[2]) for g in groups))
+    ax.legend(fontsize=7, title="synchronize_seqscans", title_fontsize=7, loc="upper left",
+              ncol=2)
+    fig.suptitle(f"count(*) twice per client, clients staggered by {stagger:g} of a scan "
+                 "(blue: 1st scan, orange: 2nd); right: minidb beside the seed (2007, 11 GB)")
     fig.tight_layout()
     return fig
