@@ -79,51 +79,74 @@ def run(table_mb: int = 128, clients: int = 4, scans: int = 2, stagger: float = 
     results = {}
     try:
         from minidb.instance import Instance
-        from minidb.session import Session
-        from minidb.sql.engine import Engine
         with Instance(os.path.join(d, "data"), **settings) as inst:
             rel, nrows, nblocks = load_scan_table(inst, "t", nblocks)
             describe = inst.iomodel.describe()
             table_bytes = nblocks * 8192
-            # one scan alone: S
-            sess = Session(inst)
-            try:
-                engine = Engine(sess)
-                engine.execute(SERIAL)
-                make_cold(inst, rel)
-                c0 = inst.io_counters()
-                a = time.monotonic()
-                assert sql_count(engine, QUERY) == nrows
-                single = time.monotonic() - a
-                single_io = io_delta(c0, inst.io_counters())
-            finally:
-                sess.close()
+            single, single_io = _single_scan(inst, rel, nrows)
             log(f"syncscan-staggered: {describe}; one scan alone {single:.2f} s")
             for on in (False, True):
-                make_cold(inst, rel)
-                c0 = inst.io_counters()
-                args = [(i * stagger * single, scans) for i in range(clients)]
-                res = run_clients(inst, _client, args, settings={
-                    "synchronize_seqscans": on, "max_parallel_workers_per_gather": 0})
-                io = io_delta(c0, inst.io_counters())
-                counts = [x[2] for r in res for x in r]
-                if any(c != nrows for c in counts):
-                    raise AssertionError(f"a scan counted {counts}, expected {nrows}")
-                first = min(x[0] for r in res for x in r)
-                total = max(x[1] for r in res for x in r) - first
-                per_client = [r[-1][1] - r[0][0] for r in res]
-                results["on" if on else "off"] = {
-                    "total_s": total, "per_client_s": per_client,
-                    "scans_s": [[x[1] - x[0] for x in r] for r in res],
-                    "starts_s": [[x[0] for x in r] for r in res], "io": io,
-                    "tables_read": io["bytes"] / table_bytes,
-                }
-                log(f"  synchronize_seqscans={'on' if on else 'off'}: total {total:.1f} s "
-                    f"({total / single:.2f} single scans), disk read {io['bytes'] / table_bytes:.2f}"
-                    f" tables, {io['seeks']:,} seeks")
+                results["on" if on else "off"] = _staggered(
+                    inst, rel, nrows, table_bytes, on, clients, scans, stagger * single,
+                    single)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
+    rep = _report(results, single, single_io, table_mb=table_mb, clients=clients,
+                  scans=scans, stagger=stagger, cache_ratio=cache_ratio, disk=disk,
+                  shared_buffers=shared_buffers, os_cache_mb=os_cache_mb, nblocks=nblocks,
+                  nrows=nrows, describe=describe, command=command)
+    rep.elapsed_s = time.perf_counter() - t_start
+    return rep
+
+
+def _single_scan(inst, rel, nrows: int) -> tuple[float, dict]:
+    """S: one serial count of the cold table alone (seconds, I/O counters)."""
+    from minidb.session import Session
+    from minidb.sql.engine import Engine
+    sess = Session(inst)
+    try:
+        engine = Engine(sess)
+        engine.execute(SERIAL)
+        make_cold(inst, rel)
+        c0 = inst.io_counters()
+        a = time.monotonic()
+        assert sql_count(engine, QUERY) == nrows
+        return time.monotonic() - a, io_delta(c0, inst.io_counters())
+    finally:
+        sess.close()
+
+
+def _staggered(inst, rel, nrows: int, table_bytes: int, on: bool, clients: int, scans: int,
+               gap_s: float, single: float) -> dict:
+    """One setting: from a cold start, ``clients`` processes started ``gap_s`` apart, each
+    counting the table ``scans`` times; checks every count, returns the figures."""
+    make_cold(inst, rel)
+    c0 = inst.io_counters()
+    args = [(i * gap_s, scans) for i in range(clients)]
+    res = run_clients(inst, _client, args, settings={
+        "synchronize_seqscans": on, "max_parallel_workers_per_gather": 0})
+    io = io_delta(c0, inst.io_counters())
+    counts = [x[2] for r in res for x in r]
+    if any(c != nrows for c in counts):
+        raise AssertionError(f"a scan counted {counts}, expected {nrows}")
+    first = min(x[0] for r in res for x in r)
+    total = max(x[1] for r in res for x in r) - first
+    log(f"  synchronize_seqscans={'on' if on else 'off'}: total {total:.1f} s "
+        f"({total / single:.2f} single scans), disk read {io['bytes'] / table_bytes:.2f}"
+        f" tables, {io['seeks']:,} seeks")
+    return {"total_s": total, "per_client_s": [r[-1][1] - r[0][0] for r in res],
+            "scans_s": [[x[1] - x[0] for x in r] for r in res],
+            "starts_s": [[x[0] for x in r] for r in res], "io": io,
+            "tables_read": io["bytes"] / table_bytes}
+
+
+def _report(results: dict, single: float, single_io: dict, *, table_mb: int, clients: int,
+            scans: int, stagger: float, cache_ratio: float, disk: str, shared_buffers: int,
+            os_cache_mb: int, nblocks: int, nrows: int, describe: str, command) -> Report:
+    """The report: the scaling, the totals beside the seed's, the runs, the notes, the
+    plot."""
+    table_bytes = nblocks * 8192
     rep = Report(NAME, "Synchronized scans: four staggered clients counting a table eight "
                        "times larger than the OS cache (seed 001)", SEED,
                  command or f"minidb experiment syncscan-staggered --table-mb "
@@ -202,7 +225,6 @@ def run(table_mb: int = 128, clients: int = 4, scans: int = 2, stagger: float = 
     rep.data = {"single_s": single, "single_io": single_io, "nblocks": nblocks, "nrows": nrows,
                 "os_cache_mb": os_cache_mb, "results": results, "disk": describe}
     rep.plot = lambda plt: _plot(plt, results, single, clients, stagger)
-    rep.elapsed_s = time.perf_counter() - t_start
     return rep
 
 
