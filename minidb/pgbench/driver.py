@@ -20,8 +20,12 @@ One run, in order:
 6. each client sends its figures through a pipe and exits; the parent sums them, reads the
    tables' sizes and, with ``--check``, checks the balances.
 
-The clients' side (compiling commands, the transaction loop, retries) is ``client.py``; the
-figures are ``results.BenchResult``.
+The clients' side (compiling commands, the transaction loop, retries, the ``-R`` schedule
+with ``-L`` skipping, ``-C`` reconnecting) is ``client.py``; the figures are
+``results.BenchResult``; with ``-l`` the clients' records become pgbench's log files in
+``txlog.py`` once the run is over.  The options pgbench 15 checks (``-R``, ``-L``,
+``--aggregate-interval``, ``--sampling-rate``, ``--progress-timestamp``) are checked here
+with its messages.
 
 Clients are processes, never threads (``-j`` is accepted and printed as pgbench prints it,
 ``min(-j, -c)``, but every client is its own process: CPython threads would serialise on
