@@ -7,7 +7,7 @@
     minidb experiment all
 
 Each writes ``minidb-results/<name>.md`` (markdown tables, the scaling chosen, the seed's figures
-beside minidb's as ratios) and ``minidb-results/<name>.png``, and prints the markdown.  In
+beside minidb's as ratios) and ``minidb-results/<name>.png``, and prints a short summary.  In
 Python each module's ``run(...)`` returns a ``common.Report`` whose ``data`` holds every
 figure (the tests under ``tests/experiments`` read its counters).
 """

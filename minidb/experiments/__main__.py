@@ -1,5 +1,10 @@
 """``minidb experiment NAME [options]``: run one seed experiment (or ``all``),
-write ``<out>/<name>.md`` and ``<out>/<name>.png``, print the markdown.
+write ``<out>/<name>.md`` and ``<out>/<name>.png``, print a short summary (the report's
+summary and its seed-beside-minidb figures; the whole markdown is in the file).
+
+``list`` prints each experiment's whole description (its module docstring's first
+paragraph); ``NAME --help`` shows every option's default and where it comes from: the
+seed's own figure, or a physical default chosen for this machine (with the reason).
 
     minidb experiment list
     minidb experiment dead-tuples [--scale 4] [--runs 3] [--transactions N]
@@ -18,10 +23,27 @@ import argparse
 import importlib
 import shlex
 import sys
+import textwrap
 import time
 
 from minidb.experiments import EXPERIMENTS, dead_tuples
 from minidb.experiments.common import OUT_DIR
+
+
+SEED, PHYSICAL = "from the seed", "physical default"
+
+
+def _opt(p, flag: str, default, source: str, why: str, help: str = "", **kw) -> None:
+    """An option whose help ends with its default and where the default comes from:
+    ``SEED`` (the seed's own figure) or ``PHYSICAL`` (chosen for this machine: the seed's
+    would take hours or not fit), with the reason."""
+    if default is None:
+        shown = "all" if kw.get("action") == "append" else "derived"
+    else:
+        shown = default
+    text = f"{help} " if help else ""
+    p.add_argument(flag, default=default,
+                   help=f"{text}[default: {shown}, {source}: {why}]".replace("%", "%%"), **kw)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,56 +52,82 @@ def _parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="name", required=True)
 
     def common(p):
-        p.add_argument("--out", default=OUT_DIR, help="output directory (default ./minidb-results)")
+        p.add_argument("--out", default=OUT_DIR,
+                       help="where <name>.md and <name>.png go [default: ./minidb-results]")
         p.add_argument("--no-plot", action="store_true", help="skip the PNG")
-        p.add_argument("--workdir", default=None, help="where temporary data directories go")
+        p.add_argument("--workdir", default=None,
+                       help="where temporary data directories go [default: the system's "
+                            "temporary directory]")
+
+    def new(name: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=_description(name).split(". ")[0],
+                              description=_description(name))
 
     sub.add_parser("list", help="list the experiments")
-    p = sub.add_parser("dead-tuples", help="seed 003: repeated pgbench runs without VACUUM")
-    p.add_argument("--scale", type=int, default=4, help="pgbench scale (seed: 10)")
-    p.add_argument("--clients", type=int, default=5)
-    p.add_argument("--transactions", type=int, default=None,
-                   help="per client and run (default: 500 x scale / clients, the seed's "
-                        "versions per branch row)")
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--shared-buffers", type=int, default=None,
-                   help="default 1024 x scale / 10, the seed's -B 1024 at scale 10")
-    p.add_argument("--mode", default="prepared", choices=("simple", "extended", "prepared"))
-    p.add_argument("--config", action="append", default=None,
-                   choices=[label for label, _ in dead_tuples.CONFIGS],
-                   help="only this configuration (repeatable; run in the order given)")
+    p = new("dead-tuples")
+    _opt(p, "--scale", 4, PHYSICAL, "the seed's 10, scaled down to keep a run to minutes",
+         "pgbench scale", type=int)
+    _opt(p, "--clients", 5, SEED, "pgbench -c 5", type=int)
+    _opt(p, "--transactions", None, SEED, "500 x scale / clients, the seed's 500 new "
+         "versions of each branch row per run (-t 1000 at scale 10)",
+         "per client and run", type=int)
+    _opt(p, "--runs", 3, SEED, "three runs in a row without VACUUM", type=int)
+    _opt(p, "--shared-buffers", None, SEED, "1024 x scale / 10, the seed's -B 1024 at "
+         "scale 10", type=int)
+    _opt(p, "--mode", "prepared", PHYSICAL, "the seed's pgbench sent simple queries; "
+         "minidb's SQL parser would be most of a simple-mode transaction",
+         choices=("simple", "extended", "prepared"))
+    _opt(p, "--config", None, SEED, "the seed's three configurations and today's engine",
+         "only this configuration (repeatable; run in the order given)", action="append",
+         choices=[label for label, _ in dead_tuples.CONFIGS])
     common(p)
-    p = sub.add_parser("syncscan-staggered", help="seed 001: four staggered count(*) clients")
-    p.add_argument("--table-mb", type=int, default=128)
-    p.add_argument("--clients", type=int, default=4)
-    p.add_argument("--scans", type=int, default=2)
-    p.add_argument("--stagger", type=float, default=0.18,
-                   help="fraction of a single scan's time between client starts")
-    p.add_argument("--cache-ratio", type=float, default=11.0, help="table / OS cache")
-    p.add_argument("--disk", default="seed", choices=("seed", "hdd", "ssd"))
+    p = new("syncscan-staggered")
+    _opt(p, "--table-mb", 128, PHYSICAL, "the seed's 11 GB, so that one scan takes "
+         "seconds", type=int)
+    _opt(p, "--clients", 4, SEED, "four threads", type=int)
+    _opt(p, "--scans", 2, SEED, "each thread counted the table twice", type=int)
+    _opt(p, "--stagger", 0.18, SEED, "60 s between starts / 334 s for one scan",
+         "fraction of a single scan's time between client starts", type=float)
+    _opt(p, "--cache-ratio", 11.0, SEED, "an 11 GB table, 1 GB of RAM", "table / OS cache",
+         type=float)
+    _opt(p, "--disk", "seed", SEED, "a device as slow against one scan's decoding as the "
+         "seed's disk", choices=("seed", "hdd", "ssd"))
     common(p)
-    p = sub.add_parser("parallel-readahead", help="seed 002: block vs chunked allocation")
-    p.add_argument("--table-mb", type=int, default=512)
-    p.add_argument("--workers", type=int, default=7)
-    p.add_argument("--disk", default="auto", choices=("auto", "ssd", "hdd"))
-    p.add_argument("--policy", action="append", default=None,
-                   help="block, 64, 1024, 8192, 16384 (repeatable; default all)")
+    p = new("parallel-readahead")
+    _opt(p, "--table-mb", 512, PHYSICAL, "the seed's table of about 100 GB, so that a run "
+         "takes minutes", type=int)
+    _opt(p, "--workers", 7, SEED, "0 to 7 workers", type=int)
+    _opt(p, "--disk", "auto", PHYSICAL, "a device as much faster than one process's "
+         "decoding as the seed's was", choices=("auto", "ssd", "hdd"))
+    _opt(p, "--policy", None, SEED, "one block at a time and chunks up to 64, 1,024, 8,192 "
+         "and 16,384 blocks", "block, 64, 1024, 8192, 16384 (repeatable)", action="append")
     common(p)
-    p = sub.add_parser("syncscan-parallel", help="seed 000: six clients' parallel counts")
-    p.add_argument("--shrink", type=int, default=4096,
-                   help="the seed's 800 GiB table divided by this")
-    p.add_argument("--chunk-divisor", type=int, default=128,
-                   help="the seed's chunks (65,536 and 8,192 blocks) divided by this")
-    p.add_argument("--cache-ratio", type=float, default=16.0, help="table / OS cache")
-    p.add_argument("--clients", type=int, default=6)
-    p.add_argument("--queries", type=int, default=3, help="per client and setting")
-    p.add_argument("--workers", type=int, default=1, help="per query")
-    p.add_argument("--cpu-share", type=float, default=6.0,
-                   help="device bandwidth = one process's decoding rate / this")
+    p = new("syncscan-parallel")
+    _opt(p, "--shrink", 4096, PHYSICAL, "the seed's 800 GiB table / 4,096 = 200 MiB",
+         "the seed's table divided by this", type=int)
+    _opt(p, "--chunk-divisor", 128, PHYSICAL, "the seed's chunks (65,536 and 8,192 blocks) "
+         "/ 128 stay far above the read-ahead window", type=int)
+    _opt(p, "--cache-ratio", 16.0, PHYSICAL, "the seed gives no RAM; chosen so that the "
+         "large chunks' span exceeds the cache and the capped ones' does not",
+         "table / OS cache", type=float)
+    _opt(p, "--clients", 6, SEED, "pgbench -c 6 -j 6", type=int)
+    _opt(p, "--queries", 3, PHYSICAL, "the seed ran about 29 per client (3 hours)",
+         "per client and setting", type=int)
+    _opt(p, "--workers", 1, PHYSICAL, "the seed planned 2 per query on 64 cores; here 2 "
+         "cores", "per query", type=int)
+    _opt(p, "--cpu-share", 6.0, PHYSICAL, "six scans share the device, each bound by it "
+         "as the seed's were by its disks",
+         "device bandwidth = one process's decoding rate / this", type=float)
     common(p)
     p = sub.add_parser("all", help="every experiment at its default scale")
     common(p)
     return ap
+
+
+def _description(name: str) -> str:
+    """The experiment's description: its module docstring's first paragraph, whole."""
+    doc = importlib.import_module(EXPERIMENTS[name]).__doc__.strip()
+    return " ".join(doc.split("\n\n")[0].split())
 
 
 def _run_one(name: str, args, argv: list[str]):
@@ -104,8 +152,8 @@ def _run_one(name: str, args, argv: list[str]):
         kw["command"] = f"minidb experiment {name}"
     rep = mod.run(**kw)
     path = rep.write(args.out, png=not args.no_plot)
-    print(rep.markdown())
-    print(f"wrote {path}" + (f" and {rep.png}" if rep.png else ""), file=sys.stderr)
+    print(rep.terminal_summary())
+    print(f"full report: {path}" + (f" and {rep.png}" if rep.png else ""))
     return rep
 
 
@@ -113,9 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     if args.name == "list":
-        for name, mod in EXPERIMENTS.items():
-            doc = importlib.import_module(mod).__doc__.strip().splitlines()[0]
-            print(f"{name:20s} {doc}")
+        for name in EXPERIMENTS:
+            print(name)
+            print(textwrap.fill(_description(name), width=88, initial_indent="    ",
+                                subsequent_indent="    "))
         return 0
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
     t0 = time.perf_counter()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import textwrap
 import shutil
 import sys
 import tempfile
@@ -139,6 +140,18 @@ class Report:
         return "\n".join(out).rstrip() + "\n"
 
     __str__ = markdown
+
+    def terminal_summary(self) -> str:
+        """What the terminal gets: the title, the summary, and the seed-beside-minidb
+        figures one a line (the markdown file has everything)."""
+        out = [self.title, f"  {self.elapsed_s:.0f} s; reproduce: {self.command}"]
+        if self.summary:
+            out += textwrap.wrap(self.summary, 88, initial_indent="  ",
+                                 subsequent_indent="  ")
+        if self.comparisons:
+            out.append("  figure: seed / minidb")
+            out += [f"    {fig}: {seed} / {mine}" for fig, seed, mine, _ in self.comparisons]
+        return "\n".join(out)
 
     def write(self, out_dir: str = OUT_DIR, png: bool = True) -> str:
         """Write ``<name>.md`` (and ``<name>.png``); returns the markdown's path."""

@@ -238,13 +238,25 @@ def run(scale: int = 4, clients: int = SEED_CLIENTS, transactions: int | None = 
                                   datadir=datadir, progress=progress))
     order = [c for c, _ in CONFIGS]
     results.sort(key=lambda r: order.index(r["label"]))
+    rep = _report(results, len(chosen), scale=scale, clients=clients,
+                  transactions=transactions, runs=runs, shared_buffers=shared_buffers,
+                  mode=mode, accounts_per_scale=accounts_per_scale, command=command)
+    rep.elapsed_s = time.perf_counter() - t_start
+    return rep
+
+
+def _report(results: list, nconfigs: int, *, scale: int, clients: int, transactions: int,
+            runs: int, shared_buffers: int, mode: str, accounts_per_scale: int,
+            command: str | None) -> Report:
+    """The report of the configurations' runs: the scaling, the runs' table, the figures
+    beside the seed's, the notes and the plot."""
     rep = Report(NAME, "Dead tuples, index tuple killing and a planner that trusts old "
                        "statistics (seed 003)", SEED,
                  command or f"minidb experiment dead-tuples --scale {scale} "
                             f"--runs {runs}")
     updates_per_branch = clients * transactions / scale
     rep.scaling = [
-        ("pgbench scale (branches)", f"{SEED_SCALE}", f"{scale}", f"time: {len(chosen)} configurations x "
+        ("pgbench scale (branches)", f"{SEED_SCALE}", f"{scale}", f"time: {nconfigs} configurations x "
          f"{runs} runs must fit in minutes"),
         ("clients x transactions per run", f"{SEED_CLIENTS} x {SEED_TRANSACTIONS}",
          f"{clients} x {transactions}", "kept: new versions per branch row per run"),
@@ -262,7 +274,43 @@ def run(scale: int = 4, clients: int = SEED_CLIENTS, transactions: int | None = 
          "minidb's parser (sqlglot) would dominate simple mode; prepared keeps the "
          "engine's work in view"),
     ]
-    # per-run table
+    rep.tables.append(("Runs", _runs_table(results)))
+    rep.comparisons.extend(_comparisons(results))
+    rep.data = {"scale": scale, "clients": clients, "transactions": transactions,
+                "shared_buffers": shared_buffers, "runs": runs, "mode": mode,
+                "results": results}
+    rep.summary = _summary(results)
+    rep.notes = [
+        "tps is wall-clock and this machine is shared: another job's burst can halve one "
+        "run's tps. 'clients' CPU ms / txn' is the CPU time the five client processes used "
+        "per committed transaction (getrusage of the reaped clients), which other jobs "
+        "barely move; its growth from run 1 ('CPU per transaction xN', run n / run 1: "
+        "higher is more work per transaction) is the degradation with the noise taken "
+        "out.",
+        "Dead versions are counted after each run by scanning: the row versions on the "
+        "table's pages less the rows a new snapshot sees (pruning removes them from the "
+        "pages, VACUUM is never run).",
+        "Counters, not only tps: 'buffers / txn' is every buffer pin (hits and reads) per "
+        "committed transaction, 'heap fetches / txn' the heap visits made by index scans "
+        "(one per index item followed, a whole HOT chain each). They grow with the dead "
+        "versions a transaction has to step over, whatever the machine's load.",
+        "Where minidb departs from the seed: its sequential scan decides visibility for a "
+        "whole batch of pages with numpy, so a dead version on a page it reads anyway "
+        "costs it little, while each index item followed costs a heap fetch in Python. "
+        "Without killing, every UPDATE of a branch or teller row checks the uniqueness of "
+        "its new index entry against the entries of all the row's old versions, fetching "
+        "each from the heap; so here the bloated indexes of the small tables cost more than "
+        "the sequential scans of their bloated heaps that hurt PostgreSQL 7: 2002's runs "
+        "degrade faster than the seed's, and killing index items helps more. The seed's "
+        "forced-index-scan runs before killing (28.8, 25.7, 22.6 tps) are not rerun here.",
+    ]
+    rep.plot = lambda plt: _plot(plt, results)
+    return rep
+
+
+def _runs_table(results: list) -> str:
+    """One row per configuration and run: tps beside the seed's, the counters, the plan,
+    the tables' and indexes' pages and the dead versions."""
     rows = []
     for res in results:
         seed = SEED_TPS.get(res["label"])
@@ -284,14 +332,18 @@ def run(scale: int = 4, clients: int = SEED_CLIENTS, transactions: int | None = 
                 " / ".join(fmt(r["versions"][t][0] - r["versions"][t][1])
                            for t in ("pgbench_branches", "pgbench_tellers", "pgbench_accounts")),
             ])
-    rep.tables.append((
-        "Runs", md_table(
+    return md_table(
             ["configuration", "run", "tps", "/ run 1", "seed tps", "seed / run 1",
              "clients' CPU ms / txn", "buffers / txn", "heap fetches / txn", "branches UPDATE plan after the run",
              "branches pages", "tellers pages", "accounts pages",
              "pkey pages (b / t / a)", "dead versions (b / t / a)"],
-            rows, "lrrrrrrrrlrrrrr")))
-    # comparisons
+            rows, "lrrrrrrrrlrrrrr")
+
+
+def _comparisons(results: list) -> list:
+    """(figure, seed, minidb, note) rows: each configuration's last run against its first,
+    the fix's total effect, today's first run."""
+    out = []
     for res in results:
         rs = res["runs"]
         if len(rs) < 2:
@@ -301,10 +353,10 @@ def run(scale: int = 4, clients: int = SEED_CLIENTS, transactions: int | None = 
         seed = seed or None
         k = min(last, len(seed)) if seed else last
         mine_buf = ratio(rs[k - 1]["buffers_per_txn"], rs[0]["buffers_per_txn"])
-        cpu = ratio(rs[0]["cpu_ms_per_txn"], rs[k - 1]["cpu_ms_per_txn"])
-        note = (f"by CPU per transaction: {cpu:.2f}; buffer accesses per transaction "
-                f"x{mine_buf:.2f}")
-        rep.comparisons.append((f"{res['label']}: tps of run {k} / run 1",
+        cpu = ratio(rs[k - 1]["cpu_ms_per_txn"], rs[0]["cpu_ms_per_txn"])
+        note = (f"CPU per transaction x{cpu:.2f}, buffer accesses per transaction "
+                f"x{mine_buf:.2f} (run {k} / run 1)")
+        out.append((f"{res['label']}: tps of run {k} / run 1",
                                 fmt_ratio(seed[k - 1], seed[0]) if seed
                                 else "about 1 (7,500-8,700 tps)",
                                 fmt_ratio(rs[k - 1]["tps"], rs[0]["tps"]), note))
@@ -314,43 +366,14 @@ def run(scale: int = 4, clients: int = SEED_CLIENTS, transactions: int | None = 
         b = byl["2002 + killing, enable_seqscan=off"]["runs"][-1]["tps"]
         k = len(byl["2002"]["runs"])
         s = SEED_TPS["2002 + killing, enable_seqscan=off"][min(k, 3) - 1] / SEED_TPS["2002"][min(k, 3) - 1]
-        rep.comparisons.append(("last run: forced index scans with killing / 2002",
+        out.append(("last run: forced index scans with killing / 2002",
                                 f"{s:.2f}", fmt_ratio(b, a), "the fix's total effect"))
     if "today" in byl and byl["today"]["runs"]:
         t = byl["today"]["runs"][0]["tps"]
-        rep.comparisons.append(("today's first run, tps", "7,500-8,700 (PostgreSQL 15, "
+        out.append(("today's first run, tps", "7,500-8,700 (PostgreSQL 15, "
                                 "scale 10, simple mode)", fmt(t),
                                 f"{t / 8000:.3f} of PostgreSQL 15 (different scale and mode)"))
-    rep.data = {"scale": scale, "clients": clients, "transactions": transactions,
-                "shared_buffers": shared_buffers, "runs": runs, "mode": mode,
-                "results": results}
-    rep.summary = _summary(results)
-    rep.notes = [
-        "tps is wall-clock and this machine is shared: another job's burst can halve one "
-        "run's tps. 'clients' CPU ms / txn' is the CPU time the five client processes used "
-        "per committed transaction (getrusage of the reaped clients), which other jobs "
-        "barely move; its inverse ratio ('by CPU per transaction') is the degradation "
-        "with the noise taken out.",
-        "Dead versions are counted after each run by scanning: the row versions on the "
-        "table's pages less the rows a new snapshot sees (pruning removes them from the "
-        "pages, VACUUM is never run).",
-        "Counters, not only tps: 'buffers / txn' is every buffer pin (hits and reads) per "
-        "committed transaction, 'heap fetches / txn' the heap visits made by index scans "
-        "(one per index item followed, a whole HOT chain each). They grow with the dead "
-        "versions a transaction has to step over, whatever the machine's load.",
-        "Where minidb departs from the seed: its sequential scan decides visibility for a "
-        "whole batch of pages with numpy, so a dead version on a page it reads anyway "
-        "costs it little, while each index item followed costs a heap fetch in Python. "
-        "Without killing, every UPDATE of a branch or teller row checks the uniqueness of "
-        "its new index entry against the entries of all the row's old versions, fetching "
-        "each from the heap; so here the bloated indexes of the small tables cost more than "
-        "the sequential scans of their bloated heaps that hurt PostgreSQL 7: 2002's runs "
-        "degrade faster than the seed's, and killing index items helps more. The seed's "
-        "forced-index-scan runs before killing (28.8, 25.7, 22.6 tps) are not rerun here.",
-    ]
-    rep.plot = lambda plt: _plot(plt, results)
-    rep.elapsed_s = time.perf_counter() - t_start
-    return rep
+    return out
 
 
 def summary_table(results) -> str:
@@ -397,23 +420,30 @@ def _summary(results) -> str:
 
 
 def _plot(plt, results):
+    """Three panels over the runs: tps as a ratio to run 1, CPU per transaction as a ratio
+    to run 1 (higher: each transaction costs more), buffer accesses per transaction.  The
+    seed's tps (dashed) is drawn on the first panel, and its time per transaction (run 1's
+    tps / run n's: the seed measured no CPU) on the second."""
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.2))
     colors = ["tab:red", "tab:orange", "tab:blue", "tab:green"]
     for c, res in zip(colors, results):
         rs = res["runs"]
         x = list(range(1, len(rs) + 1))
         ax1.plot(x, [r["tps"] / rs[0]["tps"] for r in rs], "o-", color=c, label=res["label"])
-        ax2.plot(x, [rs[0]["cpu_ms_per_txn"] / r["cpu_ms_per_txn"] for r in rs], "o-", color=c,
-                 label=res["label"])
+        ax2.plot(x, [r["cpu_ms_per_txn"] / rs[0]["cpu_ms_per_txn"] for r in rs], "o-",
+                 color=c, label=res["label"])
         seed = SEED_TPS.get(res["label"])
         if seed:
-            for ax in (ax1, ax2):
-                ax.plot(list(range(1, len(seed) + 1)), [s / seed[0] for s in seed], "s--",
-                        color=c, alpha=0.5)
+            sx = list(range(1, len(seed) + 1))
+            ax1.plot(sx, [s / seed[0] for s in seed], "s--", color=c, alpha=0.5)
+            ax2.plot(sx, [seed[0] / s for s in seed], "s--", color=c, alpha=0.5)
         ax3.plot(x, [r["buffers_per_txn"] for r in rs], "o-", color=c, label=res["label"])
-    ax1.set_title("tps / tps of run 1")
-    ax2.set_title("CPU per transaction: run 1 / run n")
+    ax1.set_title("throughput (higher: faster)")
+    ax1.set_ylabel("tps of run n / tps of run 1 (ratio)")
+    ax2.set_title("cost of a transaction (higher: more work each)")
+    ax2.set_ylabel("CPU ms per transaction, run n / run 1 (ratio)")
     ax3.set_title("buffer accesses per transaction")
+    ax3.set_ylabel("buffer accesses per transaction (count, log scale)")
     ax3.set_yscale("log")
     for ax in (ax1, ax2, ax3):
         ax.set_xlabel("run (no VACUUM between runs)")
@@ -422,7 +452,7 @@ def _plot(plt, results):
         ax.axhline(1.0, color="gray", lw=0.5)
         ax.set_ylim(bottom=0)
     ax1.legend(fontsize=8)
-    fig.suptitle("pgbench -c 5 -n, repeated runs: minidb (solid) against the seed's tps "
-                 "(dashed, 2002)")
+    fig.suptitle("pgbench -c 5 -n, repeated runs: minidb (solid) against the seed (dashed, "
+                 "2002; on the middle panel its time per transaction, from tps)")
     fig.tight_layout()
     return fig

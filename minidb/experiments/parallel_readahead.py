@@ -100,17 +100,7 @@ def run(table_mb: int = 512, workers: int = 7, disk: str = "auto", cache_ratio: 
     nblocks = table_mb * MB // 8192
     os_cache_mb = max(1, round(table_mb / cache_ratio))
     chosen = [p for p in POLICIES if policies is None or p[0] in policies]
-    serial_cpu = None
-    if disk == "auto":
-        serial_cpu = calibrate(min(table_mb, 128), workdir)
-        target = serial_cpu * SEED_DEVICE_OVER_SERIAL
-        device = {"io_model": "custom", "io_seek_ms": SSD_SEEK_MS,
-                  "io_seq_mb_per_s": round(device_bandwidth(target), 1)}
-        log(f"parallel-readahead: a serial scan decodes {serial_cpu:.0f} MB/s here; device "
-            f"{target:.0f} MB/s in 128 kB requests ({SEED_DEVICE_OVER_SERIAL:.2f}x, the seed's "
-            f"ratio): {device['io_seq_mb_per_s']:.0f} MB/s and {SSD_SEEK_MS} ms per request")
-    else:
-        device = DISKS[disk]
+    device, serial_cpu = _device(disk, table_mb, workdir)
     d = tempfile.mkdtemp(prefix="minidb-pra-", dir=workdir)
     results: dict = {key: [] for key, _, _ in chosen}
     try:
@@ -140,32 +130,68 @@ def run(table_mb: int = 512, workers: int = 7, disk: str = "auto", cache_ratio: 
                         if w == 0 and not serial_each and serial_once is not None:
                             results[key].append(serial_once)
                             continue
-                        make_cold(inst, rel)
-                        c0 = inst.io_counters()
-                        a = time.perf_counter()
-                        if w == 0:
-                            count, launched = sql_count(engine, QUERY), 0
-                            seen = nrows
-                        else:
-                            count, seen, st = parallel_count(be, rel, w)
-                            launched = st.workers_launched
-                        secs = time.perf_counter() - a
-                        io = io_delta(c0, inst.io_counters())
-                        if count != 0 or seen != nrows:
-                            raise AssertionError(f"{key} w={w}: counted {count} of {seen}")
-                        m = {"workers": w, "launched": launched, "seconds": secs,
-                             "mbps": table_bytes / 1e6 / secs, "io": io}
+                        m = _measure(inst, engine, be, rel, nrows, table_bytes, key, w)
                         results[key].append(m)
                         if w == 0:
                             serial_once = m
-                        log(f"  {_label(key)}: workers={w} ({launched} launched) "
-                            f"{m['mbps']:7.1f} MB/s, {io['requests']:,} requests, "
-                            f"{io['seeks']:,} seeks")
             finally:
                 sess.close()
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
+    rep = _report(results, chosen, workers=workers, table_mb=table_mb, disk=disk,
+                  cache_ratio=cache_ratio, os_cache_mb=os_cache_mb, nblocks=nblocks,
+                  nrows=nrows, describe=describe, serial_cpu=serial_cpu, command=command)
+    rep.elapsed_s = time.perf_counter() - t_start
+    return rep
+
+
+def _device(disk: str, table_mb: int, workdir) -> tuple[dict, float | None]:
+    """The instance's I/O settings: a preset, or (``auto``) a device that delivers the
+    seed's device / serial-scan ratio over what one process decodes here (measured first;
+    returned as the second item)."""
+    if disk != "auto":
+        return DISKS[disk], None
+    serial_cpu = calibrate(min(table_mb, 128), workdir)
+    target = serial_cpu * SEED_DEVICE_OVER_SERIAL
+    device = {"io_model": "custom", "io_seek_ms": SSD_SEEK_MS,
+              "io_seq_mb_per_s": round(device_bandwidth(target), 1)}
+    log(f"parallel-readahead: a serial scan decodes {serial_cpu:.0f} MB/s here; device "
+        f"{target:.0f} MB/s in 128 kB requests ({SEED_DEVICE_OVER_SERIAL:.2f}x, the seed's "
+        f"ratio): {device['io_seq_mb_per_s']:.0f} MB/s and {SSD_SEEK_MS} ms per request")
+    return device, serial_cpu
+
+
+def _measure(inst, engine, be, rel, nrows: int, table_bytes: int, key: str, w: int) -> dict:
+    """One cold count with ``w`` workers under the allocation policy already set on the
+    backend ``be`` (0: the serial plan through SQL); checks the answer, logs and returns
+    its figures."""
+    make_cold(inst, rel)
+    c0 = inst.io_counters()
+    a = time.perf_counter()
+    if w == 0:
+        count, launched = sql_count(engine, QUERY), 0
+        seen = nrows
+    else:
+        count, seen, st = parallel_count(be, rel, w)
+        launched = st.workers_launched
+    secs = time.perf_counter() - a
+    io = io_delta(c0, inst.io_counters())
+    if count != 0 or seen != nrows:
+        raise AssertionError(f"{key} w={w}: counted {count} of {seen}")
+    m = {"workers": w, "launched": launched, "seconds": secs,
+         "mbps": table_bytes / 1e6 / secs, "io": io}
+    log(f"  {_label(key)}: workers={w} ({launched} launched) {m['mbps']:7.1f} MB/s, "
+        f"{io['requests']:,} requests, {io['seeks']:,} seeks")
+    return m
+
+
+def _report(results: dict, chosen: list, *, workers: int, table_mb: int, disk: str,
+            cache_ratio: float, os_cache_mb: int, nblocks: int, nrows: int, describe: str,
+            serial_cpu, command) -> Report:
+    """The report: the scaling, MB/s and the I/O counters per policy and worker count
+    beside the seed's, ratios within each run, the notes and the plot."""
+    table_bytes = nblocks * 8192
     rep = Report(NAME, "Parallel sequential scan against kernel read-ahead: block-at-a-time "
                        "against chunked allocation (seed 002)", SEED,
                  command or f"minidb experiment parallel-readahead --table-mb "
@@ -255,7 +281,6 @@ def run(table_mb: int = 512, workers: int = 7, disk: str = "auto", cache_ratio: 
                 "serial_cpu_mbps": serial_cpu,
                 "os_cache_mb": os_cache_mb}
     rep.plot = lambda plt: _plot(plt, results, keys, workers)
-    rep.elapsed_s = time.perf_counter() - t_start
     return rep
 
 

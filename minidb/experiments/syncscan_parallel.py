@@ -133,36 +133,58 @@ def run(shrink: int = 4096, clients: int = 6, queries: int = 3, nworkers: int = 
             describe = inst.iomodel.describe()
             table_bytes = nblocks * 8192
             for key, policy, chunk, on in order:
-                sess_settings = {"synchronize_seqscans": on == "on",
-                                 "parallel_chunk_policy": policy,
-                                 "max_parallel_workers_per_gather": nworkers}
-                if chunk:
-                    sess_settings.update(parallel_max_chunk_blocks=chunk,
-                                         parallel_seqscan_nchunks=max(1, nblocks // chunk))
-                make_cold(inst, rel)
-                c0 = inst.io_counters()
-                a = time.monotonic()
-                res = run_clients(inst, _client, [("t", queries, nworkers)] * clients,
-                                  settings=sess_settings)
-                wall = time.monotonic() - a
-                io = io_delta(c0, inst.io_counters())
-                qs = [q for r in res for q in r]
-                bad = [q for q in qs if q["count"] != 0 or q["seen"] != nrows]
-                if bad:
-                    raise AssertionError(f"{key}/{on}: wrong answers {bad[:3]}")
-                lat = [q["latency_s"] for q in qs]
-                results[(key, on)] = {
-                    "latency_avg_s": sum(lat) / len(lat), "latencies_s": lat, "wall_s": wall,
-                    "io": io, "tables_read": io["bytes"] / table_bytes,
-                    "launched": [q["launched"] for q in qs],
-                    "start_blocks": [q["start_block"] for q in qs], "chunk": chunk,
-                }
-                log(f"  {_label(key, chunk)}, synchronize_seqscans={on}: latency "
-                    f"{results[(key, on)]['latency_avg_s']:.2f} s, disk read "
-                    f"{io['bytes'] / table_bytes:.2f} tables, {io['seeks']:,} seeks")
+                results[(key, on)] = _setting(inst, rel, nrows, nblocks, key, policy, chunk,
+                                              on, clients, queries, nworkers)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
+    rep = _report(results, chosen, sizes, shrink=shrink, clients=clients, queries=queries,
+                  nworkers=nworkers, cache_ratio=cache_ratio, chunk_divisor=chunk_divisor,
+                  os_cache_mb=os_cache_mb, nblocks=nblocks, nrows=nrows, describe=describe,
+                  serial_cpu=serial_cpu, device_mbps=device_mbps, command=command)
+    rep.elapsed_s = time.perf_counter() - t_start
+    return rep
+
+
+def _setting(inst, rel, nrows: int, nblocks: int, key: str, policy: str, chunk, on: str,
+             clients: int, queries: int, nworkers: int) -> dict:
+    """One setting from a cold start: ``clients`` processes started together, each running
+    ``queries`` parallel counts; checks every answer and returns the figures."""
+    sess_settings = {"synchronize_seqscans": on == "on", "parallel_chunk_policy": policy,
+                     "max_parallel_workers_per_gather": nworkers}
+    if chunk:
+        sess_settings.update(parallel_max_chunk_blocks=chunk,
+                             parallel_seqscan_nchunks=max(1, nblocks // chunk))
+    make_cold(inst, rel)
+    c0 = inst.io_counters()
+    a = time.monotonic()
+    res = run_clients(inst, _client, [("t", queries, nworkers)] * clients,
+                      settings=sess_settings)
+    wall = time.monotonic() - a
+    io = io_delta(c0, inst.io_counters())
+    qs = [q for r in res for q in r]
+    bad = [q for q in qs if q["count"] != 0 or q["seen"] != nrows]
+    if bad:
+        raise AssertionError(f"{key}/{on}: wrong answers {bad[:3]}")
+    lat = [q["latency_s"] for q in qs]
+    table_bytes = nblocks * 8192
+    out = {"latency_avg_s": sum(lat) / len(lat), "latencies_s": lat, "wall_s": wall,
+           "io": io, "tables_read": io["bytes"] / table_bytes,
+           "launched": [q["launched"] for q in qs],
+           "start_blocks": [q["start_block"] for q in qs], "chunk": chunk}
+    log(f"  {_label(key, chunk)}, synchronize_seqscans={on}: latency "
+        f"{out['latency_avg_s']:.2f} s, disk read {out['tables_read']:.2f} tables, "
+        f"{io['seeks']:,} seeks")
+    return out
+
+
+def _report(results: dict, chosen: list, sizes: dict, *, shrink: int, clients: int,
+            queries: int, nworkers: int, cache_ratio: float, chunk_divisor: int,
+            os_cache_mb: int, nblocks: int, nrows: int, describe: str, serial_cpu,
+            device_mbps: float, command) -> Report:
+    """The report: the scaling, latency per setting beside the seed's, the ratios within
+    the run, the notes, the plot."""
+    table_bytes = nblocks * 8192
     rep = Report(NAME, "Synchronized scans with chunked parallel scans: six clients, each a "
                        "parallel count (seed 000)", SEED,
                  command or f"minidb experiment syncscan-parallel --shrink {shrink}"
@@ -250,12 +272,13 @@ def run(shrink: int = 4096, clients: int = 6, queries: int = 3, nworkers: int = 
                                                                  in results.items()},
                 "serial_cpu_mbps": serial_cpu, "device_mbps": device_mbps, "disk": describe}
     rep.plot = lambda plt: _plot(plt, results, keys, round(SEED_BLOCKS / nblocks),
-                                  chunk_divisor)
-    rep.elapsed_s = time.perf_counter() - t_start
+                                  chunk_divisor, sizes)
     return rep
 
 
-def _plot(plt, results, keys, shrink, divisor):
+def _plot(plt, results, keys, shrink, divisor, sizes=None):
+    """Average latency per setting as a ratio to capped chunks with syncscan off: minidb's
+    (its own chunk sizes on the axis) beside the seed's."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.0))
     x = range(len(keys))
     w = 0.38
@@ -266,12 +289,23 @@ def _plot(plt, results, keys, shrink, divisor):
         color = ("tab:orange", "tab:blue")[j]
         ax1.bar([i + (j - 0.5) * w for i in x], mine, w, label=f"syncscan {on}", color=color)
         ax2.bar([i + (j - 0.5) * w for i in x], seed, w, label=f"syncscan {on}", color=color)
-    labels = ["65,536", "8,192", "block"]
-    for ax, title in ((ax1, "minidb"), (ax2, "the seed (800 GB)")):
+    sizes = sizes or {}
+
+    def names(own: bool) -> list[str]:
+        out = []
+        for k in keys:
+            if k == "block":
+                out.append("block at a time")
+            elif own and sizes.get(k):
+                out.append(f"chunk {sizes[k]:,} blocks\n(seed's {int(k):,} / {divisor})")
+            else:
+                out.append(f"chunk {int(k):,} blocks")
+        return out
+    for ax, title, own in ((ax1, "minidb", True), (ax2, "the seed (800 GB)", False)):
         ax.set_xticks(list(x))
-        ax.set_xticklabels([f"chunk {lab}" if lab != "block" else "block at a time"
-                            for lab in labels[:len(keys)]])
-        ax.set_ylabel("average latency / capped chunks with syncscan off")
+        ax.set_xticklabels(names(own), fontsize=8)
+        ax.set_ylabel("latency / capped chunks' with syncscan off\n(ratio of average "
+                      "latencies)", fontsize=9)
         ax.set_title(title)
         ax.legend(fontsize=8)
     fig.suptitle(f"Six clients, each a parallel count (table 1/{shrink:,}, chunks 1/{divisor} "

@@ -79,51 +79,74 @@ def run(table_mb: int = 128, clients: int = 4, scans: int = 2, stagger: float = 
     results = {}
     try:
         from minidb.instance import Instance
-        from minidb.session import Session
-        from minidb.sql.engine import Engine
         with Instance(os.path.join(d, "data"), **settings) as inst:
             rel, nrows, nblocks = load_scan_table(inst, "t", nblocks)
             describe = inst.iomodel.describe()
             table_bytes = nblocks * 8192
-            # one scan alone: S
-            sess = Session(inst)
-            try:
-                engine = Engine(sess)
-                engine.execute(SERIAL)
-                make_cold(inst, rel)
-                c0 = inst.io_counters()
-                a = time.monotonic()
-                assert sql_count(engine, QUERY) == nrows
-                single = time.monotonic() - a
-                single_io = io_delta(c0, inst.io_counters())
-            finally:
-                sess.close()
+            single, single_io = _single_scan(inst, rel, nrows)
             log(f"syncscan-staggered: {describe}; one scan alone {single:.2f} s")
             for on in (False, True):
-                make_cold(inst, rel)
-                c0 = inst.io_counters()
-                args = [(i * stagger * single, scans) for i in range(clients)]
-                res = run_clients(inst, _client, args, settings={
-                    "synchronize_seqscans": on, "max_parallel_workers_per_gather": 0})
-                io = io_delta(c0, inst.io_counters())
-                counts = [x[2] for r in res for x in r]
-                if any(c != nrows for c in counts):
-                    raise AssertionError(f"a scan counted {counts}, expected {nrows}")
-                first = min(x[0] for r in res for x in r)
-                total = max(x[1] for r in res for x in r) - first
-                per_client = [r[-1][1] - r[0][0] for r in res]
-                results["on" if on else "off"] = {
-                    "total_s": total, "per_client_s": per_client,
-                    "scans_s": [[x[1] - x[0] for x in r] for r in res],
-                    "starts_s": [[x[0] for x in r] for r in res], "io": io,
-                    "tables_read": io["bytes"] / table_bytes,
-                }
-                log(f"  synchronize_seqscans={'on' if on else 'off'}: total {total:.1f} s "
-                    f"({total / single:.2f} single scans), disk read {io['bytes'] / table_bytes:.2f}"
-                    f" tables, {io['seeks']:,} seeks")
+                results["on" if on else "off"] = _staggered(
+                    inst, rel, nrows, table_bytes, on, clients, scans, stagger * single,
+                    single)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
+    rep = _report(results, single, single_io, table_mb=table_mb, clients=clients,
+                  scans=scans, stagger=stagger, cache_ratio=cache_ratio, disk=disk,
+                  shared_buffers=shared_buffers, os_cache_mb=os_cache_mb, nblocks=nblocks,
+                  nrows=nrows, describe=describe, command=command)
+    rep.elapsed_s = time.perf_counter() - t_start
+    return rep
+
+
+def _single_scan(inst, rel, nrows: int) -> tuple[float, dict]:
+    """S: one serial count of the cold table alone (seconds, I/O counters)."""
+    from minidb.session import Session
+    from minidb.sql.engine import Engine
+    sess = Session(inst)
+    try:
+        engine = Engine(sess)
+        engine.execute(SERIAL)
+        make_cold(inst, rel)
+        c0 = inst.io_counters()
+        a = time.monotonic()
+        assert sql_count(engine, QUERY) == nrows
+        return time.monotonic() - a, io_delta(c0, inst.io_counters())
+    finally:
+        sess.close()
+
+
+def _staggered(inst, rel, nrows: int, table_bytes: int, on: bool, clients: int, scans: int,
+               gap_s: float, single: float) -> dict:
+    """One setting: from a cold start, ``clients`` processes started ``gap_s`` apart, each
+    counting the table ``scans`` times; checks every count, returns the figures."""
+    make_cold(inst, rel)
+    c0 = inst.io_counters()
+    args = [(i * gap_s, scans) for i in range(clients)]
+    res = run_clients(inst, _client, args, settings={
+        "synchronize_seqscans": on, "max_parallel_workers_per_gather": 0})
+    io = io_delta(c0, inst.io_counters())
+    counts = [x[2] for r in res for x in r]
+    if any(c != nrows for c in counts):
+        raise AssertionError(f"a scan counted {counts}, expected {nrows}")
+    first = min(x[0] for r in res for x in r)
+    total = max(x[1] for r in res for x in r) - first
+    log(f"  synchronize_seqscans={'on' if on else 'off'}: total {total:.1f} s "
+        f"({total / single:.2f} single scans), disk read {io['bytes'] / table_bytes:.2f}"
+        f" tables, {io['seeks']:,} seeks")
+    return {"total_s": total, "per_client_s": [r[-1][1] - r[0][0] for r in res],
+            "scans_s": [[x[1] - x[0] for x in r] for r in res],
+            "starts_s": [[x[0] for x in r] for r in res], "io": io,
+            "tables_read": io["bytes"] / table_bytes}
+
+
+def _report(results: dict, single: float, single_io: dict, *, table_mb: int, clients: int,
+            scans: int, stagger: float, cache_ratio: float, disk: str, shared_buffers: int,
+            os_cache_mb: int, nblocks: int, nrows: int, describe: str, command) -> Report:
+    """The report: the scaling, the totals beside the seed's, the runs, the notes, the
+    plot."""
+    table_bytes = nblocks * 8192
     rep = Report(NAME, "Synchronized scans: four staggered clients counting a table eight "
                        "times larger than the OS cache (seed 001)", SEED,
                  command or f"minidb experiment syncscan-staggered --table-mb "
@@ -201,26 +224,47 @@ def run(table_mb: int = 128, clients: int = 4, scans: int = 2, stagger: float = 
     ]
     rep.data = {"single_s": single, "single_io": single_io, "nblocks": nblocks, "nrows": nrows,
                 "os_cache_mb": os_cache_mb, "results": results, "disk": describe}
-    rep.plot = lambda plt: _plot(plt, results, single, clients)
-    rep.elapsed_s = time.perf_counter() - t_start
+    rep.plot = lambda plt: _plot(plt, results, single, clients, stagger)
     return rep
 
 
-def _plot(plt, results, single, clients):
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharex=True)
-    for ax, label in zip(axes, ("off", "on")):
+def _plot(plt, results, single, clients, stagger=0.18):
+    """Each client's scans over time, off and on, and beside them the totals in single-scan
+    times: minidb's and the seed's (both of its shared_buffers settings)."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8),
+                             gridspec_kw={"width_ratios": [2, 2, 1.3]})
+    for ax, label in zip(axes[:2], ("off", "on")):
         r = results[label]
         for c in range(clients):
             for k, (start, dur) in enumerate(zip(r["starts_s"][c], r["scans_s"][c])):
                 ax.barh(c, dur, left=start, color=("tab:blue", "tab:orange")[k % 2],
                         edgecolor="black", height=0.6)
-        ax.set_title(f"synchronize_seqscans = {label}: {r['total_s']:.1f} s, "
-                     f"{r['tables_read']:.2f} tables read")
+        ax.set_title(f"minidb, synchronize_seqscans = {label}: {r['total_s']:.1f} s, "
+                     f"{r['tables_read']:.2f} tables read", fontsize=9)
         ax.set_yticks(range(clients))
         ax.set_yticklabels([f"client {c + 1}" for c in range(clients)])
-        ax.set_xlabel("seconds (one scan alone: %.1f s)" % single)
+        ax.set_ylabel("client")
+        ax.set_xlabel("time since the first start (s; one scan alone: %.1f s)" % single)
         ax.invert_yaxis()
-    fig.suptitle("count(*) twice per client, clients staggered by 0.18 of a scan "
-                 "(blue: 1st scan, orange: 2nd)")
+    axes[1].sharex(axes[0])
+    ax = axes[2]
+    groups = [("minidb", results["off"]["total_s"] / single, results["on"]["total_s"] / single)]
+    groups += [(f"seed, {r[0]}", r[1] / SEED_SINGLE_S, r[2] / SEED_SINGLE_S) for r in SEED_RUNS]
+    x = range(len(groups))
+    w = 0.38
+    ax.bar([i - w / 2 for i in x], [g[1] for g in groups], w, color="tab:gray", label="off")
+    ax.bar([i + w / 2 for i in x], [g[2] for g in groups], w, color="tab:green", label="on")
+    for i, g in enumerate(groups):
+        ax.text(i, max(g[1], g[2]), f"{g[1] / g[2]:.1f}x", ha="center", va="bottom",
+                fontsize=8)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels([g[0] for g in groups], fontsize=8)
+    ax.set_ylabel("total time / one scan alone (ratio)")
+    ax.set_title("all clients' total, off / on above", fontsize=9)
+    ax.set_ylim(0, 1.45 * max(max(g[1], g[2]) for g in groups))
+    ax.legend(fontsize=7, title="synchronize_seqscans", title_fontsize=7, loc="upper left",
+              ncol=2)
+    fig.suptitle(f"count(*) twice per client, clients staggered by {stagger:g} of a scan "
+                 "(blue: 1st scan, orange: 2nd); right: minidb beside the seed (2007, 11 GB)")
     fig.tight_layout()
     return fig

@@ -16,6 +16,26 @@ any other error       rollback; the client is *aborted* (reported, the run goes 
 script ends in BEGIN  the client is aborted ("end of script reached without completing ...")
 ====================  ===========================================================================
 
+Rate limit (``-R``): each client keeps its own schedule, a Poisson process at ``rate /
+clients`` transactions per second (pgbench keeps one per thread; the clients' independent
+Poisson processes add up to one at the total rate).  The next start is the previous one plus
+an exponentially distributed delay drawn from a generator of its own (a retry restores the
+script's generator, never the schedule's); the client sleeps until then.  The schedule lag
+is the actual start minus the scheduled start, and latency is measured from the scheduled
+start, as pgbench measures it.  With ``-L`` too, a transaction whose scheduled start is
+already more than the limit in the past is *skipped*: counted, logged, not run (with ``-t``
+it counts towards the client's transactions).  ``-L`` alone counts committed transactions
+whose latency exceeds it ("late").
+
+``-C``: the client closes its session after every transaction and opens a new one (SETs and
+prepared statements included) before the next; the time spent connecting and closing is
+summed as pgbench's connection time.
+
+``-l``: each client records one tuple per transaction (``LOG_*`` fields: transaction number,
+status, latency and lag in microseconds, script, end time in microseconds since the epoch,
+retries) and sends them with its figures; the parent writes pgbench's log files
+(``driver._write_logs``).
+
 Progress counters live in shared memory (one row of ``P_WIDTH`` doubles per client) so
 the parent can print ``-P`` lines without talking to the clients; the final figures go
 back through a pipe as one dict.
@@ -24,6 +44,7 @@ back through a pipe as one dict.
 from __future__ import annotations
 
 import datetime
+import math
 import random
 import re
 import sys
@@ -41,13 +62,17 @@ from minidb.pgbench.expr import ExprError, to_sql_text
 from minidb.pgbench.results import ScriptStats
 
 __all__ = ["Plan", "client_entry", "P_WIDTH", "P_COMMITTED", "P_FAILED", "P_RETRIED",
-           "P_RETRIES", "P_LAT", "P_LAT2"]
+           "P_RETRIES", "P_LAT", "P_LAT2", "P_LAG", "P_SKIPPED", "LOG_OK", "LOG_SKIPPED",
+           "LOG_SERIALIZATION", "LOG_DEADLOCK"]
 
 _NOW = "\x00now"                   # pseudo-variable: the current time (CURRENT_TIMESTAMP)
 
 # per-client progress counters in shared memory
-P_COMMITTED, P_FAILED, P_RETRIED, P_RETRIES, P_LAT, P_LAT2 = range(6)
-P_WIDTH = 6
+P_COMMITTED, P_FAILED, P_RETRIED, P_RETRIES, P_LAT, P_LAT2, P_LAG, P_SKIPPED = range(8)
+P_WIDTH = 8
+
+# a transaction's status in the -l records
+LOG_OK, LOG_SKIPPED, LOG_SERIALIZATION, LOG_DEADLOCK = range(4)
 
 
 @dataclass
@@ -66,6 +91,14 @@ class Plan:
     seed: int
     variables: dict
     now_ok: bool
+    rate: float | None = None              # -R, transactions per second over all clients
+    latency_limit_ms: float | None = None  # -L
+    clients: int = 1
+    connect_each: bool = False             # -C
+    log_xacts: bool = False                # -l
+    sampling_rate: float | None = None     # --sampling-rate (-l without aggregation)
+    epoch_shift: float = 0.0               # time.time() - time.perf_counter() in the parent
+    failures_detailed: bool = False        # the -l files name the failure
 
 
 def client_entry(plan, cid, shared, start, connected, barrier, send) -> None:
@@ -80,6 +113,8 @@ def client_entry(plan, cid, shared, start, connected, barrier, send) -> None:
         return
     try:
         connected[cid] = time.perf_counter()
+        if plan.connect_each:
+            client.close()        # -C: each transaction connects anew
         try:
             barrier.wait()
         except threading.BrokenBarrierError:
@@ -121,28 +156,41 @@ class _Client:
     def __init__(self, plan: Plan, cid: int, shared):
         self.plan = plan
         self.cid = cid
-        self.session, self.engine = connect(plan.inst, plan.settings)
-        self.xact = self.session.xact
+        self.session = None
         self.rng = random.Random(f"{plan.seed}:{cid}")
         self.vars = dict(plan.variables)
         self.vars.update(scale=plan.scale, client_id=cid, random_seed=plan.seed)
         self.progress = np.frombuffer(shared, dtype=np.float64)[cid * P_WIDTH:
                                                                (cid + 1) * P_WIDTH]
-        try:
-            self.runners = [[self._runner(c) for c in s.commands] for s in plan.scripts]
-        except BaseException:
-            self.close()
-            raise
         self.weights = [s.weight for s in plan.scripts]
         self.stats = [ScriptStats(s.desc, s.weight, s.builtin) for s in plan.scripts]
         self.cmd_stats = [[[0, 0.0, 0, 0] for _ in s.commands] for s in plan.scripts]
         self.latencies = array("d")
+        self.connections = 0          # -C: connections opened by transactions
+        self.conn_time_s = 0.0        # -C: time spent opening and closing them
+        self.lag_max_ms = 0.0
+        self.late = 0
+        self.log = [] if plan.log_xacts else None
+        self.open()
+
+    def open(self) -> None:
+        """A session with the run's settings and the scripts compiled against it."""
+        self.session, self.engine = connect(self.plan.inst, self.plan.settings)
+        self.xact = self.session.xact
+        try:
+            self.runners = [[self._runner(c) for c in s.commands] for s in self.plan.scripts]
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
+        if self.session is None:
+            return
         try:
             self.session.close()
         except Exception:  # pragma: no cover - the process is ending anyway
             pass
+        self.session = None
 
     # -- compiling commands into callables ----------------------------------------------------
     def _runner(self, cmd):
@@ -225,79 +273,153 @@ class _Client:
         plan = self.plan
         deadline = t0 + plan.duration if plan.duration is not None else None
         nx = plan.transactions
-        rng = self.rng
-        choose = len(self.weights) > 1
-        may_retry = plan.max_tries != 1
-        prog = self.progress
+        rate = plan.rate
+        if rate:
+            mean_s = plan.clients / rate
+            schedule = random.Random(f"{plan.seed}:{self.cid}:schedule")
+        limit_s = plan.latency_limit_ms / 1000.0 if plan.latency_limit_ms else None
+        sampler = random.Random(f"{plan.seed}:{self.cid}:sample") if plan.sampling_rate \
+            else None
+        trigger = t0
         done = 0
+        si = 0
         abort = None
         end = time.perf_counter()
         while True:
             if nx is not None and done >= nx:
                 break
-            now = time.perf_counter()
-            if deadline is not None and now >= deadline:
+            scheduled = None
+            if rate:
+                trigger += _poisson(schedule, mean_s)
+                if deadline is not None and (trigger > deadline or
+                                             time.perf_counter() >= deadline):
+                    break
+                if limit_s is not None:
+                    now = time.perf_counter()
+                    while trigger < now - limit_s and (nx is None or done < nx):
+                        done += 1
+                        self._record_skipped(si, done, now, sampler)
+                        trigger += _poisson(schedule, mean_s)
+                    end = now
+                    if (nx is not None and done >= nx) or \
+                            (deadline is not None and trigger > deadline):
+                        break
+                wait = trigger - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
+                scheduled = trigger
+            elif deadline is not None and time.perf_counter() >= deadline:
                 break
-            si = rng.choices(range(len(self.weights)), self.weights)[0] if choose else 0
-            st = self.stats[si]
-            state = rng.getstate() if may_retry else None
-            tries = 0
-            t_start = now
-            while True:
-                tries += 1
-                try:
-                    self._run_script(si)
-                except _Retryable as e:
-                    self._rollback()
-                    if plan.verbose_errors:
-                        _stderr(f"client {self.cid} got an error in command {e.cmd} (SQL) of "
-                                f"script {si}; ERROR:  {e.err}")
-                    if self._can_retry(tries, deadline):
-                        if plan.per_command:
-                            self.cmd_stats[si][e.cmd][3] += 1
-                        if plan.verbose_errors:
-                            _stderr(f"client {self.cid} repeats the transaction after the "
-                                    f"error (try {tries + 1}/{plan.max_tries or 'unlimited'})")
-                        rng.setstate(state)
-                        continue
-                    st.failed += 1
-                    if e.kind == "serialization":
-                        st.serialization_failures += 1
-                    else:
-                        st.deadlock_failures += 1
-                    if plan.per_command:
-                        self.cmd_stats[si][e.cmd][2] += 1
-                    prog[P_FAILED] += 1
-                except _Abort as e:
-                    self._rollback()
-                    abort = (f"client {self.cid} script {si} aborted in command {e.cmd} "
-                             f"query 0: {e.message}")
-                else:
-                    t_end = time.perf_counter()
-                    lat = (t_end - t_start) * 1000.0
-                    st.committed += 1
-                    st.latency_sum_ms += lat
-                    st.latency_sum2_ms += lat * lat
-                    self.latencies.append(lat)
-                    prog[P_COMMITTED] += 1
-                    prog[P_LAT] += lat
-                    prog[P_LAT2] += lat * lat
-                break
-            if tries > 1:
-                st.retried += 1
-                st.retries += tries - 1
-                prog[P_RETRIED] += 1
-                prog[P_RETRIES] += tries - 1
+            if plan.connect_each:
+                tc = time.perf_counter()
+                self.open()
+                self.connections += 1
+                self.conn_time_s += time.perf_counter() - tc
+            si = self.rng.choices(range(len(self.weights)), self.weights)[0] \
+                if len(self.weights) > 1 else 0
+            done += 1
+            abort = self._transaction(si, done, scheduled, deadline, limit_s, sampler)
+            if plan.connect_each:
+                tc = time.perf_counter()
+                self.close()
+                self.conn_time_s += time.perf_counter() - tc
             end = time.perf_counter()
             if abort is not None:
                 break
-            done += 1
-        out = {"end": end, "scripts": self.stats, "latencies": self.latencies.tobytes()}
+        out = {"end": end, "scripts": self.stats, "latencies": self.latencies.tobytes(),
+               "connections": self.connections, "conn_time_s": self.conn_time_s,
+               "lag_max_ms": self.lag_max_ms, "late": self.late}
+        if self.log is not None:
+            out["log"] = self.log
         if plan.per_command:
             out["commands"] = [[tuple(c) for c in per] for per in self.cmd_stats]
         if abort is not None:
             out["abort"] = abort
         return out
+
+    def _transaction(self, si: int, number: int, scheduled, deadline, limit_s,
+                     sampler) -> str | None:
+        """Run script ``si`` once, with its retries; count and log the outcome.  Returns
+        the abort message when the client must stop."""
+        plan = self.plan
+        rng = self.rng
+        prog = self.progress
+        st = self.stats[si]
+        state = rng.getstate() if plan.max_tries != 1 else None
+        tries = 0
+        t_start = time.perf_counter()
+        status, lat, lag, abort = LOG_OK, 0.0, 0.0, None
+        while True:
+            tries += 1
+            try:
+                self._run_script(si)
+            except _Retryable as e:
+                self._rollback()
+                if plan.verbose_errors:
+                    _stderr(f"client {self.cid} got an error in command {e.cmd} (SQL) of "
+                            f"script {si}; ERROR:  {e.err}")
+                if self._can_retry(tries, deadline):
+                    if plan.per_command:
+                        self.cmd_stats[si][e.cmd][3] += 1
+                    if plan.verbose_errors:
+                        _stderr(f"client {self.cid} repeats the transaction after the "
+                                f"error (try {tries + 1}/{plan.max_tries or 'unlimited'})")
+                    rng.setstate(state)
+                    continue
+                st.failed += 1
+                if e.kind == "serialization":
+                    st.serialization_failures += 1
+                    status = LOG_SERIALIZATION
+                else:
+                    st.deadlock_failures += 1
+                    status = LOG_DEADLOCK
+                if plan.per_command:
+                    self.cmd_stats[si][e.cmd][2] += 1
+                prog[P_FAILED] += 1
+            except _Abort as e:
+                self._rollback()
+                abort = (f"client {self.cid} script {si} aborted in command {e.cmd} "
+                         f"query 0: {e.message}")
+            else:
+                t_end = time.perf_counter()
+                # under -R, latency runs from the scheduled start (pgbench's measure)
+                lat = (t_end - (t_start if scheduled is None else scheduled)) * 1000.0
+                st.committed += 1
+                st.latency_sum_ms += lat
+                st.latency_sum2_ms += lat * lat
+                self.latencies.append(lat)
+                prog[P_COMMITTED] += 1
+                prog[P_LAT] += lat
+                prog[P_LAT2] += lat * lat
+                if scheduled is not None:
+                    lag = (t_start - scheduled) * 1000.0
+                    st.lag_sum_ms += lag
+                    self.lag_max_ms = max(self.lag_max_ms, lag)
+                    prog[P_LAG] += lag
+                if limit_s is not None and lat > limit_s * 1000.0:
+                    self.late += 1
+            break
+        if tries > 1:
+            st.retried += 1
+            st.retries += tries - 1
+            prog[P_RETRIED] += 1
+            prog[P_RETRIES] += tries - 1
+        if abort is None and self.log is not None and \
+                (sampler is None or sampler.random() <= plan.sampling_rate):
+            self.log.append((number, status, round(lat * 1000.0), round(lag * 1000.0), si,
+                             self._epoch_us(), tries - 1))
+        return abort
+
+    def _record_skipped(self, si: int, number: int, now: float, sampler) -> None:
+        self.stats[si].skipped += 1
+        self.progress[P_SKIPPED] += 1
+        if self.log is not None and \
+                (sampler is None or sampler.random() <= self.plan.sampling_rate):
+            self.log.append((number, LOG_SKIPPED, 0, 0, si,
+                             round((now + self.plan.epoch_shift) * 1e6), 0))
+
+    def _epoch_us(self) -> int:
+        return round((time.perf_counter() + self.plan.epoch_shift) * 1e6)
 
     def _can_retry(self, tries: int, deadline) -> bool:
         mt = self.plan.max_tries
@@ -339,6 +461,12 @@ class _Client:
         if self.xact.in_block:
             raise _Abort(len(runners) - 1, "end of script reached without completing the "
                                            "last transaction")
+
+
+def _poisson(rng: random.Random, mean_s: float) -> float:
+    """The delay to the next scheduled start: exponential with mean ``mean_s`` seconds,
+    rounded to a microsecond as pgbench's ``getPoissonRand``."""
+    return round(-math.log(1.0 - rng.random()) * mean_s * 1e6) / 1e6
 
 
 def _value(vs: dict, name: str):

@@ -20,7 +20,51 @@ _INIT_ONLY = ("init_steps", "fillfactor", "quiet", "foreign_keys")
 _RUN_ONLY = ("client", "jobs", "transactions", "duration", "progress", "protocol", "builtin",
              "select_only", "skip_some_updates", "files", "define", "report_per_command",
              "vacuum_all", "max_tries", "failures_detailed", "verbose_errors", "random_seed",
-             "check")
+             "check", "rate", "latency_limit", "connect", "log", "log_prefix",
+             "aggregate_interval", "sampling_rate", "progress_timestamp")
+INT_MAX = 2147483647
+
+
+def _int_option(text, name: str, lo: int = 1):
+    """An integer option checked as pgbench 15 checks it (``option_parse_int``)."""
+    if text is None:
+        return None
+    try:
+        v = int(str(text).strip())
+    except ValueError:
+        from minidb.pgbench.conn import BenchError
+        raise BenchError(f'invalid value "{text}" for option {name}') from None
+    if not lo <= v <= INT_MAX:
+        from minidb.pgbench.conn import BenchError
+        raise BenchError(f"{name} must be in range {lo}..{INT_MAX}")
+    return v
+
+
+def _float_option(text, what: str):
+    """A double option (-R, -L, --sampling-rate): pgbench's 'invalid rate limit: "x"'."""
+    if text is None:
+        return None
+    try:
+        v = float(str(text).strip())
+    except ValueError:
+        v = float("nan")
+    if not v > 0:
+        from minidb.pgbench.conn import BenchError
+        raise BenchError(f'invalid {what}: "{text}"')
+    return v
+
+
+def version_line() -> str:
+    """The first line of a run's output: pgbench's ``pgbench (15.18)``, minidb's own."""
+    return f"pgbench ({_version()}, pgbench 15 compatible)"
+
+
+def _print_version(ctx, param, value):
+    if not value or ctx.resilient_parsing:
+        return
+    v = _version().split(" ", 1)
+    click.echo(f"pgbench ({v[0]}) {v[1]}, pgbench 15 compatible")
+    ctx.exit(0)
 
 
 def _pairs(items, option: str) -> dict:
@@ -43,7 +87,7 @@ def _pairs(items, option: str) -> dict:
               help="-i: fill the tables' pages to this percentage")
 @click.option("-q", "--quiet", is_flag=True, help="-i: a progress line every 5 s only")
 @click.option("--foreign-keys", is_flag=True, hidden=True)
-@click.option("-s", "--scale", type=int, default=None,
+@click.option("-s", "--scale", default=None, metavar="NUM",
               help="-i: scale factor (default 1); runs: reported only (custom scripts)")
 @click.option("-n", "--no-vacuum", is_flag=True,
               help="-i: no VACUUM step; runs: no VACUUM/TRUNCATE before the run")
@@ -84,13 +128,34 @@ def _pairs(items, option: str) -> dict:
               help="seed of the clients' random generators (default: time)")
 @click.option("--check", is_flag=True,
               help="after the run, check that balances and history deltas agree")
+@click.option("-R", "--rate", default=None, metavar="NUM",
+              help="target rate in transactions per second (a Poisson schedule; the "
+                   "summary adds the schedule lag)")
+@click.option("-L", "--latency-limit", default=None, metavar="NUM",
+              help="count transactions lasting more than NUM ms as late; with -R, skip "
+                   "those that could only start later than that")
+@click.option("-C", "--connect", is_flag=True,
+              help="a new connection (session) for each transaction")
+@click.option("-l", "--log", is_flag=True,
+              help="write transaction times to log files (pgbench_log.PID[.N])")
+@click.option("--log-prefix", default=None, metavar="PREFIX",
+              help='prefix of the log files (default: "pgbench_log")')
+@click.option("--aggregate-interval", default=None, metavar="NUM",
+              help="-l: aggregate the log over NUM seconds")
+@click.option("--sampling-rate", default=None, metavar="NUM",
+              help="-l: fraction of transactions to log (e.g. 0.01 for 1%)")
+@click.option("--progress-timestamp", is_flag=True,
+              help="use Unix epoch timestamps for progress")
+@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="output version information, then exit")
 @click.option("--accounts-per-scale", type=int, default=None, hidden=True)
 @click.pass_context
 def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys, scale,
           no_vacuum, client, jobs, transactions, duration, progress, protocol, builtin,
           select_only, skip_some_updates, files, define, settings, report_per_command,
           vacuum_all, max_tries, failures_detailed, verbose_errors, random_seed, check,
-          accounts_per_scale):
+          rate, latency_limit, connect, log, log_prefix, aggregate_interval, sampling_rate,
+          progress_timestamp, accounts_per_scale):
     """pgbench for minidb: -i creates pgbench's tables in DATADIR; otherwise run
     clients against them and print pgbench's summary."""
     from minidb.pgbench.conn import BenchError
@@ -104,6 +169,7 @@ def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys,
     aps = accounts_per_scale or NACCOUNTS
     try:
         sets = _pairs(settings, "--set")
+        scale = _int_option(scale, "-s/--scale")
         if "list" in builtin:
             click.echo("Available builtin scripts:", err=True)
             for name, (desc, _) in BUILTIN_SCRIPTS.items():
@@ -125,6 +191,13 @@ def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys,
                              "mode")
         from minidb.pgbench.driver import run_bench
         from minidb.pgbench.report import check_lines
+        rate = _float_option(rate, "rate limit")
+        latency_limit = _float_option(latency_limit, "latency limit")
+        sampling_rate = _float_option(sampling_rate, "sampling rate")
+        aggregate_interval = _int_option(aggregate_interval, "--aggregate-interval")
+        if log_prefix is not None and not log:
+            raise BenchError("log file prefix (--log-prefix) is allowed only when logging "
+                             "transactions (-l)")
         scripts = list(builtin)
         if select_only:
             scripts.append("select-only")
@@ -136,11 +209,15 @@ def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys,
                       no_vacuum=no_vacuum, vacuum_all=vacuum_all, progress=progress,
                       max_tries=max_tries, failures_detailed=failures_detailed,
                       verbose_errors=verbose_errors, per_command=report_per_command,
-                      check=check, random_seed=random_seed, accounts_per_scale=aps, log=err)
+                      check=check, random_seed=random_seed, accounts_per_scale=aps, log=err,
+                      rate=rate, latency_limit=latency_limit, connect_each=connect,
+                      log_prefix=(log_prefix or "pgbench_log") if log else None,
+                      aggregate_interval=aggregate_interval, sampling_rate=sampling_rate,
+                      progress_timestamp=progress_timestamp)
     except BenchError as e:
         click.echo(f"minidb bench: error: {e}", err=True)
         sys.exit(1)
-    click.echo(f"minidb bench ({_version()})")
+    click.echo(version_line())
     for line in r.lines():
         click.echo(line)
     status = 0

@@ -20,8 +20,12 @@ One run, in order:
 6. each client sends its figures through a pipe and exits; the parent sums them, reads the
    tables' sizes and, with ``--check``, checks the balances.
 
-The clients' side (compiling commands, the transaction loop, retries) is ``client.py``; the
-figures are ``results.BenchResult``.
+The clients' side (compiling commands, the transaction loop, retries, the ``-R`` schedule
+with ``-L`` skipping, ``-C`` reconnecting) is ``client.py``; the figures are
+``results.BenchResult``; with ``-l`` the clients' records become pgbench's log files in
+``txlog.py`` once the run is over.  The options pgbench 15 checks (``-R``, ``-L``,
+``--aggregate-interval``, ``--sampling-rate``, ``--progress-timestamp``) are checked here
+with its messages.
 
 Clients are processes, never threads (``-j`` is accepted and printed as pgbench prints it,
 ``min(-j, -c)``, but every client is its own process: CPython threads would serialise on
@@ -72,8 +76,9 @@ import numpy as np
 from minidb import errors
 from minidb.pgbench import report
 from minidb.pgbench.check import balance_state, compare_states, table_sizes
-from minidb.pgbench.client import (P_COMMITTED, P_FAILED, P_LAT, P_LAT2, P_RETRIED, P_RETRIES,
-                                 P_WIDTH, Plan, client_entry)
+from minidb.pgbench.client import (P_COMMITTED, P_FAILED, P_LAG, P_LAT, P_LAT2, P_RETRIED,
+                                   P_RETRIES, P_SKIPPED, P_WIDTH, Plan, client_entry)
+from minidb.pgbench.txlog import write_logs
 from minidb.pgbench.conn import BenchError, Log, connect, open_target
 from minidb.pgbench.results import BenchResult, CommandStats, ScriptStats
 from minidb.pgbench.scripts import NACCOUNTS, Script, ScriptError, builtin_script, load_script
@@ -94,7 +99,11 @@ def run_bench(target, *, clients: int = 1, threads: int = 1, transactions: int |
               vacuum_all: bool = False, progress: float | None = None, max_tries: int = 1,
               failures_detailed: bool = False, verbose_errors: bool = False,
               per_command: bool = False, check: bool = False, random_seed=None,
-              accounts_per_scale: int = NACCOUNTS, log=None) -> BenchResult:
+              accounts_per_scale: int = NACCOUNTS, log=None, rate: float | None = None,
+              latency_limit: float | None = None, connect_each: bool = False,
+              log_prefix: str | None = None, aggregate_interval: int | None = None,
+              sampling_rate: float | None = None,
+              progress_timestamp: bool = False) -> BenchResult:
     """Run a benchmark on ``target`` (a data directory or an open ``Instance``).
 
     ``script``: a built-in name (``"tpcb-like"``, ``"simple-update"``, ``"select-only"``,
@@ -104,7 +113,14 @@ def run_bench(target, *, clients: int = 1, threads: int = 1, transactions: int |
     ``settings``: minidb settings (session ones SET in every client; instance ones used when
     this opens the directory).  ``variables``: ``-D`` variables.  ``progress``: seconds
     between progress lines (written to ``log``).  ``log``: a stream for pgbench's messages
-    (None: silent).  Returns a ``BenchResult``.
+    (None: silent).  ``rate`` (``-R``): target transactions per second over all clients,
+    on a Poisson schedule; ``latency_limit`` (``-L``, ms): count later transactions as late
+    and, with ``rate``, skip those whose start is already that late; ``connect_each`` (``-C``):
+    a new session per transaction; ``log_prefix`` (``-l``; pgbench's is "pgbench_log"):
+    write pgbench's transaction log files, per transaction or, with
+    ``aggregate_interval`` seconds, per interval; ``sampling_rate``: the fraction of
+    transactions logged; ``progress_timestamp``: progress lines carry the Unix time.
+    Returns a ``BenchResult``.
     """
     say = Log.of(log)
     if clients < 1:
@@ -129,6 +145,8 @@ def run_bench(target, *, clients: int = 1, threads: int = 1, transactions: int |
                          "--latency-limit or a duration (-T)")
     if progress is not None and progress <= 0:
         raise BenchError(f'invalid thread progress delay: "{progress}"')
+    _check_pgbench_options(rate, latency_limit, log_prefix, aggregate_interval,
+                           sampling_rate, progress, progress_timestamp, duration)
     variables = {k: _typed(v) for k, v in (variables or {}).items()}
     scripts = _scripts(script, files, accounts_per_scale)
     seed = _seed(random_seed)
@@ -155,13 +173,21 @@ def run_bench(target, *, clients: int = 1, threads: int = 1, transactions: int |
             scale=scale, query_mode=mode, clients=clients, threads=threads,
             max_tries=max_tries, transactions_per_client=transactions, duration=duration,
             failures_detailed=failures_detailed, latency_measured=progress is not None,
-            settings=dict(sess_settings))
+            settings=dict(sess_settings), rate=rate, latency_limit_ms=latency_limit,
+            connect_each=connect_each)
         res.scripts = [ScriptStats(s.desc, s.weight, s.builtin) for s in scripts]
         res.tables_before = table_sizes(inst)
         counters0 = inst.counters()
         plan = Plan(inst, sess_settings, scripts, mode, transactions, duration, max_tries,
-                     verbose_errors, per_command, scale, seed, variables, now_ok)
-        _run_clients(plan, res, clients, progress, say)
+                    verbose_errors, per_command, scale, seed, variables, now_ok,
+                    rate=rate, latency_limit_ms=latency_limit, clients=clients,
+                    connect_each=connect_each, log_xacts=log_prefix is not None,
+                    sampling_rate=sampling_rate, failures_detailed=failures_detailed,
+                    epoch_shift=time.time() - time.perf_counter())
+        results, t0 = _run_clients(plan, res, clients, progress, say, progress_timestamp)
+        if log_prefix is not None:
+            res.log_files = write_logs(log_prefix, results, t0, plan, threads,
+                                       aggregate_interval)
         c1 = inst.counters()
         res.counters = {k: c1[k] - counters0.get(k, 0) for k in c1}
         res.tables = table_sizes(inst)
@@ -174,6 +200,39 @@ def run_bench(target, *, clients: int = 1, threads: int = 1, transactions: int |
             res.check = compare_states(baseline, after, expect=_expect(scripts),
                                        committed_writes=_committed_writes(scripts, res))
     return res
+
+
+def _check_pgbench_options(rate, latency_limit, log_prefix, aggregate_interval, sampling_rate,
+                           progress, progress_timestamp, duration) -> None:
+    """pgbench 15's checks of -R, -L, -l and friends, with its messages."""
+    if rate is not None and not rate > 0:
+        raise BenchError(f'invalid rate limit: "{_num(rate)}"')
+    if latency_limit is not None and not latency_limit > 0:
+        raise BenchError(f'invalid latency limit: "{_num(latency_limit)}"')
+    if aggregate_interval is not None:
+        if aggregate_interval < 1:
+            raise BenchError("--aggregate-interval must be in range 1..2147483647")
+        if log_prefix is None:
+            raise BenchError("log aggregation is allowed only when actually logging "
+                             "transactions")
+        if sampling_rate is not None:
+            raise BenchError("log sampling (--sampling-rate) and aggregation "
+                             "(--aggregate-interval) cannot be used at the same time")
+        if duration is not None and duration % aggregate_interval:
+            raise BenchError("duration (-T) must be a multiple of aggregation interval "
+                             "(--aggregate-interval)")
+    if sampling_rate is not None:
+        if not 0.0 < sampling_rate <= 1.0:
+            raise BenchError(f'invalid sampling rate: "{_num(sampling_rate)}"')
+        if log_prefix is None:
+            raise BenchError("log sampling (--sampling-rate) is allowed only when logging "
+                             "transactions (-l)")
+    if progress_timestamp and progress is None:
+        raise BenchError("--progress-timestamp is allowed only under --progress")
+
+
+def _num(v) -> str:
+    return str(int(v)) if isinstance(v, (int, float)) and float(v).is_integer() else str(v)
 
 
 def _typed(v):
@@ -278,7 +337,10 @@ def _committed_writes(scripts, res) -> int | None:
 
 # ---------------------------------------------------------------------------------------------
 # process orchestration (the parent)
-def _run_clients(plan: Plan, res: BenchResult, nclients: int, progress, say) -> None:
+def _run_clients(plan: Plan, res: BenchResult, nclients: int, progress, say,
+                 progress_timestamp: bool = False) -> tuple[list, float]:
+    """Fork the clients, wait for them, sum their figures into ``res``; returns the
+    clients' reports and the start time."""
     ctx = multiprocessing.get_context("fork")
     shared = ctx.RawArray("d", nclients * P_WIDTH)
     start = ctx.RawValue("d", 0.0)
@@ -306,8 +368,8 @@ def _run_clients(plan: Plan, res: BenchResult, nclients: int, progress, say) -> 
             raise BenchError("clients could not connect:\n" + "\n".join(msgs)) from None
         t0 = start.value
         res.initial_connection_ms = (max(connected) - t_fork) * 1000.0
-        results = _wait_for_clients(procs, conns, shared, t0, progress, plan.duration,
-                                    plan.max_tries, res, say)
+        results = _wait_for_clients(procs, conns, shared, t0, progress, plan, res, say,
+                                    progress_timestamp)
     finally:
         for p in procs:
             if p.is_alive():
@@ -318,6 +380,7 @@ def _run_clients(plan: Plan, res: BenchResult, nclients: int, progress, say) -> 
         for c in conns:
             c.close()
     _sum_results(res, results, t0, t_fork, plan, nclients)
+    return results, t0
 
 
 def _collect_errors(conns, procs) -> list[str]:
@@ -333,14 +396,15 @@ def _collect_errors(conns, procs) -> list[str]:
     return msgs or others or ["(no client reported an error)"]
 
 
-def _wait_for_clients(procs, conns, shared, t0, progress, duration, max_tries, res,
-                      say) -> list:
+def _wait_for_clients(procs, conns, shared, t0, progress, plan, res, say,
+                      progress_timestamp=False) -> list:
     results: list = [None] * len(procs)
     pending = {c: i for i, c in enumerate(conns)}
     view = np.frombuffer(shared, dtype=np.float64).reshape(len(procs), P_WIDTH)
     last = np.zeros(P_WIDTH)
     last_t = t0
     next_report = t0 + progress if progress else None
+    duration, max_tries = plan.duration, plan.max_tries
     while pending:
         timeout = None if next_report is None else max(next_report - time.perf_counter(), 0)
         ready = multiprocessing.connection.wait(list(pending), timeout)
@@ -369,7 +433,11 @@ def _wait_for_clients(procs, conns, shared, t0, progress, duration, max_tries, r
             sd = report.stddev(n, d[P_LAT], d[P_LAT2])
             tps = n / (now - last_t) if now > last_t else 0.0
             retr = (int(d[P_RETRIED]), int(d[P_RETRIES])) if max_tries != 1 else (None, None)
-            say(report.progress_line(now - t0, tps, lat, sd, int(d[P_FAILED]), *retr))
+            lag = (d[P_LAG] / n if n else 0.0) if plan.rate else None
+            skipped = int(d[P_SKIPPED]) if plan.rate and plan.latency_limit_ms else None
+            epoch = now + plan.epoch_shift if progress_timestamp else None
+            say(report.progress_line(now - t0, tps, lat, sd, int(d[P_FAILED]), *retr,
+                                     lag_ms=lag, skipped=skipped, epoch_s=epoch))
             res.progress.append((now - t0, tps, lat, sd, int(d[P_FAILED])))
             last, last_t = cur, now
             while next_report <= now:
@@ -391,6 +459,10 @@ def _sum_results(res: BenchResult, results: list, t0: float, t_fork: float, plan
             res.aborted.append(r["died"])
             continue
         ends.append(r["end"])
+        res.late += r["late"]
+        res.lag_max_ms = max(res.lag_max_ms, r["lag_max_ms"])
+        res.connections += r["connections"]
+        res.connection_time_ms += r["conn_time_s"] * 1000.0
         for total, part in zip(res.scripts, r["scripts"]):
             total.add(part)
         lats.append(np.frombuffer(r["latencies"], dtype=np.float64))
@@ -402,8 +474,8 @@ def _sum_results(res: BenchResult, results: list, t0: float, t_fork: float, plan
                     c.latency_sum_ms += s
                     c.failures += f
                     c.retries += rt
-    for k in ("committed", "failed", "serialization_failures", "deadlock_failures",
-              "retried", "retries"):
+    for k in ("committed", "failed", "skipped", "serialization_failures",
+              "deadlock_failures", "retried", "retries"):
         total = sum(getattr(s, k) for s in res.scripts)
         setattr(res, "processed" if k == "committed" else k, total)
     res.bench_duration = (max(ends) - t0) if ends else 0.0
@@ -411,6 +483,8 @@ def _sum_results(res: BenchResult, results: list, t0: float, t_fork: float, plan
     lat_sum2 = sum(s.latency_sum2_ms for s in res.scripts)
     res.latency_avg_ms = lat_sum / res.processed if res.processed else 0.0
     res.latency_stddev_ms = report.stddev(res.processed, lat_sum, lat_sum2)
+    lag_sum = sum(s.lag_sum_ms for s in res.scripts)
+    res.lag_avg_ms = lag_sum / res.processed if res.processed else 0.0
     ended = res.processed + res.failed
     res.latency_estimated_ms = (1000.0 * res.bench_duration * nclients / ended) if ended else 0.0
     res.tps = res.processed / res.bench_duration if res.bench_duration > 0 else 0.0

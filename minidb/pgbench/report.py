@@ -15,13 +15,21 @@ Summary (stdout), as ``printResults`` prints it::
     number of deadlock failures: 0 (0.000%)            --failures-detailed only
     number of transactions retried: 12 (0.240%)        max tries != 1 only
     total number of retries: 15                        max tries != 1 only
-    latency average = 1.234 ms                         measured (with -P) ...
+    number of transactions skipped: 3 (0.060%)         -R with -L only
+    number of transactions above the 5.0 ms latency limit: 7/4997 (0.140%)     -L only
+    latency average = 1.234 ms                         measured (with -P, -R or -L) ...
     latency stddev = 0.567 ms                          ... and then its stddev, else
                                                        estimated: duration x clients /
                                                        transactions, " (including failures)"
                                                        appended when some failed
+    rate limit schedule lag: avg 0.134 (max 0.702) ms  -R only
     initial connection time = 1.234 ms
     tps = 1234.567890 (without initial connection time)
+
+or, with ``-C``, in place of the last two lines::
+
+    average connection time = 6.876 ms                 over committed + failed transactions
+    tps = 99.462900 (including reconnection times)
 
 then, with several scripts, a block per script ("SQL script 1: ...", " - weight: ...", ...),
 and with ``-r`` the per-statement latencies.  When no transaction completed or failed, the
@@ -30,10 +38,14 @@ pgbench's.
 
 Progress (stderr, ``-P``)::
 
-    progress: 5.0 s, 1234.5 tps, lat 4.012 ms stddev 1.234, 0 failed[, 3 retried, 4 retries]
+    progress: 5.0 s, 1234.5 tps, lat 4.012 ms stddev 1.234, 0 failed[, lag 0.201 ms[, 26
+    skipped]][, 3 retried, 4 retries]
 
-Percentages are of all transactions that ended (committed + failed); tps counts committed
-transactions only.
+(one line; ", lag" with -R, ", skipped" with -R and -L; with ``--progress-timestamp`` the
+time is the Unix epoch to a millisecond, "progress: 1796135385.049 s, ...").
+
+Percentages are of all transactions that ended or were skipped (committed + failed +
+skipped); tps counts committed transactions only.
 """
 
 from __future__ import annotations
@@ -62,7 +74,7 @@ def summary_lines(r) -> list[str]:
     else:
         out.append(f"duration: {_duration(r.duration)} s")
         out.append(f"number of transactions actually processed: {r.processed}")
-    total = r.processed + r.failed
+    total = r.processed + r.failed + r.skipped
     out.append(f"number of failed transactions: {r.failed} ({_pct(r.failed, total)}%)")
     if total <= 0:
         return out
@@ -74,15 +86,30 @@ def summary_lines(r) -> list[str]:
     if r.max_tries != 1:
         out.append(f"number of transactions retried: {r.retried} ({_pct(r.retried, total)}%)")
         out.append(f"total number of retries: {r.retries}")
-    if r.latency_measured:
+    if r.rate and r.latency_limit_ms:
+        out.append(f"number of transactions skipped: {r.skipped} ({_pct(r.skipped, total)}%)")
+    if r.latency_limit_ms:
+        late_pct = 100.0 * r.late / r.processed if r.processed else 0.0
+        out.append(f"number of transactions above the {r.latency_limit_ms:.1f} ms latency "
+                   f"limit: {r.late}/{r.processed} ({late_pct:.3f}%)")
+    if r.latency_measured or r.rate or r.latency_limit_ms:
         if r.processed > 0:
             out.append(f"latency average = {r.latency_avg_ms:.3f} ms")
             out.append(f"latency stddev = {r.latency_stddev_ms:.3f} ms")
     else:
         suffix = " (including failures)" if r.failed > 0 else ""
         out.append(f"latency average = {r.latency_estimated_ms:.3f} ms{suffix}")
-    out.append(f"initial connection time = {r.initial_connection_ms:.3f} ms")
-    out.append(f"tps = {r.tps:f} (without initial connection time)")
+    if r.rate:
+        lag_avg = r.lag_avg_ms if r.processed else float("nan")
+        out.append(f"rate limit schedule lag: avg {lag_avg:.3f} (max {r.lag_max_ms:.3f}) ms")
+    if r.connect_each:
+        ended = r.processed + r.failed
+        avg = r.connection_time_ms / ended if ended else float("nan")
+        out.append(f"average connection time = {avg:.3f} ms")
+        out.append(f"tps = {r.tps:f} (including reconnection times)")
+    else:
+        out.append(f"initial connection time = {r.initial_connection_ms:.3f} ms")
+        out.append(f"tps = {r.tps:f} (without initial connection time)")
     if len(r.scripts) > 1:
         out.extend(_per_script_lines(r, total))
     if r.commands:
@@ -98,13 +125,16 @@ def _per_script_lines(r, total: int) -> list[str]:
     out = []
     wsum = sum(s.weight for s in r.scripts) or 1
     for i, s in enumerate(r.scripts, 1):
-        stotal = s.committed + s.failed
+        stotal = s.committed + s.failed + s.skipped
         out.append(f"SQL script {i}: {s.desc}")
         out.append(f" - weight: {s.weight} (targets {100.0 * s.weight / wsum:.1f}% of total)")
         tps = s.committed / r.bench_duration if r.bench_duration > 0 else 0.0
         out.append(f" - {s.committed} transactions ({_pct1(s.committed, total)}% of total, "
                    f"tps = {tps:f})")
         out.append(f" - number of failed transactions: {s.failed} ({_pct(s.failed, stotal)}%)")
+        if r.rate and r.latency_limit_ms and s.committed > 0:
+            out.append(f" - number of transactions skipped: {s.skipped} "
+                       f"({_pct(s.skipped, stotal)}%)")
         if r.failures_detailed:
             out.append(f" - number of serialization failures: {s.serialization_failures} "
                        f"({_pct(s.serialization_failures, stotal)}%)")
@@ -145,9 +175,18 @@ def per_command_lines(r) -> list[str]:
 
 
 def progress_line(elapsed_s: float, tps: float, lat_ms: float, stddev_ms: float, failed: int,
-                  retried: int | None = None, retries: int | None = None) -> str:
-    line = (f"progress: {elapsed_s:.1f} s, {tps:.1f} tps, lat {lat_ms:.3f} ms "
+                  retried: int | None = None, retries: int | None = None, *,
+                  lag_ms: float | None = None, skipped: int | None = None,
+                  epoch_s: float | None = None) -> str:
+    """One ``-P`` line: ``lag_ms`` under -R, ``skipped`` under -R with -L, ``epoch_s``
+    (the Unix time) in place of the elapsed time with ``--progress-timestamp``."""
+    when = f"{epoch_s:.3f}" if epoch_s is not None else f"{elapsed_s:.1f}"
+    line = (f"progress: {when} s, {tps:.1f} tps, lat {lat_ms:.3f} ms "
             f"stddev {stddev_ms:.3f}, {failed} failed")
+    if lag_ms is not None:
+        line += f", lag {lag_ms:.3f} ms"
+        if skipped is not None:
+            line += f", {skipped} skipped"
     if retried is not None:
         line += f", {retried} retried, {retries} retries"
     return line

@@ -22,12 +22,14 @@ class ScriptStats:
     builtin: str | None = None
     committed: int = 0
     failed: int = 0
+    skipped: int = 0                    # -R with -L: not run, their start was too late
     serialization_failures: int = 0
     deadlock_failures: int = 0
     retried: int = 0
     retries: int = 0
     latency_sum_ms: float = 0.0
     latency_sum2_ms: float = 0.0
+    lag_sum_ms: float = 0.0             # -R: schedule lag of the committed transactions
 
     @property
     def latency_avg_ms(self) -> float:
@@ -38,8 +40,9 @@ class ScriptStats:
         return report.stddev(self.committed, self.latency_sum_ms, self.latency_sum2_ms)
 
     def add(self, o: "ScriptStats") -> None:
-        for k in ("committed", "failed", "serialization_failures", "deadlock_failures",
-                  "retried", "retries", "latency_sum_ms", "latency_sum2_ms"):
+        for k in ("committed", "failed", "skipped", "serialization_failures",
+                  "deadlock_failures", "retried", "retries", "latency_sum_ms",
+                  "latency_sum2_ms", "lag_sum_ms"):
             setattr(self, k, getattr(self, k) + getattr(o, k))
 
 
@@ -67,11 +70,21 @@ class BenchResult:
     duration: float | None
     processed: int = 0                  # committed transactions (tps counts these)
     failed: int = 0
+    skipped: int = 0                    # -R with -L: transactions skipped, never run
+    late: int = 0                       # -L: committed transactions over the limit
     serialization_failures: int = 0
     deadlock_failures: int = 0
     retried: int = 0
     retries: int = 0
     failures_detailed: bool = False
+    rate: float | None = None           # -R (transactions per second, all clients)
+    latency_limit_ms: float | None = None  # -L
+    connect_each: bool = False          # -C
+    lag_avg_ms: float = 0.0             # -R: schedule lag over committed transactions
+    lag_max_ms: float = 0.0
+    connections: int = 0                # -C: connections opened by transactions
+    connection_time_ms: float = 0.0     # -C: time spent opening and closing them, summed
+    log_files: list = field(default_factory=list)    # -l: the files written
     latency_measured: bool = False      # pgbench prints measured figures (-P) or the estimate
     latency_avg_ms: float = 0.0         # measured over committed transactions
     latency_stddev_ms: float = 0.0

@@ -121,11 +121,19 @@ def test_syncscan_parallel_runs_and_counts(tmp_path):
                                 settings=["65536/on", "65536/off", "block/off"])
     r = rep.data["results"]
     assert set(r) == {"65536/on", "65536/off", "block/off"}
-    # every query returned the right count (checked inside); block allocation defeats
-    # read-ahead: more requests and seeks than 64-block chunks
-    assert r["block/off"]["io"]["requests"] > r["65536/off"]["io"]["requests"]
-    assert r["block/off"]["io"]["seeks"] > r["65536/off"]["io"]["seeks"]
-    assert all(x >= 0 for x in r["65536/on"]["launched"])
+    # Every query returned the right count (checked inside).  Only counters that do not
+    # depend on how the processes were scheduled are asserted: an earlier version compared
+    # block allocation's disk requests and seeks with the chunks', but on a loaded machine a
+    # query's two participants may not run at the same time, and one participant taking
+    # block after block alone reads sequentially, read-ahead and all - as few requests as
+    # a chunk.  Whatever the load: one query per client, its worker launched (3 workers
+    # needed, 8 available), and from a cold start every block read from the disk at least
+    # once per setting.
+    for key, v in r.items():
+        assert len(v["latencies_s"]) == 3, key
+        assert v["launched"] == [1, 1, 1], key
+        assert v["tables_read"] >= 1.0, key
+    assert r["65536/on"]["chunk"] == 64 and r["block/off"]["chunk"] is None
     _check_written(rep, tmp_path)
 
 
@@ -135,12 +143,20 @@ def test_cli_list_and_run(tmp_path, capsys):
     out = capsys.readouterr().out
     for name in EXPERIMENTS:
         assert name in out
+    assert "(seed 003)." in out and "(seed 000)." in out     # whole, not the first line
+    with pytest.raises(SystemExit):
+        cli_main(["syncscan-staggered", "--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    assert "[default: 4, from the seed: four threads]" in helptext
+    assert "[default: 128, physical default:" in helptext
     assert cli_main(["parallel-readahead", "--table-mb", "4", "--workers", "1", "--disk",
                      "ssd", "--policy", "64", "--out", str(tmp_path), "--no-plot",
                      "--workdir", str(tmp_path)]) == 0
     md = tmp_path / "parallel-readahead.md"
     assert md.exists() and not (tmp_path / "parallel-readahead.png").exists()
     assert "minidb experiment parallel-readahead --table-mb 4" in md.read_text()
+    out = capsys.readouterr().out          # the terminal: a summary, not the markdown
+    assert f"full report: {md}" in out and "| " not in out and "## " not in out
 
 
 def test_compare_postgres_parsing_and_minidb_side(tmp_path):

@@ -21,13 +21,28 @@ PGBENCH_LINES = {
     "deadlock": re.compile(rf"^number of deadlock failures: (\d+) \(({NUM})%\)$"),
     "retried": re.compile(rf"^number of transactions retried: (\d+) \(({NUM})%\)$"),
     "retries": re.compile(r"^total number of retries: (\d+)$"),
+    "skipped": re.compile(rf"^number of transactions skipped: (\d+) \(({NUM}|NaN)%\)$"),
+    "late": re.compile(rf"^number of transactions above the ({NUM}) ms latency limit: "
+                       rf"(\d+)/(\d+) \(({NUM})%\)$"),
     "lat_avg": re.compile(rf"^latency average = ({NUM}) ms( \(including failures\))?$"),
     "lat_sd": re.compile(rf"^latency stddev = ({NUM}) ms$"),
+    # avg is C's "nan" when every transaction was skipped (a division by zero committed)
+    "lag": re.compile(rf"^rate limit schedule lag: avg ({NUM}|-?nan) \(max ({NUM})\) ms$"),
     "conn": re.compile(rf"^initial connection time = ({NUM}) ms$"),
-    "tps": re.compile(r"^tps = (\d+\.\d{6}) \(without initial connection time\)$"),
+    "conn_avg": re.compile(rf"^average connection time = ({NUM}) ms$"),
+    "tps": re.compile(r"^tps = (\d+\.\d{6}) \((without initial connection time|including "
+                      r"reconnection times)\)$"),
 }
+HEADER = re.compile(r"^pgbench \((.+)\)$")       # "pgbench (15.18 (Debian ...))"
 PROGRESS = re.compile(rf"^progress: ({NUM}) s, ({NUM}) tps, lat ({NUM}) ms stddev ({NUM}), "
-                      rf"(\d+) failed(?:, (\d+) retried, (\d+) retries)?$")
+                      rf"(\d+) failed(?:, lag ({NUM}) ms(?:, (\d+) skipped)?)?"
+                      rf"(?:, (\d+) retried, (\d+) retries)?$")
+# -l, one line per transaction: client_id transaction_no time|skipped|failed|serialization|
+# deadlock script_no time_epoch time_us [schedule_lag] [retries]
+LOG_XACT = re.compile(r"^(\d+) (\d+) (\d+|skipped|failed|serialization|deadlock) (\d+) "
+                      r"(\d+) (\d+)(?: (\d+))?(?: (\d+))?$")
+# -l --aggregate-interval: 15 integer columns
+LOG_AGG = re.compile(r"^\d+(?: \d+){14}$")
 
 
 def parse(lines) -> dict:

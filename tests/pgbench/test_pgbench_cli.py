@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from pgbench_formats import PROGRESS, parse
+from pgbench_formats import HEADER, PROGRESS, parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = "--accounts-per-scale=500"
@@ -38,7 +38,7 @@ def test_run_prints_pgbench_summary(datadir):
               "--max-tries", "3", SMALL, datadir)
     assert p.returncode == 0, p.stderr
     out = p.stdout.splitlines()
-    assert out[0].startswith("minidb bench (minidb ")
+    assert HEADER.match(out[0]) and "pgbench 15 compatible" in out[0]
     assert out[-1].startswith("check: changes of accounts = tellers = branches = history "
                               "deltas = ")
     got = parse(out[1:-1])
@@ -109,3 +109,25 @@ def test_aborted_run_exits_2_and_failed_check_exits_3(datadir, tmp_path):
     assert p.returncode == 3
     assert "check FAILED" in p.stdout and "sum of branch balances 2 != sum of history " \
                                           "deltas 0" in p.stdout
+
+
+def test_pgbench_15_options_and_messages(datadir, tmp_path):
+    """-V, -s 0 refused in both modes with pgbench's message, -R/-L/-l/-C end to end: the
+    summary's extra lines parse, the log file is named pgbench_log.PID in the current
+    directory with one line per transaction."""
+    p = bench("-V")
+    assert p.returncode == 0 and p.stdout.startswith("pgbench (minidb) ")
+    for args in (["-i", "-s", "0"], ["-s", "0", "-t", "1"]):
+        p = bench(*args, datadir)
+        assert p.returncode == 1
+        assert p.stderr.strip().endswith("error: -s/--scale must be in range 1..2147483647")
+    p = bench("-R", "0", datadir)
+    assert p.returncode == 1 and p.stderr.strip().endswith('invalid rate limit: "0"')
+    p = bench("-n", "-S", "-c", "2", "-t", "4", "-R", "500", "-L", "1000", "-l", "-C",
+              "-P", "1", "--progress-timestamp", SMALL, datadir, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    got = parse(p.stdout.splitlines()[1:])
+    assert got["processed"][0] == str(8 - int(got["skipped"][0]))
+    assert "lag" in got and "conn_avg" in got and "late" in got
+    logs = list(tmp_path.glob("pgbench_log.*"))
+    assert len(logs) == 1 and len(logs[0].read_text().splitlines()) == 8

@@ -11,7 +11,7 @@ import pytest
 
 from minidb.pgbench.results import BenchResult, CommandStats, ScriptStats
 from minidb.pgbench.report import progress_line, summary_lines
-from pgbench_formats import PROGRESS, parse
+from pgbench_formats import HEADER, LOG_AGG, LOG_XACT, PROGRESS, parse
 
 # real pgbench 15.18 output on this machine (stdout, without the version line)
 REAL_PGBENCH = [
@@ -69,10 +69,65 @@ number of failed transactions: 549 (68.625%)
 latency average = 2.199 ms (including failures)
 initial connection time = 25.975 ms
 tps = 570.693199 (without initial connection time)""",
+    # -c 2 -T 2 -R 2000 -L 1
+    """transaction type: <builtin: TPC-B (sort of)>
+scaling factor: 1
+query mode: simple
+number of clients: 2
+number of threads: 1
+maximum number of tries: 1
+duration: 2 s
+number of transactions actually processed: 1620
+number of failed transactions: 0 (0.000%)
+number of transactions skipped: 2495 (60.632%)
+number of transactions above the 1.0 ms latency limit: 1495/1620 (92.284%)
+latency average = 2.762 ms
+latency stddev = 2.393 ms
+rate limit schedule lag: avg 0.497 (max 4.996) ms
+initial connection time = 9.467 ms
+tps = 812.140396 (without initial connection time)""",
+    # -C -c 2 -t 5
+    """transaction type: <builtin: TPC-B (sort of)>
+scaling factor: 1
+query mode: simple
+number of clients: 2
+number of threads: 1
+maximum number of tries: 1
+number of transactions per client: 5
+number of transactions actually processed: 10/10
+number of failed transactions: 0 (0.000%)
+latency average = 20.108 ms
+average connection time = 6.876 ms
+tps = 99.462900 (including reconnection times)""",
 ]
 REAL_PROGRESS = ["progress: 1.0 s, 38320.2 tps, lat 0.094 ms stddev 0.221, 0 failed",
                  "progress: 1.0 s, 480.9 tps, lat 3.823 ms stddev 4.141, 130 failed, "
-                 "297 retried, 844 retries"]
+                 "297 retried, 844 retries",
+                 "progress: 1.0 s, 82.0 tps, lat 3.468 ms stddev 1.663, 0 failed, lag 0.201 ms, "
+                 "26 skipped",
+                 "progress: 1796135385.049 s, 93.0 tps, lat 4.598 ms stddev 2.367, 0 failed, "
+                 "lag 1.045 ms"]
+# pgbench -l lines (-c 2 -j 2 -t 3; -R 100 -L 5) and --aggregate-interval lines (-R 300 -L 2)
+REAL_LOG = ["0 1 6004 0 1796135386 79961", "0 2 skipped 0 1796135386 222563 0",
+            "1 1 13202 0 1796135386 225284 1231"]
+REAL_AGG = ["1796135386 407 1365597 10695303725 399 36432 0 0 0 0 0 0 0 0 0",
+            "1796135389 156 533673 3353557975 697 21941 54309 233380563 3 13702 25 0 0 0 0"]
+
+
+def test_header_pattern_matches_real_pgbench_and_ours():
+    from minidb.pgbench.command import version_line
+    assert HEADER.match("pgbench (15.18 (Debian 15.18-0+deb12u1))")
+    assert HEADER.match(version_line()) and version_line().endswith(", pgbench 15 compatible)")
+
+
+@pytest.mark.parametrize("line", REAL_LOG)
+def test_log_pattern_matches_real_pgbench(line):
+    assert LOG_XACT.match(line)
+
+
+@pytest.mark.parametrize("line", REAL_AGG)
+def test_aggregate_pattern_matches_real_pgbench(line):
+    assert LOG_AGG.match(line)
 
 
 @pytest.mark.parametrize("text", REAL_PGBENCH)
@@ -178,3 +233,34 @@ def test_progress_line_format():
 def test_percentile_of_latencies():
     r = result(latencies_ms=np.arange(1.0, 101.0))
     assert r.percentile_ms(50) == pytest.approx(50.5)
+
+
+def test_rate_latency_limit_and_connect_lines():
+    """-R with -L: skipped (of committed + failed + skipped), late (of committed), the
+    measured latency, the schedule lag; -C: average connection time and the other tps."""
+    r = result(rate=1000.0, latency_limit_ms=5.0, processed=4000, skipped=1000, late=40,
+               lag_avg_ms=0.1234, lag_max_ms=4.5, connect_each=True, failed=0,
+               connection_time_ms=8000.0)
+    lines = summary_lines(r)
+    assert lines[9:] == [
+        "number of transactions skipped: 1000 (20.000%)",
+        "number of transactions above the 5.0 ms latency limit: 40/4000 (1.000%)",
+        "latency average = 3.900 ms",
+        "latency stddev = 1.250 ms",
+        "rate limit schedule lag: avg 0.123 (max 4.500) ms",
+        "average connection time = 2.000 ms",
+        "tps = 1234.567890 (including reconnection times)"]
+    parse(lines)
+    # -L alone: no skipped line, late counted; latency measured
+    lines = summary_lines(result(latency_limit_ms=0.5, late=3))
+    assert "number of transactions above the 0.5 ms latency limit: 3/5000 (0.060%)" in lines
+    assert not any(ln.startswith("number of transactions skipped") for ln in lines)
+    assert "latency stddev = 1.250 ms" in lines
+
+
+def test_progress_line_with_lag_skipped_and_timestamp():
+    line = progress_line(2.0, 80.0, 3.5, 1.25, 0, lag_ms=0.25, skipped=7,
+                         epoch_s=1796135385.0494)
+    assert line == ("progress: 1796135385.049 s, 80.0 tps, lat 3.500 ms stddev 1.250, "
+                    "0 failed, lag 0.250 ms, 7 skipped")
+    assert PROGRESS.match(line).group(7) == "7"

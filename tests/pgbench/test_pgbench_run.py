@@ -5,20 +5,25 @@ on it all the time: lost updates or half-applied transactions would show in ``--
 Failures are forced with scripts that hold a snapshot or a row lock across a ``\\sleep``
 while the other clients (released together by the start barrier) do the same.
 
-Not proven here: tps or latency figures (they depend on the machine); only that they are
-computed from the counts (tps = committed / duration and so on)."""
+Not proven here: tps or latency figures (they depend on the machine).  What is: every
+committed transaction's latency is kept (as many as were committed, their mean the
+summary's), every line of the summary parses with pgbench's formats, and under ``-R`` /
+``-L`` / ``-C`` / ``-l`` the counts add up (transactions run + skipped = ``-t`` per client,
+one connection per transaction, one log line per transaction, lags never negative)."""
 
 from __future__ import annotations
 
 import io
+import os
 
+import numpy as np
 import pytest
 
 from minidb.pgbench import BenchError, check_balances, init_pgbench, parse_script, run_bench
 from minidb.pgbench.check import BalanceState, compare_states
 from minidb.session import Session
 from minidb.sql import Engine
-from pgbench_formats import PROGRESS
+from pgbench_formats import LOG_AGG, LOG_XACT, PROGRESS, parse
 
 
 def sql(inst, *stmts):
@@ -46,10 +51,11 @@ def test_four_clients_with_conflicts_pass_check(pgbench_inst, accounts, assert_n
     # every transaction updated the one branch row
     assert r.tables["pgbench_branches"]["n_tup_upd"] - \
         r.tables_before["pgbench_branches"]["n_tup_upd"] == 100
-    assert r.tps == pytest.approx(r.processed / r.bench_duration)
-    assert 0 < r.tps_including_connections < r.tps
-    assert r.latency_estimated_ms == pytest.approx(1000 * r.bench_duration * 4 / 100)
-    assert len(r.latencies_ms) == 100 and r.latency_avg_ms > 0
+    got = parse(r.lines())
+    assert got["processed"] == ("100", "100") and got["failed"] == ("0", "0.000")
+    assert "tps" in got and "conn" in got and "lat_sd" not in got   # the estimate, no -P
+    assert len(r.latencies_ms) == 100 and min(r.latencies_ms) > 0
+    assert r.latency_avg_ms == pytest.approx(float(np.mean(r.latencies_ms)))
     assert r.transaction_type == "<builtin: TPC-B (sort of)>" and r.scale == 1
     assert r.counters["buffers_hit"] > 0
     assert_no_pins(pgbench_inst)
@@ -321,3 +327,92 @@ def test_missing_tables(tmp_path):
     with pytest.raises(BenchError, match="could not count number of branches") as e:
         run_bench(str(tmp_path / "empty"))
     assert "minidb bench -i" in str(e.value)
+
+
+def test_rate_limit_schedule(pgbench_inst, accounts, tmp_path, monkeypatch):
+    """-R with -t: every client runs its -t transactions on the schedule; the lag of each
+    (in the -l file, microseconds) is never negative and the summary's maximum is the
+    largest of them."""
+    monkeypatch.chdir(tmp_path)
+    r = run_bench(pgbench_inst, clients=2, transactions=8, rate=400.0, script="select-only",
+                  mode="prepared", accounts_per_scale=accounts, log_prefix="pgbench_log",
+                  no_vacuum=True)
+    assert (r.processed, r.failed, r.skipped) == (16, 0, 0)
+    got = parse(r.lines())
+    assert "lag" in got and "lat_sd" in got and "skipped" not in got and "late" not in got
+    (name,) = r.log_files
+    assert name == f"pgbench_log.{os.getpid()}" and os.path.exists(name)
+    rows = [LOG_XACT.match(ln).groups() for ln in open(name).read().splitlines()]
+    assert len(rows) == 16
+    assert sorted((int(g[0]), int(g[1])) for g in rows) == \
+        [(c, n) for c in (0, 1) for n in range(1, 9)]
+    lags = [int(g[6]) for g in rows]
+    assert min(lags) >= 0 and all(g[7] is None for g in rows)   # no retries column
+    assert r.lag_max_ms == pytest.approx(max(lags) / 1000, abs=0.002)
+    assert 0 <= r.lag_avg_ms <= r.lag_max_ms
+
+
+def test_latency_limit_skips_and_counts_late(pgbench_inst, accounts):
+    """-R far beyond what the machine does with a tiny -L: most transactions are skipped;
+    skipped + run = -t per client, whatever the load, and every run one is late."""
+    r = run_bench(pgbench_inst, clients=2, transactions=20, rate=1e6, latency_limit=0.001,
+                  script="select-only", mode="prepared", accounts_per_scale=accounts,
+                  no_vacuum=True)
+    assert r.processed + r.skipped + r.failed == 40
+    assert r.skipped > 0 and r.late == r.processed
+    got = parse(r.lines())
+    assert got["skipped"][0] == str(r.skipped)
+    assert got["late"][1:3] == (str(r.processed), str(r.processed))
+    # -L without -R: nothing skipped, late counted among committed
+    r = run_bench(pgbench_inst, clients=1, transactions=5, latency_limit=1e-6,
+                  script="select-only", accounts_per_scale=accounts, no_vacuum=True)
+    assert (r.processed, r.skipped, r.late) == (5, 0, 5)
+    assert "skipped" not in parse(r.lines())
+
+
+def test_connect_per_transaction(pgbench_inst, accounts):
+    r = run_bench(pgbench_inst, clients=2, transactions=4, connect_each=True, check=True,
+                  mode="prepared", accounts_per_scale=accounts)
+    assert (r.processed, r.connections) == (8, 8)
+    assert r.check.ok, r.check.problems
+    got = parse(r.lines())
+    assert "conn_avg" in got and "conn" not in got
+    assert got["tps"][1] == "including reconnection times"
+
+
+def test_log_threads_and_aggregation(pgbench_inst, accounts, tmp_path, monkeypatch):
+    """-l with -j: one file per thread (PID, PID.1), clients in pgbench's blocks;
+    --aggregate-interval: consecutive one-second intervals of 15 columns, their counts
+    never more than the transactions run."""
+    monkeypatch.chdir(tmp_path)
+    r = run_bench(pgbench_inst, clients=3, threads=2, transactions=3, max_tries=2,
+                  script="select-only", accounts_per_scale=accounts, no_vacuum=True,
+                  log_prefix="lg")
+    pid = os.getpid()
+    assert r.log_files == [f"lg.{pid}", f"lg.{pid}.1"]
+    first = [LOG_XACT.match(ln).groups() for ln in open(r.log_files[0])]
+    second = [LOG_XACT.match(ln).groups() for ln in open(r.log_files[1])]
+    assert sorted({g[0] for g in first}) == ["0", "1"] and {g[0] for g in second} == {"2"}
+    assert len(first) == 6 and len(second) == 3
+    assert all(g[6] == "0" and g[7] is None for g in first)   # retries, no lag column
+    r = run_bench(pgbench_inst, clients=1, duration=2, rate=50, script="select-only",
+                  accounts_per_scale=accounts, no_vacuum=True, log_prefix="agg",
+                  aggregate_interval=1)
+    lines = open(r.log_files[0]).read().splitlines()
+    assert len(lines) >= 1 and all(LOG_AGG.match(ln) for ln in lines)
+    cols = [[int(x) for x in ln.split()] for ln in lines]
+    assert [c[0] - cols[0][0] for c in cols] == list(range(len(cols)))
+    assert sum(c[1] for c in cols) <= r.processed
+    for c in cols:
+        assert (c[4] <= c[5]) and (c[8] <= c[9]) and c[10:] == [0] * 5
+
+
+def test_pgbench_option_errors(pgbench_inst):
+    for kw, msg in (({"rate": 0}, 'invalid rate limit: "0"'),
+                    ({"latency_limit": -1}, 'invalid latency limit: "-1"'),
+                    ({"aggregate_interval": 1},
+                     "log aggregation is allowed only when actually logging transactions"),
+                    ({"progress_timestamp": True},
+                     "--progress-timestamp is allowed only under --progress")):
+        with pytest.raises(BenchError, match=msg):
+            run_bench(pgbench_inst, **kw)
