@@ -126,8 +126,8 @@ def test_golden_transcript(case, tmp_path):
     datadir = str(tmp_path / "data")
     env = dict(os.environ, PYTHONPATH=ROOT)
     env.pop("MINIDB_TRACEBACK", None)
-    r = subprocess.run([sys.executable, "-m", "minidb.cli", datadir, "-a", "--on-error",
-                        "continue", "--set", "shared_buffers=64"], input=script,
+    r = subprocess.run([sys.executable, "-m", "minidb.cli", datadir, "-a",
+                        "--set", "shared_buffers=64"], input=script, cwd=GOLDEN,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                        timeout=120)
     got = r.stdout.replace(os.path.realpath(datadir), "DATADIR")
@@ -159,7 +159,9 @@ def test_dash_c_prints_the_result_and_exits_0(tmp_path):
                    "-c", "SELECT a, b FROM t")
     assert r.returncode == 0, r.stderr
     assert r.stdout == "CREATE TABLE\nINSERT 0 1\n a |  b  \n---+-----\n 1 | one\n(1 row)\n\n"
-    assert r.stderr == ""
+    assert r.stderr == f'minidb: created new data directory "{os.path.abspath(d)}"\n'
+    r = run_minidb(d, "-c", "SELECT 1 AS one")   # an existing directory: nothing said
+    assert r.returncode == 0 and r.stderr == ""
     r = run_minidb(d, "-c", "\\dt")
     assert r.returncode == 0 and " t " in r.stdout
 
@@ -167,6 +169,7 @@ def test_dash_c_prints_the_result_and_exits_0(tmp_path):
 @needs_engine
 def test_dash_c_error_is_one_line_without_traceback_and_exit_1(tmp_path):
     d = str(tmp_path / "data")
+    assert run_minidb(d, "-c", "SELECT 1").returncode == 0   # created here, announced
     r = run_minidb(d, "-c", "SELECT * FROM no_such_table")
     assert r.returncode == 1
     assert r.stdout == ""
@@ -177,24 +180,56 @@ def test_dash_c_error_is_one_line_without_traceback_and_exit_1(tmp_path):
 
 
 @needs_engine
-def test_script_stops_at_the_first_error_unless_told_to_continue(tmp_path):
+def test_script_goes_on_after_an_error_unless_on_error_stop(tmp_path):
+    """psql's rules: a script runs to its end whatever fails (exit 0); ON_ERROR_STOP
+    (``-v ON_ERROR_STOP=1``, ``--on-error stop``) stops it at the first error (exit 3)."""
     d = str(tmp_path / "data")
     script = ("CREATE TABLE t (a integer);\nINSERT INTO t VALUES (1);\nSELECT 1/0;\n"
               "INSERT INTO t VALUES (2);\n")
     r = run_minidb(d, stdin=script)
-    assert r.returncode == 1
-    assert r.stdout == "CREATE TABLE\nINSERT 0 1\n"
-    assert r.stderr.startswith("ERROR:  division by zero")
+    assert r.returncode == 0
+    assert r.stdout == "CREATE TABLE\nINSERT 0 1\nINSERT 0 1\n"
+    assert r.stderr.endswith("ERROR:  division by zero\n")
     r = run_minidb(d, "-c", "SELECT count(*) FROM t")
-    assert r.returncode == 0 and r.stdout.splitlines()[2].strip() == "1"
-    r = run_minidb(d, "--on-error", "continue", stdin=script.replace("CREATE", "-- ", 1))
-    assert r.returncode == 1  # something failed, even though the rest ran
+    assert r.returncode == 0 and r.stdout.splitlines()[2].strip() == "2"
+    rest = script.replace("CREATE", "-- ", 1)
+    for stop in (["-v", "ON_ERROR_STOP=1"], ["--on-error", "stop"]):
+        r = run_minidb(d, *stop, stdin=rest)
+        assert r.returncode == 3, (stop, r.stderr)
+        assert r.stdout == "INSERT 0 1\n" and r.stderr == "ERROR:  division by zero\n"
     r = run_minidb(d, "-c", "SELECT count(*) FROM t")
-    assert r.stdout.splitlines()[2].strip() == "3"
+    assert r.stdout.splitlines()[2].strip() == "4"   # the INSERT after the error never ran
+    r = run_minidb(d, "-v", "ON_ERROR_STOP=1", stdin="SELECT 1/0")  # the unfinished last
+    assert r.returncode == 3
     script_file = tmp_path / "s.sql"
     script_file.write_text("SELECT 7 AS seven\n")  # no ';' at the end: run at end of input
     r = run_minidb(d, "-f", str(script_file))
     assert r.returncode == 0 and r.stdout == " seven \n-------\n     7\n(1 row)\n\n"
+    script_file.write_text("SELECT 1;\n\nSELECT nosuch;\n")  # -f: errors say where
+    r = run_minidb(d, "-f", str(script_file))
+    assert r.returncode == 0
+    assert r.stderr == f'minidb:{script_file}:3: ERROR:  column "nosuch" does not exist\n'
+
+
+@needs_engine
+def test_dash_c_exit_status_is_psqls(tmp_path):
+    """Each -c runs in turn; the exit status is the last one's (0 or 1); with ON_ERROR_STOP
+    the first failure ends the run (exit 1).  One -c holding several statements stops at
+    the first that fails, as the server does with a multi-statement query."""
+    d = str(tmp_path / "data")
+    assert run_minidb(d, "-c", "CREATE TABLE t (a integer)").returncode == 0
+    r = run_minidb(d, "-c", "SELECT 1/0", "-c", "SELECT 1 AS x")
+    assert r.returncode == 0 and " x " in r.stdout
+    r = run_minidb(d, "-c", "SELECT 1 AS x", "-c", "SELECT 1/0")
+    assert r.returncode == 1
+    r = run_minidb(d, "-v", "ON_ERROR_STOP=1", "-c", "SELECT 1/0", "-c", "SELECT 1 AS x")
+    assert r.returncode == 1 and r.stdout == ""
+    r = run_minidb(d, "-c", "INSERT INTO t VALUES (1); SELECT 1/0; INSERT INTO t VALUES (2)")
+    assert r.returncode == 1 and r.stdout == "INSERT 0 1\n"
+    r = run_minidb(d, "-c", "\\d t")
+    assert r.returncode == 0 and r.stdout.lstrip().startswith('Table "t"\n')
+    r = run_minidb(d, "-c", "SELECT count(*) AS n FROM t \\gx")
+    assert r.returncode == 0 and r.stdout == "-[ RECORD 1 ]\nn | 1\n\n"
 
 
 def test_unopenable_data_directory_exits_2(tmp_path):
