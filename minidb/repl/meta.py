@@ -380,7 +380,7 @@ class MetaCommands:
                           f"{row_estimate(tdef, pages)}"
                           + ("" if tdef.reltuples >= 0 else ", never analyzed"))
         self.print_table(headers, rows, title=f'Table "{t["name"]}"', footer=footer,
-                         right=[False] * len(headers))
+                         right=[False] * 5 + [True, True] if plus else [False] * 4)
 
     def _describe_index(self, name, table, cols, unique, primary, pages) -> None:
         kind = _constraint(unique, primary)
