@@ -18,9 +18,11 @@ subcommand's name (a data directory, or an option such as ``-c``) is handed to t
 subcommand (``_Main.resolve_command``), and so is an empty command line.  Subcommands added
 later need nothing more than ``@main.command()``.
 
-Exit codes of the REPL: 0 success; 1 a statement or meta command failed (in ``-c`` and script
-modes the run stops there unless ``--on-error continue``); 2 the data directory could not be
-opened.
+Exit codes of the REPL (psql's): 0 the input ran to its end (a script goes on after an
+error, as psql's and sqlite3's do) or the last ``-c`` succeeded; 1 the last ``-c`` failed;
+2 the data directory (or the -f file) could not be opened; 3 a script stopped at an error
+because ``ON_ERROR_STOP`` is on (``-v ON_ERROR_STOP=1`` or ``--on-error stop``).  A new data
+directory is announced on standard error (``minidb: created new data directory "..."``).
 
 ``minidb demo`` is the README's first command: a short ``minidb experiment dead-tuples``
 (seed 003, Tom Lane 2002), the result minidb was built to show.  Three pgbench runs of 5
@@ -74,7 +76,7 @@ def main(ctx: click.Context) -> None:
     """minidb: a relational storage engine built the way PostgreSQL is built.
 
     Without a command, opens the SQL REPL on DATADIR (default ./minidb-data); see
-    "minidb repl --help" for its options (-c, -f, -a, --on-error, --set).
+    "minidb repl --help" for its options (-c, -f, -a, -v, --on-error, --set).
     """
     if ctx.invoked_subcommand is None:
         ctx.invoke(repl)
@@ -83,61 +85,90 @@ def main(ctx: click.Context) -> None:
 @main.command()
 @click.argument("datadir", required=False, default=DEFAULT_DATADIR)
 @click.option("-c", "--command", "commands", multiple=True, metavar="SQL",
-              help="run SQL (statements, or one meta command such as \\dt) and exit; "
+              help="run SQL (statements, or a meta command such as \\dt) and exit; "
                    "may be repeated")
 @click.option("-f", "--file", "file", type=click.File("r"), metavar="FILE",
               help="run the statements in FILE and exit ('-' for stdin)")
 @click.option("-a", "--echo-all", is_flag=True, help="echo each input line (script mode)")
-@click.option("--on-error", type=click.Choice(["stop", "continue"]), default="stop",
-              show_default=True, help="in -c and script modes: stop at the first error "
-                                       "(exit 1), or run on and exit 1 at the end")
+@click.option("-v", "--variable", "variables", multiple=True, metavar="NAME=VALUE",
+              help="set a REPL variable, as \\set does (ON_ERROR_STOP=1: stop a script "
+                   "at the first error, exit 3); may be repeated")
+@click.option("--on-error", type=click.Choice(["stop", "continue"]), default=None,
+              help="stop: the same as -v ON_ERROR_STOP=1; continue (the default, as psql): "
+                   "run on after an error")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="a setting for the connection (instance settings apply when the "
                    "directory is opened); may be repeated")
-def repl(datadir: str, commands: tuple[str, ...], file, echo_all: bool, on_error: str,
-         settings: tuple[str, ...]) -> None:
+def repl(datadir: str, commands: tuple[str, ...], file, echo_all: bool, variables,
+         on_error: str | None, settings: tuple[str, ...]) -> None:
     """The SQL REPL on DATADIR (default ./minidb-data, created if new).
 
-    Interactive when standard input is a terminal; otherwise the input runs as a script.
+    Interactive when standard input is a terminal; otherwise the input runs as a script,
+    which goes on after an error unless ON_ERROR_STOP is set.  Exit status: 0 done, 1 the
+    last -c failed, 2 DATADIR could not be opened, 3 ON_ERROR_STOP stopped a script.
     """
     import minidb
     from minidb.errors import Error
+    from minidb.instance import VERSION_FILE
     from minidb.repl import HISTORY_FILE, Repl
 
-    kw = {}
-    for item in settings:
-        name, eq, value = item.partition("=")
-        if not eq:
-            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--set")
-        kw[name.strip()] = value.strip()
+    kw = _pairs(settings, "--set")
+    assigned = _pairs(variables, "-v")
+    if os.path.exists(datadir) and not os.path.isdir(datadir):
+        click.echo(f'minidb: error: "{datadir}" is a file, not a data directory: give a '
+                   f"directory (created if new)", err=True)
+        sys.exit(2)
+    fresh = not os.path.exists(os.path.join(datadir, VERSION_FILE))
     try:
         conn = minidb.connect(datadir, **kw)
     except Error as e:
         click.echo(f"minidb: error: {e}", err=True)
         sys.exit(2)
+    if fresh:
+        click.echo(f'minidb: created new data directory "{conn.datadir}"', err=True)
+    status = 0
     try:
         conn.autocommit = True
         r = Repl(conn, echo=echo_all)
-        stop = on_error == "stop"
+        if on_error is not None:
+            r.stop_on_error = on_error == "stop"
+        for name, value in assigned.items():   # as \\set NAME VALUE (checked the same way)
+            r.run_meta("\\set " + name + " " + _quote_arg(value))
         if commands:
-            r.stop_on_error = stop
             for text in commands:
-                if not r.run_command(text) and stop:
+                ok = r.run_command(text)
+                if r.done or (not ok and r.stop_on_error):
                     break
-            ok = r.errors == 0
+            status = 0 if ok else 1
         elif file is not None:
-            ok = r.run_script(file, stop_on_error=stop)
+            r.run_script(file, source=None if file.name == "<stdin>" else file.name)
+            status = 3 if r.stopped else 0
         elif not sys.stdin.isatty():
-            ok = r.run_script(sys.stdin, stop_on_error=stop)
+            r.run_script(sys.stdin)
+            status = 3 if r.stopped else 0
         else:
             click.echo(f"minidb {_version()} on {conn.datadir}\n"
                        'Type "\\?" for help, "\\q" to quit.\n')
             r.interactive(os.path.join(conn.datadir, HISTORY_FILE))
-            ok = True
         sys.stdout.flush()
     finally:
         conn.close()
-    sys.exit(0 if ok else 1)
+    sys.exit(status)
+
+
+def _pairs(items, option: str) -> dict:
+    out = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint=option)
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _quote_arg(value: str) -> str:
+    """``value`` as one \\set argument."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _version() -> str:

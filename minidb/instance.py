@@ -109,6 +109,10 @@ class Instance:
     # -- data directory and its lock ----------------------------------------------------------
     def _prepare_directory(self) -> None:
         vpath = os.path.join(self.datadir, VERSION_FILE)
+        if os.path.exists(self.datadir) and not os.path.isdir(self.datadir):
+            raise OperationalError(
+                f'"{self.datadir}" is a file, not a data directory: give a directory '
+                f"(created if new)")
         if not os.path.exists(self.datadir):
             os.makedirs(self.datadir)
         if os.path.exists(vpath):
@@ -139,7 +143,9 @@ class Instance:
         with _HELD_LOCK:
             if _HELD_DIRS.get(key) == os.getpid():
                 raise DatabaseInUse(f'database "{self.datadir}" is already open in this '
-                                    f"process (pid {os.getpid()})")
+                                    f"process (pid {os.getpid()}): close the connection "
+                                    f"that holds it first, or open a different data "
+                                    f"directory")
             path = os.path.join(self.datadir, LOCK_FILE)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
@@ -151,7 +157,8 @@ class Instance:
                     holder = "unknown"
                 os.close(fd)
                 raise DatabaseInUse(
-                    f'database "{self.datadir}" is in use by pid {holder}') from None
+                    f'database "{self.datadir}" is in use by pid {holder}: close the other '
+                    f"process (pid {holder}), or open a different data directory") from None
             _HELD_DIRS[key] = os.getpid()
         self._lock_key = key
         os.ftruncate(fd, 0)

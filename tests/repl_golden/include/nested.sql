@@ -1,0 +1,2 @@
+-- \ir finds this file next to part.sql
+SELECT 'nested' AS whence;
