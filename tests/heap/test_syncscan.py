@@ -304,7 +304,9 @@ def _staggered_scans(inst, rel, nblocks, nrows, stagger: float, synchronized: bo
     return (inst.io_counters()["bytes"] - before) / (nblocks * 8192)
 
 
-@pytest.mark.slow
+# long (not in CI): tests/experiments' test_syncscan_staggered_bytes_fall checks the same
+# seed experiment, smaller
+@pytest.mark.long
 def test_four_staggered_scans_read_the_table_about_once_with_syncscan(tmp_path):
     """Seed 001's proportions: the table 16 times the OS cache, shared_buffers (256, the
     smallest pool with a full 32-buffer ring) no larger than the OS cache, scans started
