@@ -23,8 +23,12 @@ read-ahead window, 64 : 16, is kept and the table is shrunk instead); each run c
 cache dropped, the table's buffers dropped).  Reported: MB/s and the I/O model's requests
 and seeks.  Check: every run counts 0 of the table's rows.
 
-The CPU-time columns say what the speedup would be if every process had a core to
-itself: on this 2-core machine other sessions' processes often take one of them.
+Which clock: part 1 prints both, the wall-clock time of each plan and the CPU time of
+its busiest process (``time.thread_time``: a participant's scan, not the waiting), and a
+speedup by each; the CPU-time columns say what the speedup would be if every process had a
+core to itself: on this 2-core machine other sessions' processes often take one of them.
+Part 2's MB/s are by the wall clock (the modelled disk's waits are sleeps: wall time is what
+the model is about), printed with the CPU seconds of all the participants together.
 
     python bench/parallel_bench.py [--rows 10000000] [--repeat 5] [--io-mb 32] [--skip-io]
 """
@@ -135,7 +139,7 @@ def cpu_part(nrows: int, repeat: int) -> None:
               f"{load_s:.0f} s), {nblocks:,} pages (pg14 chunks of {chunk} blocks), best of "
               f"{repeat}; {os.cpu_count()} CPUs, load average {load0:.1f} -> {load1:.1f} "
               "(other processes share the CPUs)")
-        print("| plan | wall s | M rows/s | speedup (wall) | CPU s of the busiest process "
+        print("| plan | wall s | M rows/s (wall) | speedup (wall) | CPU s of the busiest process "
               "| speedup (CPU) |")
         print("| --- | ---: | ---: | ---: | ---: | ---: |")
         for name, (wall, cpu, _) in results.items():
@@ -175,8 +179,12 @@ def io_part(table_mb: int, model: str = "hdd", workers=(1, 2, 4)) -> None:
                       f"a 16-block read-ahead; here pg14's own formula gives chunks of "
                       f"{pg14_chunk} blocks, so 'pg14 scaled' sets parallel_seqscan_nchunks = "
                       f"{scaled} for chunks of 64")
-                print("| plan | workers | MB/s | requests | seeks | read-ahead pages |")
-                print("| --- | ---: | ---: | ---: | ---: | ---: |")
+                print("MB/s by the wall clock (the modelled disk's waits are sleeps, so this is "
+                      "the figure the model is about); CPU s: the leader's thread plus every "
+                      "worker's (time.thread_time), summed")
+                print("| plan | workers | MB/s (wall) | wall s | CPU s (all processes) | "
+                      "requests | seeks | read-ahead pages |")
+                print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 
                 def run(label, nw, policy, nchunks=2048):
                     be.settings.set("parallel_chunk_policy", policy)
@@ -184,16 +192,19 @@ def io_part(table_mb: int, model: str = "hdd", workers=(1, 2, 4)) -> None:
                     bm.drop_relation_buffers(rel.relfilenode)
                     inst.drop_os_cache()
                     before = inst.io_counters()
-                    t0 = time.perf_counter()
+                    c0, t0 = time.thread_time(), time.perf_counter()
                     if nw < 0:
                         res = serial_count(be, rel)
                     else:
                         res = parallel_count(be, rel, nw)
-                    secs = time.perf_counter() - t0
+                    secs, cpu = time.perf_counter() - t0, time.thread_time() - c0
                     assert res[:2] == (nrows, 0), res
+                    if nw >= 0:   # the leader's share is in its participant entry
+                        cpu = sum(p.cpu_s for p in res[2].participants)
                     d = {k: v - before[k] for k, v in inst.io_counters().items()}
-                    print(f"| {label} | {max(nw, 0)} | {mb / secs:.1f} | {d['requests']:,} | "
-                          f"{d['seeks']:,} | {d['readahead_pages']:,} |", flush=True)
+                    print(f"| {label} | {max(nw, 0)} | {mb / secs:.1f} | {secs:.2f} | {cpu:.2f} "
+                          f"| {d['requests']:,} | {d['seeks']:,} | {d['readahead_pages']:,} |",
+                          flush=True)
 
                 run("serial plan", -1, "pg14")
                 for nw in workers:

@@ -7,6 +7,10 @@ because tests reopen instances and need the helpers for more than one of them.
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -57,6 +61,49 @@ def no_pins_problems(inst: Instance) -> list[str]:
 def assert_no_pins_in(inst: Instance) -> None:
     problems = no_pins_problems(inst)
     assert not problems, "; ".join(problems)
+
+
+def copy_sparse(src, dst) -> None:
+    """Copy one file keeping its holes: only the extents that hold data are read and
+    written (``SEEK_DATA`` / ``SEEK_HOLE``), the rest stays a hole of the same length.
+
+    A data directory's commit log (``pg_xact``) is a 4 GiB sparse file of which a few
+    kilobytes are in use; ``shutil.copy`` would write all 4 GiB.  Where the file system
+    cannot report holes, the whole file is copied.
+    """
+    with open(src, "rb") as fi, open(dst, "wb") as fo:
+        size = os.fstat(fi.fileno()).st_size
+        try:
+            pos = os.lseek(fi.fileno(), 0, os.SEEK_DATA)
+        except OSError:                    # no data at all (ENXIO), or no SEEK_DATA
+            pos = size
+        while pos < size:
+            end = os.lseek(fi.fileno(), pos, os.SEEK_HOLE)
+            fi.seek(pos)
+            fo.seek(pos)
+            left = end - pos
+            while left:
+                chunk = fi.read(min(left, 1 << 20))
+                fo.write(chunk)
+                left -= len(chunk)
+            try:
+                pos = os.lseek(fi.fileno(), end, os.SEEK_DATA)
+            except OSError:                # ENXIO: only a hole after ``end``
+                pos = size
+        fo.truncate(size)
+    shutil.copymode(src, dst)
+
+
+def copy_datadir(src, dst) -> Path:
+    """A copy of a (closed) data directory at ``dst``, holes kept (see ``copy_sparse``)."""
+    shutil.copytree(src, dst, copy_function=copy_sparse)
+    return Path(dst)
+
+
+def disk_bytes(path) -> int:
+    """Bytes a directory tree takes on disk (allocated blocks, not apparent sizes)."""
+    return sum(os.lstat(os.path.join(d, f)).st_blocks * 512
+               for d, _, files in os.walk(path) for f in files)
 
 
 @pytest.fixture

@@ -460,19 +460,27 @@ def test_closing_the_generator_early_stops_the_workers(pinst):
 
 
 def test_keyboard_interrupt_in_the_leader_stops_the_workers(pinst):
+    """Ctrl-C (a real SIGINT to this process) while the leader waits for its workers'
+    messages: sent on the leader's first wait, so both workers are surely launched and,
+    slowed to 0.2 s a batch, surely still scanning (a timer raced with the workers' start
+    on a loaded machine)."""
     rel = _table(pinst, 300)
     with pinst.connect() as be:
         be.settings.set("parallel_chunk_policy", "block")
         be.settings.set("parallel_leader_participation", False)
-        ps = ParallelSeqScan(be, rel, ["id"], predicate=Slow(), nworkers=2,
+        ps = ParallelSeqScan(be, rel, ["id"], predicate=Slow(0.2), nworkers=2,
                              aggregates=[Aggregate("count")])
-        timer = threading.Timer(0.15, os.kill, (os.getpid(), signal.SIGINT))
-        timer.start()
-        try:
-            with pytest.raises(KeyboardInterrupt):
-                ps.aggregate()
-        finally:
-            timer.cancel()
+        real_poll, fired = ps._poll, []
+
+        def poll(pool, active, task_id, timeout, partial):
+            if timeout > 0 and not fired:   # the leader waits: every worker is running
+                fired.append(len(active))
+                os.kill(os.getpid(), signal.SIGINT)
+            yield from real_poll(pool, active, task_id, timeout, partial)
+        ps._poll = poll
+        with pytest.raises(KeyboardInterrupt):
+            ps.aggregate()
+        assert fired == [2] and ps.stats.workers_launched == 2
         assert ps.stats.total("blocks") < 300
         assert len(ps.stats.participants) == 2 and all(p.cancelled
                                                       for p in ps.stats.participants)

@@ -148,12 +148,20 @@ def test_execute_script(db):
     assert db.one("SELECT count(*) FROM s") == 3        # stops at the error
 
 
-@pytest.mark.parametrize("sql", ["insert into t values (?,?)", "select ?,?", "select $1,$2",
-                                 "select ?,?+?"])
-def test_placeholders_next_to_commas(sql):
+@pytest.mark.parametrize("sql,params,want", [
+    ("select ?,?", (1, 2), [(1, 2)]),
+    ("select $1,$2", (1, 2), [(1, 2)]),
+    ("select $2,$1", (1, 2), [(2, 1)]),
+    ("select ?,?+?", (1, 2, 3), [(1, 5)]),
+    ("insert into pc values (?,?)", (7, 8), [(7, 8)]),
+])
+def test_placeholders_next_to_commas(db, sql, params, want):
     # sqlglot reads "$1,$" as the start of a dollar-quoted string: the rewrite of ? to $n
-    # must keep them apart, for "?,?" as for "$1,$2".
-    parse(sql)
+    # must keep them apart, for "?,?" as for "$1,$2", and bind each in its place
+    assert parse(sql).nparams == len(params)
+    db.x("CREATE TABLE pc (a int, b int)")
+    res = db.x(sql, *params)
+    assert (db.rows("SELECT a, b FROM pc") if sql.startswith("insert") else res.rows) == want
 
 
 def test_syntax_error_hides_parser_internals():
