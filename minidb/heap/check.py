@@ -35,9 +35,9 @@ import numpy as np
 from minidb.config import BLCKSZ
 from minidb.errors import DataCorrupted
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel
-from minidb.heap.layout import (BITMAP_OFFSET, HEAP_HOT_UPDATED, HEAP_NATTS_MASK,
-                                HEAP_ONLY_TUPLE, HEAP_UPDATED, HEAP_XMAX_INVALID,
-                                decode_header)
+from minidb.heap.layout import BITMAP_OFFSET, decode_header
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_NATTS_MASK, HEAP_ONLY_TUPLE, HEAP_UPDATED,
+                                 HEAP_XMAX_INVALID)
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
 from minidb.storage.freelist import AccessStrategy

@@ -38,7 +38,8 @@ import numpy as np
 from minidb.config import BLCKSZ
 from minidb.errors import DataCorrupted, ProgramLimitExceeded, UniqueViolation
 from minidb.heap.heapam import page_items, positions_to_items
-from minidb.heap.layout import HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, FlatViews, gather_header
+from minidb.heap.layout import FlatViews, gather_header
+from minidb.storage.htup import HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE
 from minidb.index import btpage as bt
 from minidb.index.rel import IndexRel, trace
 from minidb.storage import page as pg
