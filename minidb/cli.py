@@ -100,7 +100,7 @@ def repl(datadir: str, commands: tuple[str, ...], file, echo_all: bool, on_error
 
     Interactive when standard input is a terminal; otherwise the input runs as a script.
     """
-    import minidb
+    from minidb.dbapi import connect
     from minidb.errors import Error
     from minidb.repl import HISTORY_FILE, Repl
 
@@ -111,7 +111,7 @@ def repl(datadir: str, commands: tuple[str, ...], file, echo_all: bool, on_error
             raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--set")
         kw[name.strip()] = value.strip()
     try:
-        conn = minidb.connect(datadir, **kw)
+        conn = connect(datadir, **kw)
     except Error as e:
         click.echo(f"minidb: error: {e}", err=True)
         sys.exit(2)

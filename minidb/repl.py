@@ -52,7 +52,7 @@ import sys
 import time
 import traceback
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.dbapi import NUMBER
 
 HISTORY_FILE = "repl_history"

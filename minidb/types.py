@@ -71,7 +71,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 
 __all__ = [
     "SqlType", "parse_type", "coerce",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.exec import datatypes as dt
 from minidb.exec.chunk import Chunk, concat
 from minidb.exec.datatypes import family

@@ -37,7 +37,7 @@ import re
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.exec import datatypes as dt
 from minidb.exec.datatypes import BIGINT, BOOLEAN, DOUBLE, INTEGER, TEXT, UNKNOWN, family
 from minidb.exec.expr import (Arith, BoolOp, Case, Cast, ColRef, Compare, Concat,

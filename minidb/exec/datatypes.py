@@ -32,7 +32,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.types import (BIGINT, BOOLEAN, DOUBLE, INTEGER, TEXT, TIMESTAMP, SqlType,
                           timestamp_to_int, int_to_timestamp)
 

@@ -13,7 +13,7 @@ to re-check the index conditions on the rows it gets (a wider scan is never wron
 
 from __future__ import annotations
 
-from minidb import errors
+import minidb.errors as errors
 
 __all__ = ["available", "create_index", "drop_index", "insert_entries", "scan_rows",
            "vacuum_callbacks"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.exec import indexam
 from minidb.exec.chunk import Chunk, chunk_to_rows, column_from_values, column_to_list, \
     rows_to_chunk

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.exec.chunk import Chunk, concat
 from minidb.exec.expr import K, compile_expr, evaluate
 from minidb.shmem import C

@@ -97,7 +97,7 @@ from typing import Sequence
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.config import BLCKSZ
 from minidb.storage.htup import HEAP_HASNULL, HEAP_HASVARWIDTH, HEAP_NATTS_MASK, HEAP_XMAX_INVALID
 from minidb.types import (

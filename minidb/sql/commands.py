@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.catalog import ColumnDef
 from minidb.config import SETTINGS
 from minidb.exec import indexam

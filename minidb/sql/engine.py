@@ -35,7 +35,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.config import SETTINGS
 from minidb.exec.chunk import chunk_to_rows
 from minidb.exec.datatypes import type_name

@@ -27,7 +27,7 @@ a share lock, copied, and released before anything is decoded.
 
 from __future__ import annotations
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.heap import layout as L
 from minidb.heap import pgstat
 from minidb.storage import htup as H
