@@ -23,6 +23,7 @@ through a small private ring of buffers instead of evicting the whole pool:
 kind        size (capped at NBuffers/8)  used by
 ==========  ==========================  =================================================
 bulkread    ``bulkread_ring_kb`` 256 kB  sequential scans of tables > NBuffers / 4
+                                         (``is_bulk_read``)
 bulkwrite   ``bulkwrite_ring_kb`` 16 MB  bulk loads (``heap.bulk_insert``)
 vacuum      ``vacuum_ring_kb`` 256 kB    VACUUM
 ==========  ==========================  =================================================
@@ -45,6 +46,14 @@ from minidb.storage.buf_internals import BM_IO_IN_PROGRESS
 SWEEP_STEP = 32
 
 RING_KINDS = ("bulkread", "bulkwrite", "vacuum")
+
+
+def is_bulk_read(nblocks: int, nbuffers: int) -> bool:
+    """Whether a sequential read of ``nblocks`` blocks is a bulk read: more than a quarter of
+    the pool (PostgreSQL's ``NBuffers / 4`` test in ``initscan``).  Such a read goes through
+    a bulk-read ring, so that one table cannot flush the pool, and a sequential scan of such
+    a table joins the synchronized scans (``synchronize_seqscans``)."""
+    return nblocks > nbuffers // 4
 
 
 class AccessStrategy:

@@ -68,6 +68,7 @@ from minidb.heap.mvcc import MVCCFilter
 from minidb.heap.parallel import (F_STATE, BlockAllocator, SharedScan, trace_printer)
 from minidb.heap.syncscan import SyncScanTable
 from minidb.shmem import C as BUF_COUNTER
+from minidb.storage.freelist import is_bulk_read
 from minidb.txn.procarray import Snapshot
 from minidb.workers.channel import POLL_S, wait_any
 from minidb.workers.pool import P_PID, new_task_id, process_alive
@@ -491,7 +492,7 @@ class ParallelSeqScan:
             except InsufficientResources:  # every slot in use: the leader scans alone
                 shared = SharedScan.private()
                 st.reason = "no free parallel scan slot"
-            st.syncscan = bool(s.synchronize_seqscans and nblocks > bm.nbuffers // 4)
+            st.syncscan = bool(s.synchronize_seqscans and is_bulk_read(nblocks, bm.nbuffers))
             shared.initialize(self.rel.relfilenode, nblocks, policy=s.parallel_chunk_policy,
                               max_chunk=s.parallel_max_chunk_blocks,
                               fixed_chunk=s.parallel_fixed_chunk_blocks,
