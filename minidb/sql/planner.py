@@ -832,7 +832,7 @@ class _ConstFilter(ResultNode):
         return ["One-Time Filter: " + X.deparse(self.qual, qualify)]
 
     def execute(self, ectx):
-        from minidb.exec.expr import truth
+        from minidb.exec.compile import truth
         c = ectx.compile(self.qual, {})
         for chunk in self.children[0].run(ectx):
             keep = truth(c, chunk)
