@@ -194,7 +194,6 @@ def parse_type(text: str | SqlType) -> SqlType:
 
 PG_EPOCH = _dt.datetime(2000, 1, 1)
 _UNIX_TO_PG_US = 946_684_800_000_000     # microseconds from 1970-01-01 to 2000-01-01
-_ONE_US = _dt.timedelta(microseconds=1)
 
 
 def timestamp_to_int(dt: _dt.datetime | _dt.date) -> int:

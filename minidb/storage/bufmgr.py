@@ -56,7 +56,7 @@ import time
 
 import numpy as np
 
-from minidb.config import BLCKSZ, Settings
+from minidb.config import Settings
 from minidb.errors import DataCorrupted, InsufficientResources, LockNotAvailable
 from minidb.shmem import C
 from minidb.storage import page as pg
