@@ -27,7 +27,6 @@ runs.
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import io
 import os
 import re
@@ -42,10 +41,6 @@ from minidb.repl import Repl, _pg_float, format_aligned, format_expanded, format
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(minidb.__file__)))
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "repl_golden")
 REGEN = os.environ.get("MINIDB_REGEN_GOLDEN") == "1"
-
-HAVE_ENGINE = importlib.util.find_spec("minidb.sql") is not None and \
-    importlib.util.find_spec("minidb.sql.engine") is not None
-needs_engine = pytest.mark.skipif(not HAVE_ENGINE, reason="minidb.sql.engine not written yet")
 
 
 def run_minidb(*args, stdin: str | None = None, cwd=None) -> subprocess.CompletedProcess:
@@ -118,7 +113,6 @@ def golden_cases():
     return sorted(f[:-4] for f in os.listdir(GOLDEN) if f.endswith(".sql"))
 
 
-@needs_engine
 @pytest.mark.parametrize("case", golden_cases())
 def test_golden_transcript(case, tmp_path):
     with open(os.path.join(GOLDEN, case + ".sql")) as f:
@@ -151,7 +145,6 @@ def test_golden_transcript(case, tmp_path):
 # -c, script mode, exit codes
 
 
-@needs_engine
 def test_dash_c_prints_the_result_and_exits_0(tmp_path):
     d = str(tmp_path / "data")
     r = run_minidb(d, "--set", "shared_buffers=64", "-c",
@@ -164,7 +157,6 @@ def test_dash_c_prints_the_result_and_exits_0(tmp_path):
     assert r.returncode == 0 and " t " in r.stdout
 
 
-@needs_engine
 def test_dash_c_error_is_one_line_without_traceback_and_exit_1(tmp_path):
     d = str(tmp_path / "data")
     r = run_minidb(d, "-c", "SELECT * FROM no_such_table")
@@ -176,7 +168,6 @@ def test_dash_c_error_is_one_line_without_traceback_and_exit_1(tmp_path):
     assert r.returncode == 1 and r.stderr == "invalid command \\nonsense\nTry \\? for help.\n"
 
 
-@needs_engine
 def test_script_stops_at_the_first_error_unless_told_to_continue(tmp_path):
     d = str(tmp_path / "data")
     script = ("CREATE TABLE t (a integer);\nINSERT INTO t VALUES (1);\nSELECT 1/0;\n"
@@ -207,14 +198,12 @@ def test_unopenable_data_directory_exits_2(tmp_path):
     assert (d / "somefile").read_text() == "mine"
 
 
-@needs_engine
 def test_default_data_directory_is_minidb_data_in_the_current_folder(tmp_path):
     r = run_minidb("--set", "shared_buffers=64", stdin="SELECT 1 AS x;\n", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout == " x \n---\n 1\n(1 row)\n\n", r.stderr
     assert (tmp_path / "minidb-data" / "MINIDB_VERSION").exists()
 
 
-@needs_engine
 def test_timing_prints_milliseconds_after_each_result(tmp_path):
     conn = minidb.connect(str(tmp_path / "data"), shared_buffers=64)
     out = io.StringIO()
@@ -247,7 +236,6 @@ def test_demo_is_still_a_subcommand_and_repl_is_the_default():
 # interactive mode through prompt_toolkit
 
 
-@needs_engine
 def test_interactive_multi_line_statement_history_and_prompts(tmp_path):
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
