@@ -43,8 +43,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from bench.scan_bench import best_of, make_accounts, scan_count  # noqa: E402
 from minidb.heap.heapam import SCAN_BATCH_PAGES, heap_bulk_insert, page_items  # noqa: E402
-from minidb.heap.layout import (HEAP_HOT_UPDATED, HEAP_UPDATED, HEAP_XMAX_COMMITTED,  # noqa: E402
-                                HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY, FlatViews)
+from minidb.heap.layout import FlatViews  # noqa: E402
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_UPDATED, HEAP_XMAX_COMMITTED,  # noqa: E402
+                                 HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY)
 from minidb.heap.mvcc import seq_scan  # noqa: E402
 from minidb.instance import Instance  # noqa: E402
 from minidb.storage import page as pg  # noqa: E402

@@ -270,10 +270,6 @@ class Catalog:
                 t.indexes.remove(name)
         return i
 
-    def set_relfilenode(self, name: str, rfn: int) -> None:
-        with self.change():
-            self.tables[name].relfilenode = rfn
-
     def set_stats(self, name: str, relpages: int, reltuples: float) -> None:
         with self.change():
             t = self.tables.get(name)

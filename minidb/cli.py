@@ -107,7 +107,7 @@ def repl(datadir: str, commands: tuple[str, ...], file, echo_all: bool, variable
     which goes on after an error unless ON_ERROR_STOP is set.  Exit status: 0 done, 1 the
     last -c failed, 2 DATADIR could not be opened, 3 ON_ERROR_STOP stopped a script.
     """
-    import minidb
+    from minidb.dbapi import connect
     from minidb.errors import Error
     from minidb.instance import VERSION_FILE
     from minidb.repl import HISTORY_FILE, Repl
@@ -120,7 +120,7 @@ def repl(datadir: str, commands: tuple[str, ...], file, echo_all: bool, variable
         sys.exit(2)
     fresh = not os.path.exists(os.path.join(datadir, VERSION_FILE))
     try:
-        conn = minidb.connect(datadir, **kw)
+        conn = connect(datadir, **kw)
     except Error as e:
         click.echo(f"minidb: error: {e}", err=True)
         sys.exit(2)

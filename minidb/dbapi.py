@@ -64,7 +64,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.config import SETTINGS
 from minidb.errors import InterfaceError, ProgrammingError
 from minidb.instance import acquire_shared, release_shared

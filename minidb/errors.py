@@ -195,10 +195,6 @@ class InFailedSqlTransaction(InternalError):
     sqlstate = "25P02"
 
 
-class QueryCanceled(OperationalError):
-    sqlstate = "57014"
-
-
 class CharacterNotInRepertoire(DataError):
     sqlstate = "22021"
 
@@ -243,10 +239,6 @@ class AmbiguousColumn(ProgrammingError):
 class InvalidColumnReference(ProgrammingError):
     """ORDER BY / GROUP BY position out of range, DISTINCT with ORDER BY not selected."""
     sqlstate = "42P10"
-
-
-class DuplicateObject(ProgrammingError):
-    sqlstate = "42710"
 
 
 class InvalidParameterCount(ProgrammingError):

@@ -362,10 +362,6 @@ def _process_alive(pid: int) -> bool:
     return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] != b"Z"
 
 
-def open_instance(datadir: str, **settings) -> Instance:
-    return Instance(datadir, **settings)
-
-
 # ---------------------------------------------------------------------------------------------
 # One Instance per data directory per process, shared by the DB-API's connections.
 #

@@ -71,7 +71,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 
 __all__ = [
     "SqlType", "parse_type", "coerce",
@@ -194,7 +194,6 @@ def parse_type(text: str | SqlType) -> SqlType:
 
 PG_EPOCH = _dt.datetime(2000, 1, 1)
 _UNIX_TO_PG_US = 946_684_800_000_000     # microseconds from 1970-01-01 to 2000-01-01
-_ONE_US = _dt.timedelta(microseconds=1)
 
 
 def timestamp_to_int(dt: _dt.datetime | _dt.date) -> int:

@@ -29,7 +29,6 @@ Not proven here: the SQL language itself (the engine's tests), connections acros
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import os
 import re
 import subprocess
@@ -47,10 +46,6 @@ from minidb.catalog import ColumnDef
 from minidb.instance import Instance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(minidb.dbapi.__file__)))
-
-HAVE_ENGINE = importlib.util.find_spec("minidb.sql") is not None and \
-    importlib.util.find_spec("minidb.sql.engine") is not None
-needs_engine = pytest.mark.skipif(not HAVE_ENGINE, reason="minidb.sql.engine not written yet")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -561,7 +556,6 @@ def all_rows(conn):
     return conn.execute("SELECT id, v, name FROM t ORDER BY id").fetchall()
 
 
-@needs_engine
 def test_end_to_end_select_insert_update_delete(sql):
     cur = sql.cursor()
     cur.execute("SELECT id, name FROM t WHERE v >= ? AND name <> ? ORDER BY id DESC", (20, "n3"))
@@ -587,7 +581,6 @@ def test_end_to_end_select_insert_update_delete(sql):
     assert cur.fetchone() == (0,)
 
 
-@needs_engine
 def test_end_to_end_transactions_between_two_connections(sql, conns):
     other = conns()
     sql.autocommit = False
@@ -607,7 +600,6 @@ def test_end_to_end_transactions_between_two_connections(sql, conns):
     assert len(all_rows(sql)) == 5
 
 
-@needs_engine
 @pytest.mark.parametrize("stmt, params, cls, sqlstate", [
     ("SELEC * FROM t", (), minidb.ProgrammingError, "42601"),
     ("SELECT * FROM nosuch", (), minidb.ProgrammingError, "42P01"),
@@ -639,7 +631,6 @@ def test_end_to_end_bad_input_raises_its_class_and_changes_nothing(sql, stmt, pa
     assert all_rows(sql) == before
 
 
-@needs_engine
 def test_end_to_end_unsupported_construct_and_wrong_parameter_count(sql):
     with pytest.raises(minidb.NotSupportedError) as e:
         sql.execute("WITH x AS (SELECT 1) SELECT * FROM x")
@@ -653,7 +644,6 @@ def test_end_to_end_unsupported_construct_and_wrong_parameter_count(sql):
     assert len(all_rows(sql)) == 5
 
 
-@needs_engine
 def test_end_to_end_executemany_and_types(conns):
     conn = conns()
     conn.execute("CREATE TABLE k (id bigint PRIMARY KEY, x double precision, ok boolean, "
@@ -676,7 +666,6 @@ def test_end_to_end_executemany_and_types(conns):
     assert cur.fetchall() == [(0,), (2,), (4,)]
 
 
-@needs_engine
 def test_end_to_end_threads_each_with_a_connection(sql):
     def worker(k, failures):
         try:

@@ -40,7 +40,6 @@ history file across runs.
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import io
 import os
 import re
@@ -55,10 +54,6 @@ from minidb.repl import Repl, _pg_float, format_aligned, format_expanded, format
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(minidb.__file__)))
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "repl_golden")
 REGEN = os.environ.get("MINIDB_REGEN_GOLDEN") == "1"
-
-HAVE_ENGINE = importlib.util.find_spec("minidb.sql") is not None and \
-    importlib.util.find_spec("minidb.sql.engine") is not None
-needs_engine = pytest.mark.skipif(not HAVE_ENGINE, reason="minidb.sql.engine not written yet")
 
 
 def run_minidb(*args, stdin: str | None = None, cwd=None) -> subprocess.CompletedProcess:
@@ -131,7 +126,6 @@ def golden_cases():
     return sorted(f[:-4] for f in os.listdir(GOLDEN) if f.endswith(".sql"))
 
 
-@needs_engine
 @pytest.mark.parametrize("case", golden_cases())
 def test_golden_transcript(case, tmp_path):
     with open(os.path.join(GOLDEN, case + ".sql")) as f:
@@ -164,7 +158,6 @@ def test_golden_transcript(case, tmp_path):
 # -c, script mode, exit codes
 
 
-@needs_engine
 def test_dash_c_prints_the_result_and_exits_0(tmp_path):
     d = str(tmp_path / "data")
     r = run_minidb(d, "--set", "shared_buffers=64", "-c",
@@ -179,7 +172,6 @@ def test_dash_c_prints_the_result_and_exits_0(tmp_path):
     assert r.returncode == 0 and " t " in r.stdout
 
 
-@needs_engine
 def test_dash_c_error_is_one_line_without_traceback_and_exit_1(tmp_path):
     d = str(tmp_path / "data")
     assert run_minidb(d, "-c", "SELECT 1").returncode == 0   # created here, announced
@@ -192,7 +184,6 @@ def test_dash_c_error_is_one_line_without_traceback_and_exit_1(tmp_path):
     assert r.returncode == 1 and r.stderr == "invalid command \\nonsense\nTry \\? for help.\n"
 
 
-@needs_engine
 def test_script_goes_on_after_an_error_unless_on_error_stop(tmp_path):
     """psql's rules: a script runs to its end whatever fails (exit 0); ON_ERROR_STOP
     (``-v ON_ERROR_STOP=1``, ``--on-error stop``) stops it at the first error (exit 3)."""
@@ -224,7 +215,7 @@ def test_script_goes_on_after_an_error_unless_on_error_stop(tmp_path):
     assert r.stderr == f'minidb:{script_file}:3: ERROR:  column "nosuch" does not exist\n'
 
 
-@needs_engine
+
 def test_dash_c_exit_status_is_psqls(tmp_path):
     """Each -c runs in turn; the exit status is the last one's (0 or 1); with ON_ERROR_STOP
     the first failure ends the run (exit 1).  One -c holding several statements stops at
@@ -255,14 +246,12 @@ def test_unopenable_data_directory_exits_2(tmp_path):
     assert (d / "somefile").read_text() == "mine"
 
 
-@needs_engine
 def test_default_data_directory_is_minidb_data_in_the_current_folder(tmp_path):
     r = run_minidb("--set", "shared_buffers=64", stdin="SELECT 1 AS x;\n", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout == " x \n---\n 1\n(1 row)\n\n", r.stderr
     assert (tmp_path / "minidb-data" / "MINIDB_VERSION").exists()
 
 
-@needs_engine
 def test_timing_prints_milliseconds_after_each_result(tmp_path):
     conn = minidb.connect(str(tmp_path / "data"), shared_buffers=64)
     out = io.StringIO()
@@ -295,7 +284,6 @@ def test_demo_is_still_a_subcommand_and_repl_is_the_default():
 # interactive mode through prompt_toolkit
 
 
-@needs_engine
 def test_interactive_multi_line_statement_history_and_prompts(tmp_path):
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
@@ -353,7 +341,7 @@ def test_a_file_as_data_directory_is_a_clear_error(tmp_path):
         minidb.connect(str(f))
 
 
-@needs_engine
+
 def test_a_directory_in_use_says_what_to_do(tmp_path):
     d = str(tmp_path / "data")
     holder = subprocess.Popen(
@@ -413,7 +401,7 @@ def test_meta_arguments_and_patterns():
 # \dt's row estimate, the pager, completion, interactive backslash commands
 
 
-@needs_engine
+
 def test_row_estimate_is_the_planners_and_then_the_measured_one(tmp_path):
     from minidb.repl import row_estimate
     conn = minidb.connect(str(tmp_path / "data"), shared_buffers=64)
@@ -440,7 +428,7 @@ def test_row_estimate_is_the_planners_and_then_the_measured_one(tmp_path):
         conn.close()
 
 
-@needs_engine
+
 def test_long_output_goes_through_the_pager_on_a_terminal(tmp_path, monkeypatch):
     paged = tmp_path / "paged.txt"
     monkeypatch.setenv("PAGER", f"cat > {paged}")
@@ -475,7 +463,7 @@ def test_long_output_goes_through_the_pager_on_a_terminal(tmp_path, monkeypatch)
         conn.close()
 
 
-@needs_engine
+
 def test_tab_completion_offers_tables_columns_keywords_and_meta_commands(tmp_path):
     from prompt_toolkit.completion import CompleteEvent
     from prompt_toolkit.document import Document
@@ -504,7 +492,7 @@ def test_tab_completion_offers_tables_columns_keywords_and_meta_commands(tmp_pat
         conn.close()
 
 
-@needs_engine
+
 def test_interactive_backslash_command_inside_a_statement_keeps_the_buffer(tmp_path):
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.exec import datatypes as dt
 from minidb.exec.chunk import Chunk, concat
 from minidb.exec.datatypes import family
-from minidb.exec.expr import K, deparse, evaluate, truth
+from minidb.exec.compile import K, evaluate, truth
+from minidb.exec.expr import deparse
 from minidb.exec.nodes import PlanNode, factorize
 
 __all__ = ["AggNode", "AggState"]

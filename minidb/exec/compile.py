@@ -37,9 +37,9 @@ import re
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.exec import datatypes as dt
-from minidb.exec.datatypes import BIGINT, BOOLEAN, DOUBLE, INTEGER, TEXT, UNKNOWN, family
+from minidb.exec.datatypes import BIGINT, BOOLEAN, TEXT, family
 from minidb.exec.expr import (Arith, BoolOp, Case, Cast, ColRef, Compare, Concat,
                               Const, Expr, Func, InList, IsNull, Like, Neg, Not, Param)
 
@@ -702,5 +702,3 @@ def bind_param(v, t):
         return v
     return v
 
-
-assert INTEGER and DOUBLE and UNKNOWN

@@ -32,9 +32,9 @@ from __future__ import annotations
 import datetime as _dt
 import math
 
-from minidb import errors
-from minidb.types import (BIGINT, BOOLEAN, DOUBLE, INTEGER, TEXT, TIMESTAMP, SqlType,
-                          timestamp_to_int, int_to_timestamp)
+import minidb.errors as errors
+from minidb.types import (BIGINT, BOOLEAN, DOUBLE, INTEGER, TEXT, TIMESTAMP, int_to_timestamp,
+                          timestamp_to_int)
 
 __all__ = ["UNKNOWN", "family", "INTEGER", "BIGINT", "DOUBLE", "BOOLEAN", "TEXT", "TIMESTAMP",
            "arith_result", "common_numeric", "parse_literal", "cast_value", "to_repr",
@@ -256,5 +256,3 @@ def from_repr(v, t):
         return int_to_timestamp(int(v))
     return v
 
-
-assert isinstance(TEXT, SqlType) and isinstance(TIMESTAMP, SqlType) and BOOLEAN and BIGINT

@@ -18,8 +18,7 @@ from minidb.exec.datatypes import BOOLEAN, TEXT, family
 
 __all__ = ["Expr", "ColRef", "Const", "Param", "Arith", "Neg", "Concat", "Compare",
            "BoolOp", "Not", "IsNull", "InList", "Like", "Cast", "Func", "Case", "AggCall",
-           "walk", "children", "column_keys", "deparse", "conjuncts", "and_all",
-           "K", "V", "compile_expr", "evaluate", "truth", "bind_param"]
+           "walk", "children", "column_keys", "deparse", "conjuncts", "and_all"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,9 +256,3 @@ def _const_text(e: Const) -> str:
         return dt.format_value(v, e.type)
     return str(v)
 
-
-
-
-# the compiler, re-exported here so that callers import expressions from one place
-from minidb.exec.compile import (K, V, bind_param, compile_expr, evaluate,  # noqa: E402
-                                 truth)

@@ -75,6 +75,7 @@ from minidb.exec.parallel_scan import (Aggregate, PartialAggregates, Participant
                                        ScanPredicate, participant_batches, run_worker_task)
 from minidb.heap.heapam import SCAN_BATCH_PAGES, HeapRel
 from minidb.heap.parallel import SharedScan
+from minidb.storage.freelist import is_bulk_read
 from minidb.workers.channel import POLL_S, wait_any
 from minidb.workers.pool import P_PID, new_task_id, process_alive
 
@@ -230,7 +231,7 @@ class ParallelSeqScan:
             except InsufficientResources:  # every slot in use: the leader scans alone
                 shared = SharedScan.private()
                 st.reason = "no free parallel scan slot"
-            st.syncscan = bool(s.synchronize_seqscans and nblocks > bm.nbuffers // 4)
+            st.syncscan = bool(s.synchronize_seqscans and is_bulk_read(nblocks, bm.nbuffers))
             shared.initialize(self.rel.relfilenode, nblocks, policy=s.parallel_chunk_policy,
                               max_chunk=s.parallel_max_chunk_blocks,
                               fixed_chunk=s.parallel_fixed_chunk_blocks,

@@ -13,56 +13,28 @@ to re-check the index conditions on the rows it gets (a wider scan is never wron
 
 from __future__ import annotations
 
-from minidb import errors
+import minidb.errors as errors
+import minidb.index as ix
 
-__all__ = ["available", "create_index", "drop_index", "insert_entries", "scan_rows",
-           "vacuum_callbacks"]
-
-
-def available() -> bool:
-    try:
-        import minidb.index as ix
-    except ImportError:          # pragma: no cover
-        return False
-    return all(hasattr(ix, n) for n in ("create_index", "insert_entry", "IndexScan"))
+__all__ = ["create_index", "drop_index", "insert_entries", "scan_rows", "vacuum_callbacks"]
 
 
 def create_index(backend, table: str, name: str, columns, unique: bool = False,
                  primary: bool = False):
-    import inspect
-
-    import minidb.index as ix
-    if "primary" in inspect.signature(ix.create_index).parameters:
-        return ix.create_index(backend, table, name, list(columns), unique=unique,
-                               primary=primary)
-    irel = ix.create_index(backend, table, name, list(columns), unique=unique)
-    if primary:
-        cat = backend.catalog
-        with cat.change():
-            if name in cat.indexes:
-                cat.indexes[name].primary = True
-    return irel
+    return ix.create_index(backend, table, name, list(columns), unique=unique, primary=primary)
 
 
 def drop_index(backend, name: str) -> None:
-    import minidb.index as ix
     ix.drop_index(backend, name)
 
 
 def insert_entries(backend, index_names, row, tid) -> None:
-    if not index_names:
-        return
-    from minidb.index import insert_entry
     for name in index_names:
-        insert_entry(backend, name, row, tid)
+        ix.insert_entry(backend, name, row, tid)
 
 
 def vacuum_callbacks(backend, table: str) -> list:
-    try:
-        from minidb.index import index_vacuum_callbacks
-    except ImportError:          # pragma: no cover
-        return []
-    return index_vacuum_callbacks(backend, table)
+    return ix.index_vacuum_callbacks(backend, table)
 
 
 def _fits(codec, values) -> bool:
@@ -79,10 +51,9 @@ def scan_rows(backend, index_name: str, eq: list, lower, upper, snapshot, prepar
     whose next column lies between ``lower`` = (value, inclusive) and ``upper``, visible
     to ``snapshot``; ``exact`` False when a bound had to be dropped (the caller must then
     re-check the conditions on the rows)."""
-    from minidb.index import BACKWARD, FORWARD, IndexScan, open_index
     if any(v is None for v in eq):
         return iter(()), True
-    irel = open_index(backend, index_name)
+    irel = ix.open_index(backend, index_name)
     codec = irel.codec
     if eq and not _fits(codec, eq):
         return iter(()), True
@@ -97,8 +68,8 @@ def scan_rows(backend, index_name: str, eq: list, lower, upper, snapshot, prepar
         upper, exact = None, False
     low = tuple(eq) + ((lower[0],) if lower is not None else ())
     high = tuple(eq) + ((upper[0],) if upper is not None else ())
-    scan = IndexScan(backend, irel, low or None, high or None,
-                     low_inclusive=True if lower is None else lower[1],
-                     high_inclusive=True if upper is None else upper[1],
-                     direction=BACKWARD if backward else FORWARD)
+    scan = ix.IndexScan(backend, irel, low or None, high or None,
+                        low_inclusive=True if lower is None else lower[1],
+                        high_inclusive=True if upper is None else upper[1],
+                        direction=ix.BACKWARD if backward else ix.FORWARD)
     return scan.visible_rows(snapshot, prepare_pages=prepare_pages), exact

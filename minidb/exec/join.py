@@ -27,7 +27,8 @@ import numpy as np
 
 from minidb.exec.chunk import Chunk, concat
 from minidb.exec.datatypes import family
-from minidb.exec.expr import K, and_all, deparse, evaluate, truth
+from minidb.exec.compile import K, evaluate, truth
+from minidb.exec.expr import and_all, deparse
 from minidb.exec.nodes import PassThroughNode, PlanNode
 
 __all__ = ["NestLoopNode", "IndexNestLoopNode", "HashJoinNode", "HashNode", "NESTLOOP_PIECE"]

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.exec import indexam
 from minidb.exec.chunk import Chunk, chunk_to_rows, column_from_values, column_to_list, \
     rows_to_chunk
 from minidb.exec.datatypes import from_repr
-from minidb.exec.expr import K, and_all, evaluate, truth
+from minidb.exec.compile import K, evaluate, truth
+from minidb.exec.expr import and_all
 from minidb.exec.nodes import PlanNode
 from minidb.heap.heapam import heap_bulk_insert, heap_insert
 

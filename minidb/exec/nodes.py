@@ -24,27 +24,20 @@ import time
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.exec.chunk import Chunk, concat
-from minidb.exec.expr import K, compile_expr, evaluate, truth
+from minidb.exec.compile import K, compile_expr, evaluate, truth
 from minidb.shmem import C
 
 __all__ = ["PlanNode", "ExecContext", "Instr", "ResultNode", "ProjectNode", "LimitNode",
-           "SortNode", "DistinctNode", "MaterializeNode", "device_counters"]
-
-
-def device_counters(backend) -> dict:
-    """Hook for the I/O model (issue 6): its per-backend counters (device reads, seeks,
-    cache hits), shown by EXPLAIN (ANALYZE, BUFFERS).  Empty until the model exists."""
-    fn = getattr(backend.bufmgr, "device_counters", None)
-    return fn() if fn is not None else {}
+           "SortNode", "DistinctNode", "MaterializeNode"]
 
 
 class Instr:
     """What EXPLAIN ANALYZE reports for one node (sums over its loops)."""
 
     __slots__ = ("loops", "rows", "startup", "total", "hit", "read", "heap_fetches",
-                 "killed", "extra", "device")
+                 "killed", "extra")
 
     def __init__(self):
         self.loops = 0
@@ -53,7 +46,6 @@ class Instr:
         self.total = 0.0
         self.hit = self.read = self.heap_fetches = self.killed = 0
         self.extra: dict = {}
-        self.device: dict = {}
 
 
 _CTR = (C["buffers_hit"], C["buffers_read"], C["index_heap_fetches"], C["index_items_killed"])
@@ -158,17 +150,16 @@ class PlanNode:
             while True:
                 t0 = time.perf_counter()
                 c0 = ectx.counters()
-                d0 = device_counters(ectx.backend)
                 try:
                     chunk = next(it)
                 except StopIteration:
-                    self._account(ins, ectx, t0, c0, d0)
+                    self._account(ins, ectx, t0, c0)
                     elapsed += time.perf_counter() - t0
                     if first:
                         ins.startup += elapsed
                     ins.total += elapsed
                     return
-                self._account(ins, ectx, t0, c0, d0)
+                self._account(ins, ectx, t0, c0)
                 elapsed += time.perf_counter() - t0
                 if first:
                     ins.startup += elapsed
@@ -179,20 +170,12 @@ class PlanNode:
             it.close()
 
     @staticmethod
-    def _account(ins, ectx, t0, c0, d0):
+    def _account(ins, ectx, t0, c0):
         c1 = ectx.counters()
         ins.hit += c1[0] - c0[0]
         ins.read += c1[1] - c0[1]
         ins.heap_fetches += c1[2] - c0[2]
         ins.killed += c1[3] - c0[3]
-        if d0:
-            for k, v in device_counters(ectx.backend).items():
-                ins.device[k] = ins.device.get(k, 0) + v - d0.get(k, 0)
-
-
-def _deparse_list(exprs, qualify):
-    from minidb.exec.expr import deparse
-    return ", ".join(deparse(e, qualify) for e in exprs)
 
 
 # ---------------------------------------------------------------------------------------------

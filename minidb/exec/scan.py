@@ -33,7 +33,8 @@ from minidb.exec import datatypes as dt
 from minidb.exec import expr as X
 from minidb.exec import indexam
 from minidb.exec.chunk import Chunk, normalize_columns, rows_to_chunk
-from minidb.exec.expr import K, and_all, column_keys, deparse, truth
+from minidb.exec.compile import K, truth
+from minidb.exec.expr import and_all, column_keys, deparse
 from minidb.exec.nodes import PlanNode
 from minidb.heap.heapam import HeapScan
 from minidb.heap.mvcc import MVCCFilter, seq_scan

@@ -35,12 +35,12 @@ import numpy as np
 from minidb.config import BLCKSZ
 from minidb.errors import DataCorrupted
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel
-from minidb.heap.layout import (BITMAP_OFFSET, HEAP_HOT_UPDATED, HEAP_NATTS_MASK,
-                                HEAP_ONLY_TUPLE, HEAP_UPDATED, HEAP_XMAX_INVALID,
-                                decode_header)
+from minidb.heap.layout import BITMAP_OFFSET, decode_header
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_NATTS_MASK, HEAP_ONLY_TUPLE, HEAP_UPDATED,
+                                 HEAP_XMAX_INVALID)
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
-from minidb.storage.freelist import AccessStrategy
+from minidb.storage.freelist import AccessStrategy, is_bulk_read
 
 
 def check_heap(bm, rel: HeapRel) -> int:
@@ -48,7 +48,7 @@ def check_heap(bm, rel: HeapRel) -> int:
     rfn = rel.relfilenode
     nblocks = bm.smgr.nblocks(rfn)
     strategy = (AccessStrategy("bulkread", bm.settings.bulkread_ring_kb, bm.nbuffers)
-                if nblocks > bm.nbuffers // 4 else None)
+                if is_bulk_read(nblocks, bm.nbuffers) else None)
     total = 0
     for block in range(nblocks):
         b = bm.pin(rfn, block, strategy=strategy)

@@ -71,7 +71,7 @@ from minidb.shmem import C as _COUNTER
 from minidb.storage import freespace
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE, BufferManager
-from minidb.storage.freelist import AccessStrategy
+from minidb.storage.freelist import AccessStrategy, is_bulk_read
 
 MAX_HEAP_TUPLES_PER_PAGE = (BLCKSZ - pg.PAGE_HEADER_SIZE) // (
     pg.maxalign(HEAP_TUPLE_HEADER_SIZE) + pg.ITEMID_SIZE)
@@ -332,7 +332,7 @@ class HeapScan:
         self.block_source = block_source
         self.nblocks = (block_source.nblocks if block_source is not None
                         else bm.smgr.nblocks(rel.relfilenode))
-        large = self.nblocks > bm.nbuffers // 4
+        large = is_bulk_read(self.nblocks, bm.nbuffers)
         if use_ring is None:
             use_ring = large
         self.strategy = (AccessStrategy("bulkread", bm.settings.bulkread_ring_kb, bm.nbuffers)

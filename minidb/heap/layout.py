@@ -97,8 +97,9 @@ from typing import Sequence
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.config import BLCKSZ
+from minidb.storage.htup import HEAP_HASNULL, HEAP_HASVARWIDTH, HEAP_NATTS_MASK, HEAP_XMAX_INVALID
 from minidb.types import (
     STORAGE_ZERO, SqlType, coerce_array, encode_strings, int_to_timestamp, parse_type,
     storage_converter,
@@ -107,9 +108,6 @@ from minidb.types import (
 __all__ = [
     "Column", "RowLayout", "FlatViews", "gather_header", "decode_header",
     "HEAP_TUPLE_HEADER_SIZE", "BITMAP_OFFSET", "MAX_TUPLE_SIZE", "MAX_COLUMNS", "MAXALIGN", "maxalign",
-    "HEAP_NATTS_MASK", "HEAP_KEYS_UPDATED", "HEAP_HOT_UPDATED", "HEAP_ONLY_TUPLE",
-    "HEAP_HASNULL", "HEAP_HASVARWIDTH", "HEAP_XMAX_LOCK_ONLY", "HEAP_XMIN_COMMITTED",
-    "HEAP_XMIN_INVALID", "HEAP_XMAX_COMMITTED", "HEAP_XMAX_INVALID", "HEAP_UPDATED",
 ]
 
 # -- constants ---------------------------------------------------------------------------------
@@ -128,21 +126,6 @@ BITMAP_OFFSET = HEAP_TUPLE_HEADER_SIZE
 # The largest tuple an empty page can hold (PostgreSQL's MaxHeapTupleSize): see the docstring.
 MAX_TUPLE_SIZE = BLCKSZ - maxalign(PAGE_HEADER_SIZE + LINE_POINTER_SIZE)
 MAX_COLUMNS = 1600              # PostgreSQL's MaxHeapAttributeNumber
-
-# t_infomask2
-HEAP_NATTS_MASK = 0x07FF
-HEAP_KEYS_UPDATED = 0x2000
-HEAP_HOT_UPDATED = 0x4000
-HEAP_ONLY_TUPLE = 0x8000
-# t_infomask
-HEAP_HASNULL = 0x0001
-HEAP_HASVARWIDTH = 0x0002
-HEAP_XMAX_LOCK_ONLY = 0x0080
-HEAP_XMIN_COMMITTED = 0x0100
-HEAP_XMIN_INVALID = 0x0200
-HEAP_XMAX_COMMITTED = 0x0400
-HEAP_XMAX_INVALID = 0x0800
-HEAP_UPDATED = 0x2000
 
 # header fields: (name, numpy dtype, offset); the struct codes below must agree
 HEADER_FIELDS = (

@@ -87,10 +87,10 @@ import sys
 
 from minidb.errors import InternalError, SerializationFailure
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel, insert_tuple
-from minidb.heap.layout import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_ONLY_TUPLE,
-                                HEAP_UPDATED, HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID,
-                                HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID,
-                                decode_header)
+from minidb.heap.layout import decode_header
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_ONLY_TUPLE, HEAP_UPDATED,
+                                 HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY,
+                                 HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE
 from minidb.txn import visibility as vis

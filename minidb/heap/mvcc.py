@@ -125,9 +125,9 @@ import numpy as np
 
 from minidb.config import BLCKSZ
 from minidb.heap.heapam import SCAN_BATCH_PAGES, Batch, HeapRel, HeapScan
-from minidb.heap.layout import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_COMMITTED,
-                                HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED,
-                                gather_header)
+from minidb.heap.layout import gather_header
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_COMMITTED,
+                                 HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED)
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
 from minidb.txn.visibility import satisfies_mvcc, satisfies_mvcc_batch, surely_dead

@@ -95,9 +95,9 @@ import numpy as np
 
 from minidb.config import BLCKSZ
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel
-from minidb.heap.layout import (FlatViews, HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE,
-                                HEAP_XMAX_INVALID, HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID,
-                                gather_header)
+from minidb.heap.layout import FlatViews, gather_header
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_INVALID,
+                                 HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
 from minidb.storage import freespace
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE

@@ -161,10 +161,6 @@ def set_prev(page, prev: int) -> None:
     _U32.pack_into(page, SPECIAL_OFF, prev)
 
 
-def set_next(page, nxt: int) -> None:
-    _U32.pack_into(page, SPECIAL_OFF + 4, nxt)
-
-
 def flag_names(flags: int) -> str:
     return "|".join(n for bit, n in FLAG_NAMES if flags & bit) or "-"
 
@@ -289,13 +285,6 @@ def downlink(data, off: int) -> int:
 
 
 _U32_BE = struct.Struct(">I")
-
-
-def high_key(data) -> bytes | None:
-    """The page's high key, or None on the rightmost page (no upper bound)."""
-    if opaque(data)[1] == P_NONE:
-        return None
-    return pivot_key(data, P_HIKEY)
 
 
 def binsearch_leaf(data, bound: bytes, lo: int, hi: int) -> int:

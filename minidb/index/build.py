@@ -38,16 +38,17 @@ import numpy as np
 from minidb.config import BLCKSZ
 from minidb.errors import DataCorrupted, ProgramLimitExceeded, UniqueViolation
 from minidb.heap.heapam import page_items, positions_to_items
-from minidb.heap.layout import HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, FlatViews, gather_header
+from minidb.heap.layout import FlatViews, gather_header
+from minidb.storage.htup import HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE
 from minidb.index import btpage as bt
 from minidb.index.rel import IndexRel, trace
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
-from minidb.storage.freelist import AccessStrategy
+from minidb.storage.freelist import AccessStrategy, is_bulk_read
 from minidb.storage.smgr import MAIN_FORKNUM
 from minidb.txn import visibility as vis
 
-__all__ = ["build_index", "init_empty_index", "assemble_page"]
+__all__ = ["build_index", "assemble_page"]
 
 CHUNK_PAGES = 256
 WRITE_BATCH = 64
@@ -123,17 +124,6 @@ class _Writer:
         self.smgr.write_blocks(self.rfn, MAIN_FORKNUM, blk, [page])
 
 
-def init_empty_index(smgr, rfn: int) -> None:
-    """Metapage + one empty leaf that is the root."""
-    w = _Writer(smgr, rfn)
-    meta_blk = w.reserve()
-    root = w.add(assemble_page([], 0, bt.BTP_LEAF | bt.BTP_ROOT, bt.P_NONE, bt.P_NONE))
-    w.flush()
-    meta = np.zeros(BLCKSZ, dtype=np.uint8)
-    bt.init_meta_page(meta, root, 0)
-    w.overwrite(meta_blk, meta)
-
-
 # ---------------------------------------------------------------------------------------------
 # heap scan
 def _root_map(page: np.ndarray, block: int) -> dict[int, int]:
@@ -181,7 +171,7 @@ def collect_entries(backend, irel: IndexRel, hrel):
     rfn = hrel.relfilenode
     nblocks = bm.smgr.nblocks(rfn)
     strategy = (AccessStrategy("bulkread", bm.settings.bulkread_ring_kb, bm.nbuffers)
-                if nblocks > bm.nbuffers // 4 else None)
+                if is_bulk_read(nblocks, bm.nbuffers) else None)
     fixed = irel.codec.fixed_width is not None
     keys_parts, blk_parts, off_parts, alive_parts, null_parts = [], [], [], [], []
     for first in range(0, nblocks, CHUNK_PAGES):

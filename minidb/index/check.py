@@ -44,7 +44,7 @@ downlinks, LP_DEAD marks).
 from __future__ import annotations
 
 from minidb.errors import DataCorrupted
-from minidb.heap.layout import HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE
+from minidb.storage.htup import HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE
 from minidb.index import btpage as bt
 from minidb.index.build import collect_entries
 from minidb.index.rel import IndexRel, open_index

@@ -57,7 +57,7 @@ import struct
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.types import SqlType, int_to_timestamp, parse_type, storage_converter
 
 __all__ = ["KeyCodec", "NULL_FLAG", "VALUE_FLAG"]

@@ -7,9 +7,11 @@ relcache, ``rd_amcache``).  The cache is only a hint: a descent that starts at a
 which is no longer the root still finds every key (Lehman & Yao: move right), and the
 descent re-reads the metapage when the cached root lost BTP_ROOT.
 
-``open_index(backend, index)`` accepts an index name, an ``IndexDef`` or an ``IndexRel``
-and returns the ``IndexRel`` of the catalog's current generation (one object per index per
-process, rebuilt when the catalog changes).
+``open_index(backend, index)`` accepts an index name, the catalog's entry of an index or an
+``IndexRel`` and returns the ``IndexRel`` of the catalog's current generation (one object per
+index per process, rebuilt when the catalog changes).  A catalog entry is read only through
+the fields ``name``, ``oid``, ``table``, ``relfilenode``, ``columns`` and ``unique`` (those of
+``catalog.IndexDef``), so this module needs nothing from the catalog's module.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import sys
 import weakref
 from dataclasses import dataclass, field
 
-from minidb.catalog import IndexDef
 from minidb.errors import InternalError
 from minidb.index.keys import KeyCodec
 from minidb.shmem import C
@@ -48,14 +49,11 @@ _CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def open_index(backend, index) -> IndexRel:
-    """The ``IndexRel`` of ``index`` (a name, an ``IndexDef`` or an ``IndexRel``)."""
+    """The ``IndexRel`` of ``index`` (a name, a catalog entry or an ``IndexRel``)."""
     if isinstance(index, IndexRel):
         return index
     catalog = backend.catalog
-    if isinstance(index, IndexDef):
-        idef = index
-    else:
-        idef = catalog.index(index)
+    idef = catalog.index(index) if isinstance(index, str) else index
     catalog.refresh()
     per_cat = _CACHE.get(catalog)
     if per_cat is None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import struct
 
 from minidb.errors import UniqueViolation
-from minidb.heap.layout import HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_LOCK_ONLY
+from minidb.storage.htup import HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_LOCK_ONLY
 from minidb.index import btpage as bt
 from minidb.index.rel import IndexRel, count, trace
 from minidb.index.search import release

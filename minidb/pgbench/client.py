@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.pgbench.conn import BenchError, connect
 from minidb.pgbench.expr import ExprError, to_sql_text
 from minidb.pgbench.results import ScriptStats

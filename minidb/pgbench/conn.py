@@ -20,7 +20,7 @@ import contextlib
 import os
 import sys
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.config import SETTINGS
 
 __all__ = ["BenchError", "open_target", "split_settings", "connect", "Log"]

@@ -73,7 +73,7 @@ import time
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.pgbench import report
 from minidb.pgbench.check import balance_state, compare_states, table_sizes
 from minidb.pgbench.client import (P_COMMITTED, P_FAILED, P_LAG, P_LAT, P_LAT2, P_RETRIED,

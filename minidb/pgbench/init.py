@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.pgbench.conn import BenchError, Log, connect, open_target
 from minidb.pgbench.scripts import NACCOUNTS, NBRANCHES, NTELLERS
 

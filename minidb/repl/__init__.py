@@ -49,11 +49,11 @@ in arguments, query cancel over the wire (Ctrl-C during a statement interrupts i
 in-process and reports 57014).
 """
 
-from minidb.repl.core import HISTORY_FILE, Repl, parse_bool
+from minidb.repl.core import HISTORY_FILE, Repl
 from minidb.repl.meta import HELP, MetaUsage, row_estimate, size_pretty
 from minidb.repl.printing import (PrintOptions, _pg_float, format_aligned, format_expanded,
                                   format_unaligned, format_value, render)
-from minidb.repl.scan import QueryScanner, meta_args, pattern_regex
+from minidb.repl.scan import QueryScanner, meta_args, parse_bool, pattern_regex
 
 __all__ = ["HELP", "HISTORY_FILE", "MetaUsage", "PrintOptions", "QueryScanner", "Repl",
            "format_aligned", "format_expanded", "format_unaligned", "format_value",

@@ -27,10 +27,10 @@ import sys
 import time
 import traceback
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.repl.meta import MetaCommands, MetaUsage
 from minidb.repl.printing import PrintOptions, format_value, numeric_columns, render
-from minidb.repl.scan import QueryScanner
+from minidb.repl.scan import QueryScanner, parse_bool
 
 HISTORY_FILE = "repl_history"
 
@@ -372,11 +372,6 @@ class Repl(MetaCommands):
         return any(scanner.feed(line) for line in text.split("\n"))
 
 
-def parse_bool(value: str) -> bool | None:
-    """psql's boolean spellings (any unique prefix of true/false/yes/no, on/off, 1/0)."""
-    v = value.strip().lower()
-    if not v:
-        return None
     if "true".startswith(v) or "yes".startswith(v) or (len(v) >= 2 and "on".startswith(v)) \
             or v == "1":
         return True

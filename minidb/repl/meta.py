@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 import os
 
-from minidb import errors
-from minidb.repl.scan import meta_args, pattern_regex
+import minidb.errors as errors
+from minidb.repl.scan import meta_args, parse_bool, pattern_regex
 
 BLCKSZ = 8192
 
@@ -164,7 +164,6 @@ class MetaCommands:
         if not name.replace("_", "a").isalnum():
             raise MetaUsage(f'invalid variable name: "{name}"')
         if name == "ON_ERROR_STOP":
-            from minidb.repl.core import parse_bool
             if value == "":
                 value = "on"
             elif parse_bool(value) is None:
@@ -185,7 +184,6 @@ class MetaCommands:
     def _toggle(self, arg: str, current: bool, name: str = "") -> bool:
         if not arg:
             return not current
-        from minidb.repl.core import parse_bool
         got = parse_bool(arg)
         if got is None:
             raise MetaUsage(f'unrecognized value "{arg}": Boolean expected (on or off)'
@@ -236,7 +234,6 @@ class MetaCommands:
             elif name == "fieldsep":
                 p.fieldsep = value
             elif name == "pager":
-                from minidb.repl.core import parse_bool
                 on = parse_bool(value) if value.lower() != "always" else "always"
                 if on is None:
                     raise MetaUsage(f'unrecognized value "{value}" for "pager"\n'

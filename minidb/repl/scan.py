@@ -281,3 +281,10 @@ def pattern_regex(pattern: str) -> tuple[re.Pattern, re.Pattern | None]:
     name = re.compile("^(" + parts[-1] + ")$")
     schema = re.compile("^(" + parts[-2] + ")$") if len(parts) > 1 else None
     return name, schema
+
+
+def parse_bool(value: str) -> bool | None:
+    """psql's boolean spellings (any unique prefix of true/false/yes/no, on/off, 1/0)."""
+    v = value.strip().lower()
+    if not v:
+        return None

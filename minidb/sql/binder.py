@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass, field
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.exec import datatypes as dtm
 from minidb.exec.datatypes import (BIGINT, BOOLEAN, DOUBLE, INTEGER, TEXT, TIMESTAMP, UNKNOWN,
                                    family)

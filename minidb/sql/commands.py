@@ -31,7 +31,7 @@ another session is using is the caller's risk (a pinned buffer makes DROP fail c
 
 from __future__ import annotations
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.catalog import ColumnDef
 from minidb.config import SETTINGS
 from minidb.exec import indexam
@@ -211,7 +211,7 @@ def _create_table(engine, st: ast.CreateTableStmt):
 
 
 def _check_default(engine, col, t):
-    from minidb.exec.expr import K, compile_expr
+    from minidb.exec.compile import K, compile_expr
     from minidb.sql.binder import Binder
     from minidb.sql.parser.translate import parse_expression_text
     node = parse_expression_text(col.default)
@@ -278,8 +278,6 @@ def _create_index(engine, st: ast.CreateIndexStmt):
             return _result("CREATE INDEX", messages=[
                 _notice(f'relation "{name}" already exists, skipping')])
         raise errors.DuplicateTable(f'relation "{name}" already exists')
-    if not indexam.available():
-        raise errors.NotSupportedError("indexes are not available (minidb.index is missing)")
     indexam.create_index(backend, st.table, name, st.columns, unique=st.unique)
     return _result("CREATE INDEX")
 

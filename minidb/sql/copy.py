@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.exec.chunk import Chunk, column_from_values, column_to_list
 from minidb.exec.datatypes import UNKNOWN, cast_value, format_value
 from minidb.exec.modify import InsertNode

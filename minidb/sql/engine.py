@@ -34,7 +34,7 @@ import time
 from collections import OrderedDict
 from typing import Sequence
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.exec.chunk import chunk_to_rows
 from minidb.exec.datatypes import type_name
 from minidb.exec.nodes import ExecContext

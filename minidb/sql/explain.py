@@ -7,8 +7,7 @@ Index Cond, Hash Cond, Sort Key, Group Key ...) are indented under their node.  
 BUFFERS each node gets ``Buffers: shared hit=H read=R`` (inclusive of its children, from
 the backend's buffer-manager counters), and minidb adds its own counters where they are
 not zero: ``Heap Fetches`` (heap fetches made by index scans below the node),
-``Index Items Killed`` (entries marked LP_DEAD), and the I/O model's device counters once
-it exists (``nodes.device_counters``).
+and ``Index Items Killed`` (entries marked LP_DEAD).
 """
 
 from __future__ import annotations
@@ -75,9 +74,6 @@ def explain_lines(root: PlanNode, *, qualify: bool = False, costs: bool = True,
                     lines.append(f"{pad}Heap Fetches: {ins.heap_fetches}")
                 if ins.killed:
                     lines.append(f"{pad}Index Items Killed: {ins.killed}")
-                dev = {k: v for k, v in ins.device.items() if v}
-                if dev:
-                    lines.append(pad + "Device: " + " ".join(f"{k}={v}" for k, v in dev.items()))
         for ch in node.children:
             emit(ch, depth + 1)
 

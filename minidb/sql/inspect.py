@@ -27,9 +27,10 @@ a share lock, copied, and released before anything is decoded.
 
 from __future__ import annotations
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.heap import layout as L
 from minidb.heap import pgstat
+from minidb.storage import htup as H
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
 
@@ -38,12 +39,12 @@ __all__ = ["describe_tables", "describe_table", "list_indexes", "page_dump", "bt
 
 _LP_NAMES = {pg.LP_UNUSED: "UNUSED", pg.LP_NORMAL: "NORMAL", pg.LP_REDIRECT: "REDIRECT",
              pg.LP_DEAD: "DEAD"}
-_INFOMASK = [(L.HEAP_HASNULL, "HASNULL"), (L.HEAP_HASVARWIDTH, "HASVARWIDTH"),
-             (L.HEAP_XMAX_LOCK_ONLY, "XMAX_LOCK_ONLY"), (L.HEAP_XMIN_COMMITTED, "XMIN_COMMITTED"),
-             (L.HEAP_XMIN_INVALID, "XMIN_INVALID"), (L.HEAP_XMAX_COMMITTED, "XMAX_COMMITTED"),
-             (L.HEAP_XMAX_INVALID, "XMAX_INVALID"), (L.HEAP_UPDATED, "UPDATED")]
-_INFOMASK2 = [(L.HEAP_KEYS_UPDATED, "KEYS_UPDATED"), (L.HEAP_HOT_UPDATED, "HOT_UPDATED"),
-              (L.HEAP_ONLY_TUPLE, "HEAP_ONLY")]
+_INFOMASK = [(H.HEAP_HASNULL, "HASNULL"), (H.HEAP_HASVARWIDTH, "HASVARWIDTH"),
+             (H.HEAP_XMAX_LOCK_ONLY, "XMAX_LOCK_ONLY"), (H.HEAP_XMIN_COMMITTED, "XMIN_COMMITTED"),
+             (H.HEAP_XMIN_INVALID, "XMIN_INVALID"), (H.HEAP_XMAX_COMMITTED, "XMAX_COMMITTED"),
+             (H.HEAP_XMAX_INVALID, "XMAX_INVALID"), (H.HEAP_UPDATED, "UPDATED")]
+_INFOMASK2 = [(H.HEAP_KEYS_UPDATED, "KEYS_UPDATED"), (H.HEAP_HOT_UPDATED, "HOT_UPDATED"),
+              (H.HEAP_ONLY_TUPLE, "HEAP_ONLY")]
 _PD_FLAGS = [(pg.PD_HAS_FREE_LINES, "HAS_FREE_LINES"), (pg.PD_PAGE_FULL, "PAGE_FULL"),
              (pg.PD_ALL_VISIBLE, "ALL_VISIBLE")]
 

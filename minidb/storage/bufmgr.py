@@ -56,21 +56,15 @@ import time
 
 import numpy as np
 
-from minidb.config import BLCKSZ, Settings
+from minidb.config import Settings
 from minidb.errors import DataCorrupted, InsufficientResources, LockNotAvailable
 from minidb.shmem import C
 from minidb.storage import page as pg
+from minidb.storage.buf_internals import (BM_DIRTY, BM_IO_IN_PROGRESS, BM_MAX_USAGE_COUNT,
+                                          BM_PIN_COUNT_WAITER, BM_TAG_VALID, BM_VALID)
 from minidb.storage.buf_table import BufTable, make_tag, tag_parts
-from minidb.storage.freelist import (BM_MAX_USAGE_COUNT, SWEEP_STEP, AccessStrategy,
-                                     sweep_slice)
+from minidb.storage.freelist import SWEEP_STEP, AccessStrategy, sweep_slice
 from minidb.storage.smgr import MAIN_FORKNUM, Smgr
-
-# buf_flags bits
-BM_TAG_VALID = 0x1
-BM_VALID = 0x2
-BM_DIRTY = 0x4
-BM_IO_IN_PROGRESS = 0x8
-BM_PIN_COUNT_WAITER = 0x10
 
 # content lock modes (also the values stored in backend_locks)
 UNLOCKED, SHARE, EXCLUSIVE = 0, 1, 2

@@ -1,12 +1,13 @@
 """Buffer replacement: the clock sweep and the ring strategies (``freelist.c``).
 
-Clock sweep.  Every buffer has a usage count (0..``BM_MAX_USAGE_COUNT``); a pin through the
-default strategy raises it by one.  To find a victim the shared clock hand moves over the
-buffers: an unpinned buffer with usage 0 is a candidate; an unpinned buffer with a usage
-count above zero gets it decremented and is passed over; a pinned buffer is passed over.
-A try-counter starts at NBuffers, is reset by every decrement and counts down for every
-pinned buffer passed; when it reaches zero every buffer is pinned and the caller gets
-"no unpinned buffers available" instead of spinning forever.
+Clock sweep.  Every buffer has a usage count (0..``BM_MAX_USAGE_COUNT``, defined with the
+flag bits in ``buf_internals.py``); a pin through the default strategy raises it by one.  To
+find a victim the shared clock hand moves over the buffers: an unpinned buffer with usage 0
+is a candidate; an unpinned buffer with a usage count above zero gets it decremented and is
+passed over; a pinned buffer is passed over.  A try-counter starts at NBuffers, is reset by
+every decrement and counts down for every pinned buffer passed; when it reaches zero every
+buffer is pinned and the caller gets "no unpinned buffers available" instead of spinning
+forever.
 
 minidb moves the hand over a *slice* of buffers at a time (at least 32): one locked
 fetch-add on the hand, then numpy decides for the whole slice which buffers are
@@ -22,6 +23,7 @@ through a small private ring of buffers instead of evicting the whole pool:
 kind        size (capped at NBuffers/8)  used by
 ==========  ==========================  =================================================
 bulkread    ``bulkread_ring_kb`` 256 kB  sequential scans of tables > NBuffers / 4
+                                         (``is_bulk_read``)
 bulkwrite   ``bulkwrite_ring_kb`` 16 MB  bulk loads (``heap.bulk_insert``)
 vacuum      ``vacuum_ring_kb`` 256 kB    VACUUM
 ==========  ==========================  =================================================
@@ -39,11 +41,19 @@ from __future__ import annotations
 import numpy as np
 
 from minidb.config import BLCKSZ
+from minidb.storage.buf_internals import BM_IO_IN_PROGRESS
 
-BM_MAX_USAGE_COUNT = 5
 SWEEP_STEP = 32
 
 RING_KINDS = ("bulkread", "bulkwrite", "vacuum")
+
+
+def is_bulk_read(nblocks: int, nbuffers: int) -> bool:
+    """Whether a sequential read of ``nblocks`` blocks is a bulk read: more than a quarter of
+    the pool (PostgreSQL's ``NBuffers / 4`` test in ``initscan``).  Such a read goes through
+    a bulk-read ring, so that one table cannot flush the pool, and a sequential scan of such
+    a table joins the synchronized scans (``synchronize_seqscans``)."""
+    return nblocks > nbuffers // 4
 
 
 class AccessStrategy:
@@ -76,8 +86,6 @@ def sweep_slice(seg, strategy_lock, nbuffers: int, step: int) -> tuple[int, int,
     the moment of looking; the caller must re-check it under its partition lock.  Only
     buffers the hand actually passes have their usage count decremented, as in PostgreSQL.
     """
-    from minidb.storage.bufmgr import BM_IO_IN_PROGRESS  # flag bits live with the manager
-
     step = min(step, nbuffers)
     with strategy_lock:
         hand = int(seg.control[0])

@@ -196,9 +196,6 @@ class ProcArray:
         running = self.seg.proc_xid[self.seg.proc_xid != 0]
         return np.isin(xids, running)
 
-    def did_commit(self, xid: int) -> bool:
-        return self.clog.status(xid) == COMMITTED
-
     # -- end of transaction -----------------------------------------------------------------------
     def end_transaction(self, slot: int, xid: int, committed: bool) -> None:
         """Record the outcome, then leave the proc array, then wake the waiters."""

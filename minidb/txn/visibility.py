@@ -49,8 +49,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidb.heap.layout import (HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY,
-                                HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
+from minidb.storage.htup import (HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY,
+                                 HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
 from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID
 
 XMIN_FROZEN = HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID

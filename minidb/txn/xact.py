@@ -201,9 +201,6 @@ class Transaction:
         if self._on_end is not None:
             self._on_end(committed)
 
-    def is_mine(self, xid: int) -> bool:
-        return xid != 0 and xid == self.xid
-
     def _trace(self, msg: str) -> None:
         if self.settings.trace_xact:
             print(f"[xact slot {self.slot}] {msg}", file=sys.stderr)

@@ -12,8 +12,9 @@ import pytest
 from minidb import errors
 from minidb.exec.chunk import Chunk, chunk_to_rows, column_from_values
 from minidb.exec.datatypes import BIGINT, BOOLEAN, DOUBLE, INTEGER, TEXT
-from minidb.exec.expr import (Arith, BoolOp, Case, ColRef, Compare, Const, Func, InList,
-                              IsNull, K, Like, Not, compile_expr, evaluate, truth)
+from minidb.exec.compile import K, compile_expr, evaluate, truth
+from minidb.exec.expr import (Arith, BoolOp, Case, ColRef, Compare, Const, Func, InList, IsNull,
+                              Like, Not)
 
 T, F, N = True, False, None
 VALUES = [T, F, N]

@@ -20,10 +20,9 @@ from hypothesis import strategies as st
 
 from minidb import errors
 from minidb.heap import layout as layout_mod
-from minidb.heap.layout import (
-    HEAP_HASNULL, HEAP_HASVARWIDTH, HEAP_TUPLE_HEADER_SIZE, HEAP_XMAX_INVALID, MAX_COLUMNS,
-    MAX_TUPLE_SIZE, Column, FlatViews, RowLayout, decode_header, gather_header,
-)
+from minidb.heap.layout import (HEAP_TUPLE_HEADER_SIZE, MAX_COLUMNS, MAX_TUPLE_SIZE, Column,
+                                FlatViews, RowLayout, decode_header, gather_header)
+from minidb.storage.htup import HEAP_HASNULL, HEAP_HASVARWIDTH, HEAP_XMAX_INVALID
 from minidb.types import (
     SqlType, coerce, datetime64_to_ints, int_to_timestamp, ints_to_datetime64, parse_type,
     timestamp_to_int,

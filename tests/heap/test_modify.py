@@ -36,9 +36,8 @@ from minidb.catalog import ColumnDef
 from minidb.errors import InternalError, LockNotAvailable, SerializationFailure
 from minidb.heap.check import check_heap
 from minidb.heap.heapam import HeapRel
-from minidb.heap.layout import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_ONLY_TUPLE,
-                                HEAP_UPDATED, HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID,
-                                HEAP_XMAX_LOCK_ONLY)
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_ONLY_TUPLE, HEAP_UPDATED,
+                                 HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY)
 from minidb.heap import modify
 from minidb.heap.modify import (TM_DELETED, TM_INVISIBLE, TM_OK, TM_SELF_MODIFIED,
                                 TM_UPDATED, follow_update_chain, heap_delete, heap_fetch_raw,

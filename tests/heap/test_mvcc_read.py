@@ -37,14 +37,16 @@ from minidb.catalog import ColumnDef
 from minidb.config import BLCKSZ
 from minidb.heap import pgstat
 from minidb.heap.heapam import HeapScan, heap_insert
-from minidb.heap.layout import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_COMMITTED,
-                                HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED,
-                                HEAP_XMIN_INVALID, decode_header)
+from minidb.heap.layout import decode_header
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_COMMITTED,
+                                 HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED,
+                                 HEAP_XMIN_INVALID)
 from minidb.heap.mvcc import MVCCFilter, heap_fetch_visible, heap_hot_search, seq_scan
 from minidb.instance import Instance
 from minidb.session import Session
 from minidb.storage import page as pg
-from minidb.storage.bufmgr import BM_DIRTY, EXCLUSIVE, SHARE
+from minidb.storage.buf_internals import BM_DIRTY
+from minidb.storage.bufmgr import EXCLUSIVE, SHARE
 from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID, IN_PROGRESS
 from minidb.txn.procarray import Snapshot
 from minidb.txn.visibility import satisfies_mvcc

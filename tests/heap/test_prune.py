@@ -43,9 +43,9 @@ from minidb.catalog import ColumnDef
 from minidb.errors import DataCorrupted
 from minidb.heap.check import check_heap
 from minidb.heap.heapam import HeapScan, heap_insert
-from minidb.heap.layout import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_UPDATED,
-                                HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY,
-                                decode_header)
+from minidb.heap.layout import decode_header
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_UPDATED,
+                                 HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY)
 from minidb.heap.mvcc import heap_hot_search, seq_scan
 from minidb.heap.prune import (PagePruner, heap_page_prune_opt, min_free_space, prune_page,
                                prune_stats)

@@ -41,9 +41,10 @@ from minidb.heap.heapam import HeapScan, heap_bulk_insert
 from minidb.instance import Instance
 from minidb.shmem import CTL_CLOCK_HAND
 from minidb.storage import page as pg
+from minidb.storage.buf_internals import BM_DIRTY, BM_MAX_USAGE_COUNT, BM_PIN_COUNT_WAITER
 from minidb.storage.buf_table import make_tag
-from minidb.storage.bufmgr import (BM_DIRTY, BM_PIN_COUNT_WAITER, EXCLUSIVE, SHARE, UNLOCKED)
-from minidb.storage.freelist import BM_MAX_USAGE_COUNT, AccessStrategy
+from minidb.storage.bufmgr import EXCLUSIVE, SHARE, UNLOCKED
+from minidb.storage.freelist import AccessStrategy
 from minidb.storage.smgr import FSM_FORKNUM, MAIN_FORKNUM
 
 VALUE_OFFSET = 4096  # where tests write their marker into a page (inside the free space)

@@ -28,8 +28,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minidb.heap.layout import (HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY,
-                                HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
+from minidb.storage.htup import (HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY,
+                                 HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
 from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID, IN_PROGRESS
 from minidb.txn import visibility as vis_mod
 from minidb.txn.procarray import Snapshot

@@ -27,7 +27,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 
-from minidb import errors
+import minidb.errors as errors
 from minidb.exec import expr as X
 from minidb.exec.agg import AggNode
 from minidb.exec.modify import DeleteNode, InsertNode, LockRowsNode, UpdateNode, ValuesNode
