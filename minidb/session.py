@@ -138,7 +138,7 @@ class Session:
 
         def body(snap):
             xid = self.xact.xid_for_write()
-            tid = heap_insert(self._backend.bufmgr, rel, row, xmin=xid, cmin=snap.curcid)
+            tid = heap_insert(self._backend, rel, row, xmin=xid, cmin=snap.curcid)
             self._backend.pgstat.count(rel.oid, "ins")
             return tid, True
         return self.statement(body)
@@ -148,10 +148,9 @@ class Session:
 
         def body(snap):
             xid = self.xact.xid_for_write()
-            bm = self._backend.bufmgr
             n = 0
             for row in rows:
-                heap_insert(bm, rel, row, xmin=xid, cmin=snap.curcid)
+                heap_insert(self._backend, rel, row, xmin=xid, cmin=snap.curcid)
                 n += 1
             self._backend.pgstat.count(rel.oid, "ins", n)
             return n, n > 0
@@ -267,7 +266,7 @@ class Session:
             if newest is None:
                 return None
             fresh = xact.procarray.get_snapshot(backend.slot, xact.xid, snap.curcid)
-            got = heap_fetch_raw(backend.bufmgr, rel, newest)
+            got = heap_fetch_raw(backend, rel, newest)
             if got is None:
                 return None
             h, row = got

@@ -234,7 +234,7 @@ def test_two_concurrent_increments_both_count_read_committed(inst, sessions):
     assert bal(a, 1) == 102
     with Session(inst) as c:
         assert c.table_stats("acct")["n_tup_upd"] == 2
-    check_heap(a.backend.bufmgr, inst.catalog.heap_rel("acct"))
+    check_heap(a.backend, inst.catalog.heap_rel("acct"))
 
 
 def test_waiter_after_rollback_updates_original(inst, sessions):

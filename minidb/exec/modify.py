@@ -113,7 +113,6 @@ class InsertNode(PlanNode):
         snap = ectx.snapshot
         xid = backend.xact.xid_for_write()
         cid = snap.curcid
-        bm = backend.bufmgr
         one = Chunk([], 1)
         # columns not given: their default, computed once if it is a constant
         fill = {}
@@ -143,7 +142,7 @@ class InsertNode(PlanNode):
                     for a, v in fill.items():
                         if v is not None:
                             data[self.entry.columns[a][0]] = [v] * chunk.n
-                    heap_bulk_insert(bm, rel, data, chunk.n, xmin=xid, cmin=cid)
+                    heap_bulk_insert(backend, rel, data, chunk.n, xmin=xid, cmin=cid)
                     n += chunk.n
                     continue
                 for r in range(chunk.n):
@@ -154,7 +153,7 @@ class InsertNode(PlanNode):
                         row[a] = _value(c, one)
                     for col, a in zip(cols, self.attnos):
                         row[a] = col[r]
-                    tid = heap_insert(bm, rel, row, xmin=xid, cmin=cid)
+                    tid = heap_insert(backend, rel, row, xmin=xid, cmin=cid)
                     n += 1
                     indexam.insert_entries(backend, indexes, row, tid)
         finally:

@@ -351,7 +351,7 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
         return TM_OK, new_tid, hot
     # step 2: place the new version elsewhere (only its page is locked meanwhile)
     try:
-        new_tid = insert_tuple(bm, rel, bytes(data))
+        new_tid = insert_tuple(backend, rel, bytes(data))
         # step 3: finish the old version
         bm.lock(b, EXCLUSIVE)
         try:
@@ -382,8 +382,9 @@ def _count_update(backend, rel: HeapRel, hot: bool) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # reading single versions, and the update chain
-def heap_fetch_raw(bm, rel: HeapRel, tid) -> tuple[dict, tuple] | None:
+def heap_fetch_raw(backend, rel: HeapRel, tid) -> tuple[dict, tuple] | None:
     """(header dict, row) of the LP_NORMAL tuple at ``tid``, else None.  No visibility."""
+    bm = backend.bufmgr
     block, off = tid
     if block >= bm.smgr.nblocks(rel.relfilenode) or off < 1:
         return None
@@ -412,13 +413,12 @@ def follow_update_chain(backend, rel: HeapRel, tid) -> tuple[int, int] | None:
     transaction as usual).  None when the row was deleted by a committed transaction, or
     the chain is broken (the next version was pruned away or its xmin does not match).
     """
-    bm = backend.bufmgr
     procarray = backend.xact.procarray
     clog = procarray.clog
     seen = 0
     tid = (int(tid[0]), int(tid[1]))
     while True:
-        got = heap_fetch_raw(bm, rel, tid)
+        got = heap_fetch_raw(backend, rel, tid)
         if got is None:
             return None
         h = got[0]
@@ -432,7 +432,7 @@ def follow_update_chain(backend, rel: HeapRel, tid) -> tuple[int, int] | None:
         nxt = h["ctid"]
         if nxt == tid:
             return None  # deleted
-        got = heap_fetch_raw(bm, rel, nxt)
+        got = heap_fetch_raw(backend, rel, nxt)
         if got is None or got[0]["xmin"] != xmax:
             return None  # broken chain
         tid = nxt

@@ -73,7 +73,7 @@ unused, dead, skipped_busy, attempted).  ``trace_pruning`` prints every page pru
 
 How to hook it in:
 
-* a sequential scan: ``HeapScan(bm, rel, cols, prepare_pages=PagePruner(backend, rel))``
+* a sequential scan: ``HeapScan(backend, rel, cols, prepare_pages=PagePruner(backend, rel))``
   (or ``functools.partial(heap_page_prune_opt, backend, rel)``): the scan calls it with each
   batch's buffers, pinned once each and not locked;
 * a single page (index fetch, update, delete): pin the buffer, then before locking it call

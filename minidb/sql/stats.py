@@ -94,7 +94,7 @@ def analyze_table(backend, table: str, snapshot) -> dict:
         return vis
 
     ncols = len(tdef.columns)
-    hs = HeapScan(backend.bufmgr, rel, list(range(ncols)), tuple_filter=sample_filter,
+    hs = HeapScan(backend, rel, list(range(ncols)), tuple_filter=sample_filter,
                   prepare_pages=prune)
     parts = [[] for _ in range(ncols)]
     nsample = 0

@@ -83,7 +83,7 @@ def inst(tmp_path, assert_no_pins):
         for s in opened:
             s.rollback()
         check = session()
-        check_heap(check.backend.bufmgr, inst.catalog.heap_rel("t"))
+        check_heap(check.backend, inst.catalog.heap_rel("t"))
         assert_no_pins(inst)
         assert not (inst.seg.proc_wait_xid != 0).any()
         assert not (inst.seg.proc_xact_waiters != 0).any()
@@ -384,7 +384,7 @@ def test_write_skew_is_allowed_under_repeatable_read(inst):
     a.commit()
     b.commit()                         # no 40001: they wrote different rows
     assert setup.select("doctors", on_call) == []
-    check_heap(setup.backend.bufmgr, inst.catalog.heap_rel("doctors"))
+    check_heap(setup.backend, inst.catalog.heap_rel("doctors"))
 
 
 def test_serializable_is_refused_clearly(inst):
