@@ -71,13 +71,14 @@ Statistics: pruning does not change ``n_dead_tup`` (VACUUM sets it); each backen
 what it pruned in ``prune_stats(backend)`` (pages_pruned, tuples_deleted, redirected,
 unused, dead, skipped_busy, attempted).  ``trace_pruning`` prints every page pruned.
 
-How to hook it in:
-
-* a sequential scan: ``HeapScan(backend, rel, cols, prepare_pages=PagePruner(backend, rel))``
-  (or ``functools.partial(heap_page_prune_opt, backend, rel)``): the scan calls it with each
-  batch's buffers, pinned once each and not locked;
-* a single page (index fetch, update, delete): pin the buffer, then before locking it call
-  ``heap_page_prune_opt(backend, rel, buf)``.
+How to hook it in: ``PagePruner(backend, rel)`` is *the* hook, the ``prepare_pages`` every
+reader of ``rel`` passes - ``HeapScan(backend, rel, cols, prepare_pages=PagePruner(backend,
+rel))``, ``seq_scan``, a parallel participant's scan, and the heap fetches of an index scan
+(``heap_hot_search``).  The scan calls it with each batch's buffers, pinned once each and
+not locked; it counts the pages it pruned.  A caller with one page pins it and, before
+locking it, calls the hook (or ``heap_page_prune_opt(backend, rel, buf)``) on that buffer.
+The index scan's own default (``minidb.index.scan``) checks ``pd_prune_xid`` first, to save
+the call on the many pages that have nothing to prune.
 
 Departures from PostgreSQL: 64-bit xids, so no freezing during pruning and no
 ``latestRemovedXid`` (no WAL, no standbys); no visibility map; the ``PD_HAS_FREE_LINES``
@@ -247,8 +248,9 @@ def _batch_candidates(backend, bufs, min_free: int) -> tuple[list, int]:
 
 
 class PagePruner:
-    """``prepare_pages`` hook for ``HeapScan``: ``HeapScan(..., prepare_pages=PagePruner(
-    backend, rel))``.  Counts the pages it pruned in ``pages_pruned``."""
+    """The opportunistic-pruning hook: the ``prepare_pages`` of every scan of ``rel``
+    (``HeapScan(backend, rel, ..., prepare_pages=PagePruner(backend, rel))``, ``seq_scan``,
+    an index scan's heap fetches).  Counts the pages it pruned in ``pages_pruned``."""
 
     __slots__ = ("backend", "rel", "pages_pruned")
 
