@@ -10,11 +10,14 @@ raises UniqueViolation).  A table without indexes that gets more than
 
 **Update / Delete / LockRows** get the rows to change from a scan below them (with the
 heap TIDs of the versions the statement's snapshot saw) and hand them to
-``Session.modify_rows`` - the same loop ``Session.update``/``delete`` use: wait for a
-running modifier, and under READ COMMITTED re-check the WHERE clause on the newest
+``minidb.heap.epq.modify_rows`` - the same loop ``Session.update``/``delete`` use: wait for
+a running modifier, and under READ COMMITTED re-check the WHERE clause on the newest
 version of a row that changed meanwhile (EvalPlanQual), computing an UPDATE's new values
 again from that version; under REPEATABLE READ such a row is a serialization failure
-(40001).  The new values of the rows the scan found are computed for a whole batch at once;
+(40001).  The loop lives in the heap package, below both this module and
+``minidb.session`` (which may not import the executor); these nodes supply it the
+compiled re-check (``where``), the new values (``set_fn``) and the index maintenance
+(``on_done``).  The new values of the rows the scan found are computed for a whole batch at once;
 a re-checked row is evaluated alone.  After a non-HOT update, every index of the table
 gets an entry for the new version (a HOT update needs none: the chain's root keeps them).
 """
@@ -30,6 +33,7 @@ from minidb.exec.chunk import Chunk, chunk_to_rows, column_from_values, column_t
 from minidb.exec.datatypes import from_repr
 from minidb.exec.expr import K, and_all, evaluate, truth
 from minidb.exec.nodes import PlanNode
+from minidb.heap.epq import modify_rows
 from minidb.heap.heapam import heap_bulk_insert, heap_insert
 
 __all__ = ["DEFAULT", "ValuesNode", "InsertNode", "UpdateNode", "DeleteNode", "LockRowsNode",
@@ -206,7 +210,6 @@ class UpdateNode(_Writer):
     def execute(self, ectx):
         where = self._setup(ectx)
         backend = ectx.backend
-        session = ectx.session
         rel = self.rel_now
         indexes = list(backend.catalog.table(self.entry.table.name).indexes)
         child = self.children[0]
@@ -248,8 +251,8 @@ class UpdateNode(_Writer):
                         indexam.insert_entries(backend, indexes, new_row, new_tid)
 
                 cands = zip(zip(blocks.tolist(), offsets.tolist()), rows)
-                n += session.modify_rows(rel, ectx.snapshot, cands, where, "update", set_fn,
-                                         on_done=on_done)
+                n += modify_rows(backend, rel, ectx.snapshot, cands, where, "update", set_fn,
+                                 on_done=on_done)
         finally:
             it.close()
         ectx.rows_affected = n
@@ -269,7 +272,6 @@ class DeleteNode(_Writer):
 
     def execute(self, ectx):
         where = self._setup(ectx)
-        session = ectx.session
         rindex = self.entry.index
         n = 0
         it = self.children[0].run(ectx)
@@ -277,8 +279,8 @@ class DeleteNode(_Writer):
             for chunk in it:
                 blocks, offsets = chunk.tids[rindex]
                 cands = ((tid, None) for tid in zip(blocks.tolist(), offsets.tolist()))
-                n += session.modify_rows(self.rel_now, ectx.snapshot, cands, where, "delete",
-                                         None)
+                n += modify_rows(ectx.backend, self.rel_now, ectx.snapshot, cands, where,
+                                 "delete", None)
         finally:
             it.close()
         ectx.rows_affected = n
@@ -294,7 +296,6 @@ class LockRowsNode(_Writer):
 
     def execute(self, ectx):
         where = self._setup(ectx)
-        session = ectx.session
         child = self.children[0]
         layout = child.layout()
         types = self.full_types
@@ -306,10 +307,9 @@ class LockRowsNode(_Writer):
                 rows = chunk_to_rows(Chunk([chunk.cols[p] for p in positions], chunk.n), types)
                 blocks, offsets = chunk.tids[rindex]
                 done = []
-                session.modify_rows(self.rel_now, ectx.snapshot,
-                                    zip(zip(blocks.tolist(), offsets.tolist()), rows), where,
-                                    "lock", None,
-                                    on_done=lambda tid, row, *_: done.append((tid, row)))
+                modify_rows(ectx.backend, self.rel_now, ectx.snapshot,
+                            zip(zip(blocks.tolist(), offsets.tolist()), rows), where, "lock",
+                            None, on_done=lambda tid, row, *_: done.append((tid, row)))
                 if not done:
                     continue
                 ectx.wrote = True

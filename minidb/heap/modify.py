@@ -40,7 +40,7 @@ meets a committed newer version returns (TM_UPDATED, t_ctid).  The caller then c
 ``follow_update_chain`` to find the newest version (each step checks that the next
 version's xmin equals the previous xmax, PostgreSQL's rule for a chain that is intact),
 re-evaluates its WHERE clause on it under a fresh snapshot of the same command, and applies
-its change to that version if it still qualifies (``minidb.session`` does this).  Under
+its change to that version if it still qualifies (``minidb.heap.epq`` does this).  Under
 REPEATABLE READ the same situation is a serialization failure (SQLSTATE 40001): the
 transaction's snapshot cannot see the newer version, so it cannot base a write on it.
 
