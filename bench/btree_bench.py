@@ -107,7 +107,7 @@ def run(keys_n: int, lookups: int, inserts: int, seed: int) -> list[tuple]:
             with inst.connect() as be:
                 for i in range(0, keys_n, LOAD_CHUNK):
                     k = keys[i:i + LOAD_CHUNK]
-                    heap_bulk_insert(be.bufmgr, rel, {"k": k, "v": k * 3}, len(k), xmin=2)
+                    heap_bulk_insert(be, rel, {"k": k, "v": k * 3}, len(k), xmin=2)
                 _, build_s = _timed(lambda: ix.create_index(be, "t", "t_k", ["k"]))
                 summary = ix.check_btree(be, "t_k", heapallindexed=False)
                 assert summary["leaf_items"] == keys_n

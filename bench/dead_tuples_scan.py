@@ -70,7 +70,7 @@ def add_dead_versions(inst, rel, nrows: int) -> int:
         for lo in range(0, nrows, LOAD_CHUNK):
             n = min(LOAD_CHUNK, nrows - lo)
             aid = np.arange(lo + 1, lo + n + 1, dtype=np.int32)
-            heap_bulk_insert(bm, rel, {"aid": aid, "bid": (aid - 1) // 100000 + 1,
+            heap_bulk_insert(be, rel, {"aid": aid, "bid": (aid - 1) // 100000 + 1,
                                        "abalance": np.zeros(n, dtype=np.int32),
                                        "filler": [""] * n}, n, xmin=xid)
         new_blocks = bm.smgr.nblocks(rfn) - old_blocks

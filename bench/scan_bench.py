@@ -53,16 +53,16 @@ def make_accounts(inst, nrows: int, name: str = "pgbench_accounts") -> HeapRel:
         for lo in range(0, nrows, LOAD_CHUNK):
             n = min(LOAD_CHUNK, nrows - lo)
             aid = np.arange(lo + 1, lo + n + 1, dtype=np.int32)
-            heap_bulk_insert(be.bufmgr, rel, {
+            heap_bulk_insert(be, rel, {
                 "aid": aid, "bid": (aid - 1) // 100000 + 1,
                 "abalance": np.zeros(n, dtype=np.int32), "filler": [""] * n,
             }, n, xmin=2)
     return rel
 
 
-def scan_count(bm, rel, use_ring=None) -> tuple[int, int]:
+def scan_count(backend, rel, use_ring=None) -> tuple[int, int]:
     rows = matches = 0
-    for batch in HeapScan(bm, rel, [2], use_ring=use_ring):
+    for batch in HeapScan(backend, rel, [2], use_ring=use_ring):
         vals, _ = batch.columns[0]
         rows += len(vals)
         matches += int(np.count_nonzero(vals < 0))
@@ -102,9 +102,9 @@ def warm_part(nrows: int, repeat: int) -> dict:
             with inst.connect() as be:
                 bm = be.bufmgr
                 # prewarm (as pg_prewarm does): a plain scan would go through the ring
-                assert scan_count(bm, rel, use_ring=False) == (nrows, 0)
+                assert scan_count(be, rel, use_ring=False) == (nrows, 0)
                 before = be.counters()
-                t_pool, res = best_of(lambda: scan_count(bm, rel), repeat)
+                t_pool, res = best_of(lambda: scan_count(be, rel), repeat)
                 after = be.counters()
                 assert res == (nrows, 0), res
                 assert after["buffers_read"] == before["buffers_read"], "scan was not warm"
@@ -167,7 +167,7 @@ def _big_child(datadir: str, nbuf: int, what: str) -> str:
         rel = HeapRel(t.name, t.relfilenode, RowLayout([Column(n, ty) for n, ty in ACCOUNTS]))
         with inst.connect() as be:
             t0 = time.perf_counter()
-            res = scan_count(be.bufmgr, rel)
+            res = scan_count(be, rel)
             secs = time.perf_counter() - t0
             c = be.counters()
         assert res == (nrows, 0), res

@@ -78,7 +78,7 @@ def run(nrows: int, repeat: int, lookups: int) -> dict:
             out["plan"] = [r[0] for r in engine.execute("EXPLAIN " + COUNT_SQL).rows]
 
             def internal():
-                return scan_count(be.bufmgr, rel, use_ring=False)
+                return scan_count(be, rel, use_ring=False)
 
             def mvcc():
                 snap = be.xact.start_statement()

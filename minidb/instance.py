@@ -316,6 +316,8 @@ class Backend:
         self.bufmgr = BufferManager(instance.seg, instance.locks, instance.smgr, settings,
                                     slot, describe_rel=instance.describe_rel)
         self.pgstat = TableStats(instance.seg, instance.locks.stats)
+        # relfilenode -> the heap block this backend inserted into last (rd_targblock)
+        self.heap_targets: dict[int, int] = {}
         self.xact = Transaction(instance.procarray, slot, settings, on_end=self.pgstat.flush)
         self.closed = False
 

@@ -130,7 +130,7 @@ def _child(inst, r_go: int, w_done: int) -> None:
                       RowLayout([Column(c.name, c.type) for c in t.columns]))
         with inst.connect() as b:
             for i in range(50):
-                heap_insert(b.bufmgr, rel, (i, f"child {i}", None), xmin=3)
+                heap_insert(b, rel, (i, f"child {i}", None), xmin=3)
         inst.catalog.create_table("made_by_child", [ColumnDef("k", "integer")])
         os.write(w_done, b"ok")
         code = 0
@@ -170,9 +170,9 @@ def test_forked_child_and_parent_see_each_others_tables(instance, open_rel):
     assert made.relfilenode != instance.catalog.table("made_by_parent").relfilenode
     rel = open_rel(instance, "made_by_parent")
     with instance.connect() as b:
-        ids = np.concatenate([batch.columns[0][0] for batch in HeapScan(b.bufmgr, rel, [0])])
+        ids = np.concatenate([batch.columns[0][0] for batch in HeapScan(b, rel, [0])])
         assert sorted(ids.tolist()) == list(range(50))
-        assert check_heap(b.bufmgr, rel) == 50
+        assert check_heap(b, rel) == 50
 
 
 def test_orphan_relation_file_does_not_block_create_table(instance):

@@ -234,7 +234,7 @@ def test_two_concurrent_increments_both_count_read_committed(inst, sessions):
     assert bal(a, 1) == 102
     with Session(inst) as c:
         assert c.table_stats("acct")["n_tup_upd"] == 2
-    check_heap(a.backend.bufmgr, inst.catalog.heap_rel("acct"))
+    check_heap(a.backend, inst.catalog.heap_rel("acct"))
 
 
 def test_waiter_after_rollback_updates_original(inst, sessions):
@@ -254,10 +254,10 @@ def test_recheck_walks_on_when_newest_version_is_updated_meanwhile(inst, session
     """The chain walk found version v1 whose updater C was still running; C commits
     before the re-check's fresh snapshot.  The re-check must walk on to v2, not skip the
     row (that would lose B's update).  The hooks order the steps deterministically."""
-    import minidb.session as session_mod
+    import minidb.heap.epq as epq_mod
     load(inst)
     a, b, c = sessions(3)
-    real_follow = session_mod.follow_update_chain
+    real_follow = epq_mod.follow_update_chain
     calls = []
 
     def follow(backend, rel, tid):
@@ -270,7 +270,7 @@ def test_recheck_walks_on_when_newest_version_is_updated_meanwhile(inst, session
         calls.append(got)
         return got
 
-    monkeypatch.setattr(session_mod, "follow_update_chain", follow)
+    monkeypatch.setattr(epq_mod, "follow_update_chain", follow)
     a.begin()
     a.update("acct", by_id(1), add(1))                       # v0 -> v1, running
     bg = Bg(lambda: b.update("acct", by_id(1), add(100)))    # B saw v0: waits for A

@@ -10,11 +10,14 @@ raises UniqueViolation).  A table without indexes that gets more than
 
 **Update / Delete / LockRows** get the rows to change from a scan below them (with the
 heap TIDs of the versions the statement's snapshot saw) and hand them to
-``Session.modify_rows`` - the same loop ``Session.update``/``delete`` use: wait for a
-running modifier, and under READ COMMITTED re-check the WHERE clause on the newest
+``minidb.heap.epq.modify_rows`` - the same loop ``Session.update``/``delete`` use: wait for
+a running modifier, and under READ COMMITTED re-check the WHERE clause on the newest
 version of a row that changed meanwhile (EvalPlanQual), computing an UPDATE's new values
 again from that version; under REPEATABLE READ such a row is a serialization failure
-(40001).  The new values of the rows the scan found are computed for a whole batch at once;
+(40001).  The loop lives in the heap package, below both this module and
+``minidb.session`` (which may not import the executor); these nodes supply it the
+compiled re-check (``where``), the new values (``set_fn``) and the index maintenance
+(``on_done``).  The new values of the rows the scan found are computed for a whole batch at once;
 a re-checked row is evaluated alone.  After a non-HOT update, every index of the table
 gets an entry for the new version (a HOT update needs none: the chain's root keeps them).
 """
@@ -31,6 +34,7 @@ from minidb.exec.datatypes import from_repr
 from minidb.exec.compile import K, evaluate, truth
 from minidb.exec.expr import and_all
 from minidb.exec.nodes import PlanNode
+from minidb.heap.epq import modify_rows
 from minidb.heap.heapam import heap_bulk_insert, heap_insert
 
 __all__ = ["DEFAULT", "ValuesNode", "InsertNode", "UpdateNode", "DeleteNode", "LockRowsNode",
@@ -114,7 +118,6 @@ class InsertNode(PlanNode):
         snap = ectx.snapshot
         xid = backend.xact.xid_for_write()
         cid = snap.curcid
-        bm = backend.bufmgr
         one = Chunk([], 1)
         # columns not given: their default, computed once if it is a constant
         fill = {}
@@ -144,7 +147,7 @@ class InsertNode(PlanNode):
                     for a, v in fill.items():
                         if v is not None:
                             data[self.entry.columns[a][0]] = [v] * chunk.n
-                    heap_bulk_insert(bm, rel, data, chunk.n, xmin=xid, cmin=cid)
+                    heap_bulk_insert(backend, rel, data, chunk.n, xmin=xid, cmin=cid)
                     n += chunk.n
                     continue
                 for r in range(chunk.n):
@@ -155,7 +158,7 @@ class InsertNode(PlanNode):
                         row[a] = _value(c, one)
                     for col, a in zip(cols, self.attnos):
                         row[a] = col[r]
-                    tid = heap_insert(bm, rel, row, xmin=xid, cmin=cid)
+                    tid = heap_insert(backend, rel, row, xmin=xid, cmin=cid)
                     n += 1
                     indexam.insert_entries(backend, indexes, row, tid)
         finally:
@@ -208,7 +211,6 @@ class UpdateNode(_Writer):
     def execute(self, ectx):
         where = self._setup(ectx)
         backend = ectx.backend
-        session = ectx.session
         rel = self.rel_now
         indexes = list(backend.catalog.table(self.entry.table.name).indexes)
         child = self.children[0]
@@ -250,8 +252,8 @@ class UpdateNode(_Writer):
                         indexam.insert_entries(backend, indexes, new_row, new_tid)
 
                 cands = zip(zip(blocks.tolist(), offsets.tolist()), rows)
-                n += session.modify_rows(rel, ectx.snapshot, cands, where, "update", set_fn,
-                                         on_done=on_done)
+                n += modify_rows(backend, rel, ectx.snapshot, cands, where, "update", set_fn,
+                                 on_done=on_done)
         finally:
             it.close()
         ectx.rows_affected = n
@@ -271,7 +273,6 @@ class DeleteNode(_Writer):
 
     def execute(self, ectx):
         where = self._setup(ectx)
-        session = ectx.session
         rindex = self.entry.index
         n = 0
         it = self.children[0].run(ectx)
@@ -279,8 +280,8 @@ class DeleteNode(_Writer):
             for chunk in it:
                 blocks, offsets = chunk.tids[rindex]
                 cands = ((tid, None) for tid in zip(blocks.tolist(), offsets.tolist()))
-                n += session.modify_rows(self.rel_now, ectx.snapshot, cands, where, "delete",
-                                         None)
+                n += modify_rows(ectx.backend, self.rel_now, ectx.snapshot, cands, where,
+                                 "delete", None)
         finally:
             it.close()
         ectx.rows_affected = n
@@ -296,7 +297,6 @@ class LockRowsNode(_Writer):
 
     def execute(self, ectx):
         where = self._setup(ectx)
-        session = ectx.session
         child = self.children[0]
         layout = child.layout()
         types = self.full_types
@@ -308,10 +308,9 @@ class LockRowsNode(_Writer):
                 rows = chunk_to_rows(Chunk([chunk.cols[p] for p in positions], chunk.n), types)
                 blocks, offsets = chunk.tids[rindex]
                 done = []
-                session.modify_rows(self.rel_now, ectx.snapshot,
-                                    zip(zip(blocks.tolist(), offsets.tolist()), rows), where,
-                                    "lock", None,
-                                    on_done=lambda tid, row, *_: done.append((tid, row)))
+                modify_rows(ectx.backend, self.rel_now, ectx.snapshot,
+                            zip(zip(blocks.tolist(), offsets.tolist()), rows), where, "lock",
+                            None, on_done=lambda tid, row, *_: done.append((tid, row)))
                 if not done:
                     continue
                 ectx.wrote = True

@@ -27,6 +27,7 @@ import numpy as np
 import minidb.errors as errors
 from minidb.exec.chunk import Chunk, concat
 from minidb.exec.compile import K, compile_expr, evaluate, truth
+from minidb.heap.prune import PagePruner
 from minidb.shmem import C
 
 __all__ = ["PlanNode", "ExecContext", "Instr", "ResultNode", "ProjectNode", "LimitNode",
@@ -70,17 +71,12 @@ class ExecContext:
     def compile(self, e, layout):
         return compile_expr(e, layout, self.params, self.session.xact.start_time)
 
-    def pruner(self, rel):
-        """The opportunistic-pruning hook for scans of ``rel`` (as Session wires it)."""
+    def pruner(self, rel) -> PagePruner:
+        """The opportunistic-pruning hook for scans of ``rel``: one ``PagePruner`` per
+        relation and execution (a nested loop's inner index scan asks for it per row)."""
         p = self._pruners.get(rel.relfilenode)
         if p is None:
-            try:
-                from minidb.heap.prune import heap_page_prune_opt
-            except ImportError:        # pragma: no cover
-                return None
-            backend = self.backend
-            p = self._pruners[rel.relfilenode] = (
-                lambda bufs, first_block: heap_page_prune_opt(backend, rel, bufs, first_block))
+            p = self._pruners[rel.relfilenode] = PagePruner(self.backend, rel)
         return p
 
     def instr_for(self, node) -> Instr:

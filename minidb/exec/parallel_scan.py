@@ -196,7 +196,7 @@ def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedSca
     io0 = io.local_counters() if io is not None else None
     hit0, read0 = int(bm.stats[BUF_COUNTER["buffers_hit"]]), int(bm.stats[BUF_COUNTER["buffers_read"]])
     filt = MVCCFilter(bm, snapshot, backend.instance.clog)
-    scan = HeapScan(bm, rel, cols, batch_pages=spec.get("batch_pages", SCAN_BATCH_PAGES),
+    scan = HeapScan(backend, rel, cols, batch_pages=spec.get("batch_pages", SCAN_BATCH_PAGES),
                     tuple_filter=filt,
                     prepare_pages=PagePruner(backend, rel) if spec.get("prune", True) else None,
                     block_source=alloc)

@@ -163,7 +163,7 @@ def _prefiltered_scan(ectx, rel, attnos, pcols, pre):
             out[idx[mvcc(views, starts[idx], bufs)]] = True
         return out
 
-    return HeapScan(bm, rel, attnos, tuple_filter=tuple_filter,
+    return HeapScan(backend, rel, attnos, tuple_filter=tuple_filter,
                     prepare_pages=ectx.pruner(rel))
 
 

@@ -220,7 +220,7 @@ def load_scan_table(inst, name: str, nblocks: int, log_progress: bool = True,
         for lo in range(0, nrows, LOAD_CHUNK):
             n = min(LOAD_CHUNK, nrows - lo)
             a = np.arange(lo + 1, lo + n + 1, dtype=np.int32)
-            heap_bulk_insert(be.bufmgr, rel, {"a": a, "b": a % 1000,
+            heap_bulk_insert(be, rel, {"a": a, "b": a % 1000,
                                               "filler": [""] * n}, n, xmin=2)
         # one scan, as a first reader would, so that a measured scan has nothing to write
         from minidb.heap.mvcc import seq_scan

@@ -192,7 +192,7 @@ def count_versions(inst) -> dict:
     with inst.connect() as be:
         for t in ("pgbench_branches", "pgbench_tellers", "pgbench_accounts"):
             rel = inst.catalog.heap_rel(t)
-            hs = HeapScan(be.bufmgr, rel, [0], use_ring=True, syncscan=False)
+            hs = HeapScan(be, rel, [0], use_ring=True, syncscan=False)
             for _ in hs:
                 pass
             be.xact.start_statement()

@@ -43,11 +43,12 @@ from minidb.storage.bufmgr import SHARE
 from minidb.storage.freelist import AccessStrategy, is_bulk_read
 
 
-def check_heap(bm, rel: HeapRel) -> int:
+def check_heap(backend, rel: HeapRel) -> int:
     """Check every page of ``rel`` (see the module docstring); returns the tuple count."""
+    bm = backend.bufmgr
     rfn = rel.relfilenode
     nblocks = bm.smgr.nblocks(rfn)
-    strategy = (AccessStrategy("bulkread", bm.settings.bulkread_ring_kb, bm.nbuffers)
+    strategy = (AccessStrategy("bulkread", backend.settings.bulkread_ring_kb, bm.nbuffers)
                 if is_bulk_read(nblocks, bm.nbuffers) else None)
     total = 0
     for block in range(nblocks):

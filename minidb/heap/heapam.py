@@ -2,14 +2,17 @@
 
 A heap relation is a file of slotted pages (``minidb.storage.page``) holding rows in the
 layout of its table (``minidb.heap.layout``).  Every page is reached through the buffer
-manager; nothing here reads a file.
+manager; nothing here reads a file.  Every function takes the *backend* as its first
+argument, like the rest of the heap: its buffer manager is ``backend.bufmgr``, its settings
+``backend.settings`` (``heap_fillfactor``, the ring sizes, ``synchronize_seqscans``).
 
 Insert (``heap_insert``).  The row is encoded once, then placed on a page with room:
-first the page this backend inserted into last (PostgreSQL's ``rd_targblock``), else a
-page the free-space map recommends, else a new page at the end of the file.  A page that
-turns out to be fuller than the map said gets its real free space recorded before the
-next candidate is tried, so the search always ends.  ``heap_fillfactor`` keeps that
-percentage of each page free for later updates, as ``fillfactor`` does.
+first the page this backend inserted into last (PostgreSQL's ``rd_targblock``, here the
+backend's ``heap_targets``: relfilenode -> block), else a page the free-space map
+recommends, else a new page at the end of the file.  A page that turns out to be fuller
+than the map said gets its real free space recorded before the next candidate is tried,
+so the search always ends.  ``heap_fillfactor`` keeps that percentage of each page free
+for later updates, as ``fillfactor`` does.
 
 Bulk insert (``heap_bulk_insert``).  For loading many rows: the rows are encoded by numpy
 in one go, cut into page-sized groups, and each new page is built with three array copies
@@ -100,20 +103,22 @@ _NEARLY_EMPTY_FREE_SPACE = (BLCKSZ - pg.maxalign(pg.PAGE_HEADER_SIZE + pg.ITEMID
                             - MAX_HEAP_TUPLES_PER_PAGE // 8 * pg.ITEMID_SIZE)
 
 
-def _save_free_space(bm: BufferManager) -> int:
-    return BLCKSZ * (100 - bm.settings.heap_fillfactor) // 100
+def _save_free_space(settings) -> int:
+    return BLCKSZ * (100 - settings.heap_fillfactor) // 100
 
 
 # ---------------------------------------------------------------------------------------------
 # insert
-def heap_insert(bm: BufferManager, rel: HeapRel, values, *, xmin: int, cmin: int = 0
+def heap_insert(backend, rel: HeapRel, values, *, xmin: int, cmin: int = 0
                 ) -> tuple[int, int]:
     """Insert one row; returns its TID (block, offset)."""
-    return insert_tuple(bm, rel, rel.layout.encode(values, xmin=xmin, cmin=cmin))
+    return insert_tuple(backend, rel, rel.layout.encode(values, xmin=xmin, cmin=cmin))
 
 
-def insert_tuple(bm: BufferManager, rel: HeapRel, data: bytes) -> tuple[int, int]:
+def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
     """Place encoded tuple bytes on a page with room; sets t_ctid; returns the TID."""
+    bm: BufferManager = backend.bufmgr
+    targets = backend.heap_targets
     rfn = rel.relfilenode
     size = pg.maxalign(len(data))
     if size > BLCKSZ - pg.PAGE_HEADER_SIZE - pg.ITEMID_SIZE:
@@ -122,18 +127,18 @@ def insert_tuple(bm: BufferManager, rel: HeapRel, data: bytes) -> tuple[int, int
     # Free space wanted on a page: the row plus what fillfactor keeps free, but never more
     # than a nearly empty page has (PostgreSQL's nearlyEmptyFreeSpace): else an empty page
     # would be refused by the check below yet recommended by the FSM forever.
-    need = size + _save_free_space(bm)
+    need = size + _save_free_space(backend.settings)
     if need > _NEARLY_EMPTY_FREE_SPACE:
         need = max(size, _NEARLY_EMPTY_FREE_SPACE)
     nblocks = bm.smgr.nblocks(rfn)
-    target = bm.heap_targets.get(rfn, -1)
+    target = targets.get(rfn, -1)
     tried_fsm_from = -1
     while True:
         if not 0 <= target < nblocks:
             target = freespace.search(bm, rfn, need, nblocks,
                                       start=max(0, tried_fsm_from))
             if target < 0:
-                return _insert_on_new_page(bm, rel, data)
+                return _insert_on_new_page(backend, rel, data)
         b = bm.pin(rfn, target)
         try:
             bm.lock(b, EXCLUSIVE)
@@ -144,7 +149,7 @@ def insert_tuple(bm: BufferManager, rel: HeapRel, data: bytes) -> tuple[int, int
                 _set_ctid(page, off, target)
                 bm.mark_dirty(b)
                 bm.unlock(b)
-                bm.heap_targets[rfn] = target
+                targets[rfn] = target
                 return target, off
             bm.unlock(b)
         finally:
@@ -155,7 +160,8 @@ def insert_tuple(bm: BufferManager, rel: HeapRel, data: bytes) -> tuple[int, int
         nblocks = bm.smgr.nblocks(rfn)
 
 
-def _insert_on_new_page(bm: BufferManager, rel: HeapRel, data: bytes) -> tuple[int, int]:
+def _insert_on_new_page(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
+    bm: BufferManager = backend.bufmgr
     block, bufs = bm.extend(rel.relfilenode, 1)
     b = bufs[0]
     try:
@@ -169,7 +175,7 @@ def _insert_on_new_page(bm: BufferManager, rel: HeapRel, data: bytes) -> tuple[i
     finally:
         bm.unpin(b)
     freespace.record(bm, rel.relfilenode, block, avail)
-    bm.heap_targets[rel.relfilenode] = block
+    backend.heap_targets[rel.relfilenode] = block
     return block, off
 
 
@@ -178,18 +184,20 @@ def _set_ctid(page: np.ndarray, off: int, block: int) -> None:
     _CTID.pack_into(page, lp_off + _CTID_OFFSET, block, off)
 
 
-def heap_bulk_insert(bm: BufferManager, rel: HeapRel, columns: dict, nrows: int, *,
+def heap_bulk_insert(backend, rel: HeapRel, columns: dict, nrows: int, *,
                      xmin: int, cmin: int = 0) -> int:
     """Append ``nrows`` rows given as columns (numpy arrays or sequences) on new pages."""
     if nrows == 0:
         return 0
+    bm: BufferManager = backend.bufmgr
+    settings = backend.settings
     data, lengths = rel.layout.encode_batch(columns, nrows, xmin=xmin, cmin=cmin)
     lengths = np.asarray(lengths, dtype=np.int64)
     padded = (lengths + 7) & ~7
     ends = np.cumsum(padded)
     starts = ends - padded
     cost_end = np.cumsum(padded + pg.ITEMID_SIZE)  # bytes used by rows 0..i on fresh pages
-    room = BLCKSZ - pg.PAGE_HEADER_SIZE - _save_free_space(bm)
+    room = BLCKSZ - pg.PAGE_HEADER_SIZE - _save_free_space(settings)
     # cut rows into pages: each page takes as many as fit (and at most the line-pointer cap)
     cuts = [0]
     while cuts[-1] < nrows:
@@ -198,7 +206,7 @@ def heap_bulk_insert(bm: BufferManager, rel: HeapRel, columns: dict, nrows: int,
         j = int(np.searchsorted(cost_end, used_before + room, side="right"))
         j = min(max(j, i + 1), i + MAX_HEAP_TUPLES_PER_PAGE, nrows)
         cuts.append(j)
-    strategy = AccessStrategy("bulkwrite", bm.settings.bulkwrite_ring_kb, bm.nbuffers)
+    strategy = AccessStrategy("bulkwrite", settings.bulkwrite_ring_kb, bm.nbuffers)
     npages = len(cuts) - 1
     fsm_blocks, fsm_avail = [], []
     # Never hold more new pages pinned than the ring has buffers: with a small pool, 64
@@ -245,8 +253,9 @@ def _fill_page(page: np.ndarray, block: int, data: np.ndarray, starts: np.ndarra
 
 # ---------------------------------------------------------------------------------------------
 # fetch
-def heap_fetch(bm: BufferManager, rel: HeapRel, tid: tuple[int, int]) -> tuple | None:
+def heap_fetch(backend, rel: HeapRel, tid: tuple[int, int]) -> tuple | None:
     """The row at ``tid`` if its line pointer is LP_NORMAL, else None (no MVCC here)."""
+    bm: BufferManager = backend.bufmgr
     block, off = tid
     if block >= bm.smgr.nblocks(rel.relfilenode) or off < 1:
         return None
@@ -319,10 +328,13 @@ class HeapScan:
     the scan then reads what it hands out (see the module docstring).
     """
 
-    def __init__(self, bm: BufferManager, rel: HeapRel, columns: list[int], *,
+    def __init__(self, backend, rel: HeapRel, columns: list[int], *,
                  batch_pages: int = SCAN_BATCH_PAGES, tuple_filter=None, prepare_pages=None,
                  use_ring: bool | None = None, start_block: int = 0,
                  syncscan: bool | None = None, block_source=None):
+        bm: BufferManager = backend.bufmgr
+        settings = backend.settings
+        self.backend = backend
         self.bm = bm
         self.rel = rel
         self.columns = list(columns)
@@ -335,16 +347,16 @@ class HeapScan:
         large = is_bulk_read(self.nblocks, bm.nbuffers)
         if use_ring is None:
             use_ring = large
-        self.strategy = (AccessStrategy("bulkread", bm.settings.bulkread_ring_kb, bm.nbuffers)
+        self.strategy = (AccessStrategy("bulkread", settings.bulkread_ring_kb, bm.nbuffers)
                          if use_ring else None)
         self.start_block = start_block if start_block < self.nblocks else 0
         self.syncscan: SyncScanTable | None = None
         if syncscan is None:
-            syncscan = large and start_block == 0 and bm.settings.synchronize_seqscans
+            syncscan = large and start_block == 0 and settings.synchronize_seqscans
         if syncscan and block_source is None and self.nblocks:
             self.syncscan = SyncScanTable(bm.seg, bm.locks.syncscan)
             self.start_block = self.syncscan.get_location(rel.relfilenode, self.nblocks)
-            if bm.settings.trace_syncscan:
+            if settings.trace_syncscan:
                 _trace_syncscan(rel, self.start_block, self.nblocks)
         self.views = FlatViews(bm.seg.pool_flat)
         self.pages_scanned = 0

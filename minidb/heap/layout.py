@@ -413,12 +413,28 @@ class RowLayout:
         unknown = [k for k in columns if k not in self._index]
         if unknown:
             raise errors.UndefinedColumn(f'column "{unknown[0]}" does not exist')
+        fixed_vals, tails, masks, uniform, row_len = self._batch_columns(columns, nrows)
+        if nrows and int(row_len.max()) > MAX_TUPLE_SIZE:
+            raise _too_big(int(row_len.max()))
+        padded = (row_len + 7) & ~7
+        if nrows == 0:
+            return np.zeros(0, dtype=np.uint8), row_len
+        fields = self._batch_fields(nrows, xmin, cmin, fixed_vals, tails, masks, uniform)
+        if uniform:
+            return self._stamp_uniform_rows(fields, tails, nrows, int(padded[0])), row_len
+        return self._write_rows(fields, tails, nrows, padded), row_len
 
-        # 1. validate every column; work out NULLs and the tail of each row
-        fixed_vals = []            # (name, stored values)
-        tails = []                 # (column, tail offsets, lengths, mask, encoded | None, const)
-        masks = []                 # (column index, mask)
-        uniform = True             # every varlena column: one length in all rows, no NULL
+    def _batch_columns(self, columns: dict, nrows: int):
+        """Step 1 of ``encode_batch``: validate every column, work out NULLs and where each
+        row's variable-length values go.  Returns (fixed_vals, tails, masks, uniform,
+        row_len): ``fixed_vals`` (name, stored values) per fixed-width column; ``tails``
+        (column, tail offsets, lengths, mask, encoded | None, const) per varlena column;
+        ``masks`` (column index, NULL mask); ``uniform``: every varlena column has one value
+        of one length in all rows and no NULL; ``row_len`` the unpadded tuple lengths."""
+        fixed_vals = []
+        tails = []
+        masks = []
+        uniform = True
         tail_off = np.full(nrows, self.fixed_size, dtype=np.int64)
         for i, col in enumerate(self.columns):
             src = columns.get(col.name)
@@ -434,14 +450,12 @@ class RowLayout:
                 if col.not_null:
                     raise _not_null(col.name)
                 masks.append((i, mask))
-        row_len = tail_off
-        if nrows and int(row_len.max()) > MAX_TUPLE_SIZE:
-            raise _too_big(int(row_len.max()))
-        padded = (row_len + 7) & ~7
-        if nrows == 0:
-            return np.zeros(0, dtype=np.uint8), row_len
+        return fixed_vals, tails, masks, uniform, tail_off
 
-        # 2. header fields, bitmap and varlena descriptors: (field, value, one per row?)
+    def _batch_fields(self, nrows: int, xmin: int, cmin: int, fixed_vals, tails, masks,
+                      uniform: bool) -> list:
+        """Step 2 of ``encode_batch``: the staged fixed part as (field, value, one value per
+        row?) - header fields, null bitmap, fixed-width columns, varlena descriptors."""
         fields = [("t_xmin", xmin, False), ("t_cmin", cmin, False),
                   ("t_infomask2", self.natts, False), ("t_hoff", self.t_hoff, False)]
         if masks:
@@ -469,49 +483,52 @@ class RowLayout:
             else:
                 fields += [(f"{col.name}.off", offs if mask is None else np.where(mask, 0, offs),
                             True), (f"{col.name}.len", lens, True)]
+        return fields
 
-        if uniform:
-            # Every row has one length and all tails are constant: stamp a template row holding
-            # every constant, then write the varying fields, chunk by chunk so that the chunk
-            # stays in cache across the field writes (one pass over memory instead of one per
-            # field).
-            row_size = int(padded[0])
-            rdtype = np.dtype({"names": self._field_names,
-                               "formats": [self._stage_dtype.fields[f][0]
-                                           for f in self._field_names],
-                               "offsets": [self._stage_dtype.fields[f][1]
-                                           for f in self._field_names],
-                               "itemsize": row_size})
-            template = np.zeros(row_size, dtype=np.uint8)
-            trec = template.view(rdtype)
-            varying = []
-            for name, val, per_row in fields:
-                if per_row:
-                    varying.append((name, val))
-                else:
-                    trec[name] = val
-            for col, offs, _, _, _, const in tails:
-                a = int(offs[0])
-                template[a: a + len(const)] = np.frombuffer(const, dtype=np.uint8)
-            data = np.empty(nrows * row_size, dtype=np.uint8)
-            rows = data.reshape(nrows, row_size)
-            rec = data.view(rdtype)
-            step = max(64, _CACHE_CHUNK_BYTES // row_size)
-            for a in range(0, nrows, step):
-                b = min(a + step, nrows)
-                rows[a:b] = template
-                chunk = rec[a:b]
-                for name, val in varying:
-                    chunk[name] = val[a:b]
-            return data, row_len
+    def _stamp_uniform_rows(self, fields: list, tails, nrows: int, row_size: int
+                            ) -> np.ndarray:
+        """Step 3 of ``encode_batch`` when every row has one length and all tails are
+        constant: stamp a template row holding every constant, then write the varying
+        fields, chunk by chunk so that the chunk stays in cache across the field writes (one
+        pass over memory instead of one per field)."""
+        rdtype = np.dtype({"names": self._field_names,
+                           "formats": [self._stage_dtype.fields[f][0]
+                                       for f in self._field_names],
+                           "offsets": [self._stage_dtype.fields[f][1]
+                                       for f in self._field_names],
+                           "itemsize": row_size})
+        template = np.zeros(row_size, dtype=np.uint8)
+        trec = template.view(rdtype)
+        varying = []
+        for name, val, per_row in fields:
+            if per_row:
+                varying.append((name, val))
+            else:
+                trec[name] = val
+        for col, offs, _, _, _, const in tails:
+            a = int(offs[0])
+            template[a: a + len(const)] = np.frombuffer(const, dtype=np.uint8)
+        data = np.empty(nrows * row_size, dtype=np.uint8)
+        rows = data.reshape(nrows, row_size)
+        rec = data.view(rdtype)
+        step = max(64, _CACHE_CHUNK_BYTES // row_size)
+        for a in range(0, nrows, step):
+            b = min(a + step, nrows)
+            rows[a:b] = template
+            chunk = rec[a:b]
+            for name, val in varying:
+                chunk[name] = val[a:b]
+        return data
 
+    def _write_rows(self, fields: list, tails, nrows: int, padded: np.ndarray) -> np.ndarray:
+        """Step 3 of ``encode_batch`` in general: stage the fixed parts in a record array,
+        copy them as whole 8-byte words to each row's start, then scatter each varlena
+        column's bytes to its rows' tails (over the zero padding of the last word)."""
         data = np.zeros(int(padded.sum()), dtype=np.uint8)
         rec = np.zeros(nrows, dtype=self._stage_dtype)
         for name, val, _ in fields:
             rec[name] = val
         row_start = np.cumsum(padded) - padded
-        # staged fixed parts, as whole 8-byte words (tails are written afterwards, over the
-        # zero padding of the last word)
         words = rec.view("<u8").reshape(nrows, -1)
         data64 = data.view("<u8")
         w = np.arange(words.shape[1], dtype=np.int64)
@@ -536,7 +553,7 @@ class RowLayout:
                     continue
                 dst = np.repeat(dst_minus_src[a:b], lens[a:b]) + np.arange(s0, s1)
                 data[dst] = blob[s0:s1]
-        return data, row_len
+        return data
 
     # -- vectorized reading --------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ meets a committed newer version returns (TM_UPDATED, t_ctid).  The caller then c
 ``follow_update_chain`` to find the newest version (each step checks that the next
 version's xmin equals the previous xmax, PostgreSQL's rule for a chain that is intact),
 re-evaluates its WHERE clause on it under a fresh snapshot of the same command, and applies
-its change to that version if it still qualifies (``minidb.session`` does this).  Under
+its change to that version if it still qualifies (``minidb.heap.epq`` does this).  Under
 REPEATABLE READ the same situation is a serialization failure (SQLSTATE 40001): the
 transaction's snapshot cannot see the newer version, so it cannot base a write on it.
 
@@ -288,13 +288,10 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
     was HOT; on TM_UPDATED the newer version's TID; otherwise None.
     """
     bm = backend.bufmgr
-    layout = rel.layout
-    xact = backend.xact
     # encode before taking any lock: a bad value fails without touching the page
-    xid = xact.xid_for_write()
+    xid = backend.xact.xid_for_write()
     cid = snapshot.curcid
-    data = bytearray(layout.encode(new_values, xmin=xid, cmin=cid))
-    _put16(data, _OFF_INFOMASK, _get16(data, _OFF_INFOMASK) | HEAP_UPDATED)
+    data = _new_version(rel, new_values, xid, cid)
     size = pg.maxalign(len(data))
 
     block, off = tid = (int(tid[0]), int(tid[1]))
@@ -305,35 +302,18 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
         page = bm.page(b)
         keys_changed = False
         if rel.indexed_columns:
-            old_row = layout.decode(item)
-            new_row = layout.decode(data)
+            old_row = rel.layout.decode(item)
+            new_row = rel.layout.decode(data)
             keys_changed = any(old_row[c] != new_row[c] for c in rel.indexed_columns)
         fits = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE) >= size
         if fits:
             hot = bool(backend.settings.hot_updates) and not keys_changed
-            if hot:
-                _put16(data, _OFF_INFOMASK2, _get16(data, _OFF_INFOMASK2) | HEAP_ONLY_TUPLE)
-            new_off = pg.add_item(page, bytes(data), max_items=MAX_HEAP_TUPLES_PER_PAGE)
-            new_tid = (block, new_off)
-            new_item = pg.get_item(page, new_off)
-            _CTID.pack_into(new_item, _OFF_CTID, *new_tid)
-            item = pg.get_item(page, off)  # same bytes; re-derived after the page changed
-            im2 = h["infomask2"] & ~(HEAP_HOT_UPDATED | HEAP_KEYS_UPDATED)
-            if hot:
-                im2 |= HEAP_HOT_UPDATED
-            if keys_changed:
-                im2 |= HEAP_KEYS_UPDATED
-            _set_xmax(item, xid, cid, 0)
-            _put16(item, _OFF_INFOMASK2, im2)
-            _CTID.pack_into(item, _OFF_CTID, *new_tid)
-            _set_prune_xid(page, xid)
-            pg.bump_lsn(page)
+            new_tid = _update_on_page(page, block, off, h, data, xid, cid, hot, keys_changed)
             bm.mark_dirty(b)
             bm.unlock(b)
             bm.unpin(b)
             b = None
         else:
-            hot = False
             # step 1: lock the old version for myself, mark the page full, let go of it
             _set_xmax(item, xid, cid, HEAP_XMAX_LOCK_ONLY)
             pg.set_flags(page, pg.get_flags(page) | pg.PD_PAGE_FULL)
@@ -349,9 +329,52 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
     if fits:
         _count_update(backend, rel, hot)
         return TM_OK, new_tid, hot
-    # step 2: place the new version elsewhere (only its page is locked meanwhile)
+    new_tid = _update_elsewhere(backend, rel, b, off, data, xid, cid, keys_changed)
+    _count_update(backend, rel, False)
+    return TM_OK, new_tid, False
+
+
+def _new_version(rel: HeapRel, new_values, xid: int, cid: int) -> bytearray:
+    """The new version's tuple bytes: the row encoded with this xid / cid, HEAP_UPDATED."""
+    data = bytearray(rel.layout.encode(new_values, xmin=xid, cmin=cid))
+    _put16(data, _OFF_INFOMASK, _get16(data, _OFF_INFOMASK) | HEAP_UPDATED)
+    return data
+
+
+def _update_on_page(page, block: int, off: int, h: dict, data: bytearray, xid: int, cid: int,
+                    hot: bool, keys_changed: bool) -> tuple[int, int]:
+    """Put the new version on the old version's (exclusively locked) page and make the old
+    one point at it: HOT (HEAP_HOT_UPDATED / HEAP_ONLY_TUPLE) if ``hot``.  Returns the new
+    TID; the caller marks the buffer dirty."""
+    if hot:
+        _put16(data, _OFF_INFOMASK2, _get16(data, _OFF_INFOMASK2) | HEAP_ONLY_TUPLE)
+    new_off = pg.add_item(page, bytes(data), max_items=MAX_HEAP_TUPLES_PER_PAGE)
+    new_tid = (block, new_off)
+    new_item = pg.get_item(page, new_off)
+    _CTID.pack_into(new_item, _OFF_CTID, *new_tid)
+    item = pg.get_item(page, off)  # the old version, re-derived after the page changed
+    im2 = h["infomask2"] & ~(HEAP_HOT_UPDATED | HEAP_KEYS_UPDATED)
+    if hot:
+        im2 |= HEAP_HOT_UPDATED
+    if keys_changed:
+        im2 |= HEAP_KEYS_UPDATED
+    _set_xmax(item, xid, cid, 0)
+    _put16(item, _OFF_INFOMASK2, im2)
+    _CTID.pack_into(item, _OFF_CTID, *new_tid)
+    _set_prune_xid(page, xid)
+    pg.bump_lsn(page)
+    return new_tid
+
+
+def _update_elsewhere(backend, rel: HeapRel, b: int, off: int, data: bytearray, xid: int,
+                      cid: int, keys_changed: bool) -> tuple[int, int]:
+    """Steps 2 and 3 of an update whose new version does not fit on the old page (``b``:
+    pinned, unlocked, the old version locked by step 1).  Returns the new TID; unpins
+    ``b`` in every case."""
+    bm = backend.bufmgr
     try:
-        new_tid = insert_tuple(bm, rel, bytes(data))
+        # step 2: place the new version elsewhere (only its page is locked meanwhile)
+        new_tid = insert_tuple(backend, rel, bytes(data))
         # step 3: finish the old version
         bm.lock(b, EXCLUSIVE)
         try:
@@ -370,8 +393,7 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
             bm.unlock(b)
     finally:
         bm.unpin(b)
-    _count_update(backend, rel, False)
-    return TM_OK, new_tid, False
+    return new_tid
 
 
 def _count_update(backend, rel: HeapRel, hot: bool) -> None:
@@ -382,8 +404,9 @@ def _count_update(backend, rel: HeapRel, hot: bool) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # reading single versions, and the update chain
-def heap_fetch_raw(bm, rel: HeapRel, tid) -> tuple[dict, tuple] | None:
+def heap_fetch_raw(backend, rel: HeapRel, tid) -> tuple[dict, tuple] | None:
     """(header dict, row) of the LP_NORMAL tuple at ``tid``, else None.  No visibility."""
+    bm = backend.bufmgr
     block, off = tid
     if block >= bm.smgr.nblocks(rel.relfilenode) or off < 1:
         return None
@@ -412,13 +435,12 @@ def follow_update_chain(backend, rel: HeapRel, tid) -> tuple[int, int] | None:
     transaction as usual).  None when the row was deleted by a committed transaction, or
     the chain is broken (the next version was pruned away or its xmin does not match).
     """
-    bm = backend.bufmgr
     procarray = backend.xact.procarray
     clog = procarray.clog
     seen = 0
     tid = (int(tid[0]), int(tid[1]))
     while True:
-        got = heap_fetch_raw(bm, rel, tid)
+        got = heap_fetch_raw(backend, rel, tid)
         if got is None:
             return None
         h = got[0]
@@ -432,7 +454,7 @@ def follow_update_chain(backend, rel: HeapRel, tid) -> tuple[int, int] | None:
         nxt = h["ctid"]
         if nxt == tid:
             return None  # deleted
-        got = heap_fetch_raw(bm, rel, nxt)
+        got = heap_fetch_raw(backend, rel, nxt)
         if got is None or got[0]["xmin"] != xmax:
             return None  # broken chain
         tid = nxt

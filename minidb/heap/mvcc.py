@@ -299,7 +299,7 @@ class SeqScan:
         self.rel = rel
         self.snapshot = snapshot
         self.filter = MVCCFilter(backend.bufmgr, snapshot, backend.instance.clog)
-        self.heap_scan = HeapScan(backend.bufmgr, rel, cols, batch_pages=batch_pages,
+        self.heap_scan = HeapScan(backend, rel, cols, batch_pages=batch_pages,
                                   tuple_filter=self.filter, prepare_pages=prepare_pages,
                                   use_ring=use_ring, start_block=start_block)
         self.rows = 0

@@ -71,13 +71,14 @@ Statistics: pruning does not change ``n_dead_tup`` (VACUUM sets it); each backen
 what it pruned in ``prune_stats(backend)`` (pages_pruned, tuples_deleted, redirected,
 unused, dead, skipped_busy, attempted).  ``trace_pruning`` prints every page pruned.
 
-How to hook it in:
-
-* a sequential scan: ``HeapScan(bm, rel, cols, prepare_pages=PagePruner(backend, rel))``
-  (or ``functools.partial(heap_page_prune_opt, backend, rel)``): the scan calls it with each
-  batch's buffers, pinned once each and not locked;
-* a single page (index fetch, update, delete): pin the buffer, then before locking it call
-  ``heap_page_prune_opt(backend, rel, buf)``.
+How to hook it in: ``PagePruner(backend, rel)`` is *the* hook, the ``prepare_pages`` every
+reader of ``rel`` passes - ``HeapScan(backend, rel, cols, prepare_pages=PagePruner(backend,
+rel))``, ``seq_scan``, a parallel participant's scan, and the heap fetches of an index scan
+(``heap_hot_search``).  The scan calls it with each batch's buffers, pinned once each and
+not locked; it counts the pages it pruned.  A caller with one page pins it and, before
+locking it, calls the hook (or ``heap_page_prune_opt(backend, rel, buf)``) on that buffer.
+The index scan's own default (``minidb.index.scan``) checks ``pd_prune_xid`` first, to save
+the call on the many pages that have nothing to prune.
 
 Departures from PostgreSQL: 64-bit xids, so no freezing during pruning and no
 ``latestRemovedXid`` (no WAL, no standbys); no visibility map; the ``PD_HAS_FREE_LINES``
@@ -247,8 +248,9 @@ def _batch_candidates(backend, bufs, min_free: int) -> tuple[list, int]:
 
 
 class PagePruner:
-    """``prepare_pages`` hook for ``HeapScan``: ``HeapScan(..., prepare_pages=PagePruner(
-    backend, rel))``.  Counts the pages it pruned in ``pages_pruned``."""
+    """The opportunistic-pruning hook: the ``prepare_pages`` of every scan of ``rel``
+    (``HeapScan(backend, rel, ..., prepare_pages=PagePruner(backend, rel))``, ``seq_scan``,
+    an index scan's heap fetches).  Counts the pages it pruned in ``pages_pruned``."""
 
     __slots__ = ("backend", "rel", "pages_pruned")
 
@@ -297,49 +299,12 @@ def _prune(backend, rel: HeapRel, buf: int, horizon: int, *, block: int | None =
     lp_off, lp_flags, _lp_len = pg.line_pointer_arrays(page)
     normal_idx = np.flatnonzero(lp_flags == pg.LP_NORMAL)
     starts = lp_off[normal_idx].astype(np.int64)
-
-    # -- classify every tuple, setting the hint bits learnt on the way ----------------------
-    procarray = backend.instance.procarray
-    hdr = gather_header(FlatViews(page), starts)
-    states, hints = satisfies_vacuum_batch(hdr, horizon, procarray, backend.instance.clog)
-    infomask = hdr["infomask"] | hints
-    hinted = np.flatnonzero(hints)
-    if hinted.size:
-        im16 = page.view("<u2")
-        im16[(starts[hinted] + _INFOMASK_OFFSET) >> 1] |= hints[hinted]
-
-    im2 = hdr["infomask2"]
-    xmax = hdr["xmax"].astype(np.int64)
-    heap_only = (im2 & HEAP_ONLY_TUPLE) != 0
-    # HeapTupleHeaderIsHotUpdated: the flag counts only while xmin and xmax are valid
-    hot_updated = (((im2 & HEAP_HOT_UPDATED) != 0) & ((infomask & HEAP_XMAX_INVALID) == 0)
-                   & ((infomask & _XMIN_FLAGS) != HEAP_XMIN_INVALID))
     offsets = normal_idx + 1
-    removed = np.zeros(n + 1, dtype=bool)  # by offset: storage of this tuple goes away
-
-    redirects: list[tuple[int, int]] = []
-    to_dead: list[int] = []
-    to_unused: list[int] = []
-    if not heap_only.any() and not hot_updated.any() and not (lp_flags == pg.LP_REDIRECT).any():
-        # no HOT chain on the page: every tuple is a chain of one (vectorized)
-        dead_offs = offsets[states == DEAD]
-        to_dead = dead_offs.tolist()
-        removed[dead_offs] = True
-    else:
-        _walk_chains(n, block, lp_flags, lp_off, offsets, states, hdr["xmin"], xmax,
-                     heap_only, hot_updated, hdr["ctid_block"], hdr["ctid_offset"],
-                     redirects, to_dead, to_unused, removed)
-
-    # -- apply ---------------------------------------------------------------------------
-    for off in to_unused:
-        pg.set_item_unused(page, off)
-    for off in to_dead:
-        pg.set_item_dead(page, off, keep_storage=False)
-    for root, target in redirects:
-        pg.set_item_redirect(page, root, target)
-    changed = bool(to_unused or to_dead or redirects)
-    if changed:
-        pg.repair_fragmentation(page)
+    hdr, states, infomask, nhinted = _classify(backend, page, starts, horizon)
+    xmax = hdr["xmax"].astype(np.int64)
+    redirects, to_dead, to_unused, removed = _plan(n, block, lp_flags, lp_off, offsets,
+                                                   states, hdr, infomask, xmax)
+    changed = _apply(page, redirects, to_dead, to_unused)
 
     keep = ~removed[offsets]
     kstates = states[keep]
@@ -350,7 +315,7 @@ def _prune(backend, rel: HeapRel, buf: int, horizon: int, *, block: int | None =
     if changed:
         pg.bump_lsn(page)
         bm.mark_dirty(buf)
-    elif hinted.size or new_prune_xid != old_prune_xid or old_flags & pg.PD_PAGE_FULL:
+    elif nhinted or new_prune_xid != old_prune_xid or old_flags & pg.PD_PAGE_FULL:
         bm.mark_dirty_hint(buf)
 
     res.ndeleted = int(removed.sum())
@@ -359,15 +324,9 @@ def _prune(backend, rel: HeapRel, buf: int, horizon: int, *, block: int | None =
     res.ndead = len(to_dead)
     trace = backend.settings.trace_pruning
     if census or trace:
-        res.live = int(np.count_nonzero(kstates == LIVE))
-        res.recently_dead = int(np.count_nonzero(kstates == RECENTLY_DEAD))
-        res.insert_in_progress = int(np.count_nonzero(kstates == INSERT_IN_PROGRESS))
-        res.delete_in_progress = int(np.count_nonzero(kstates == DELETE_IN_PROGRESS))
-        _, new_flags, _ = pg.line_pointer_arrays(page)
-        res.dead_offsets = np.flatnonzero(new_flags == pg.LP_DEAD).astype(np.int64) + 1
+        _census(res, page, kstates)
     res.free_space = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
     res.changed = changed
-
     if changed:
         st = prune_stats(backend)
         st["pages_pruned"] += 1
@@ -382,6 +341,70 @@ def _prune(backend, rel: HeapRel, buf: int, horizon: int, *, block: int | None =
               f"{res.free_space} bytes; prune_xid {old_prune_xid} -> {new_prune_xid} "
               f"(horizon {horizon})", file=sys.stderr)
     return res
+
+
+def _classify(backend, page, starts: np.ndarray, horizon: int):
+    """``_prune``'s first step: ``satisfies_vacuum_batch`` on every LP_NORMAL tuple (at
+    ``starts`` in ``page``), OR-ing the hint bits it learnt into the tuples.  Returns (header
+    fields, states, infomask with the new hints, number of tuples hinted)."""
+    inst = backend.instance
+    hdr = gather_header(FlatViews(page), starts)
+    states, hints = satisfies_vacuum_batch(hdr, horizon, inst.procarray, inst.clog)
+    hinted = np.flatnonzero(hints)
+    if hinted.size:
+        im16 = page.view("<u2")
+        im16[(starts[hinted] + _INFOMASK_OFFSET) >> 1] |= hints[hinted]
+    return hdr, states, hdr["infomask"] | hints, int(hinted.size)
+
+
+def _plan(n: int, block: int, lp_flags, lp_off, offsets, states, hdr, infomask, xmax):
+    """``_prune``'s second step: what becomes of each line pointer (the README's table).
+    Returns (redirects [(root, target)], offsets to make LP_DEAD, offsets to make
+    LP_UNUSED, ``removed``: by offset, whether the tuple's storage goes away)."""
+    im2 = hdr["infomask2"]
+    heap_only = (im2 & HEAP_ONLY_TUPLE) != 0
+    # HeapTupleHeaderIsHotUpdated: the flag counts only while xmin and xmax are valid
+    hot_updated = (((im2 & HEAP_HOT_UPDATED) != 0) & ((infomask & HEAP_XMAX_INVALID) == 0)
+                   & ((infomask & _XMIN_FLAGS) != HEAP_XMIN_INVALID))
+    removed = np.zeros(n + 1, dtype=bool)
+    redirects: list[tuple[int, int]] = []
+    to_dead: list[int] = []
+    to_unused: list[int] = []
+    if not heap_only.any() and not hot_updated.any() and not (lp_flags == pg.LP_REDIRECT).any():
+        # no HOT chain on the page: every tuple is a chain of one (vectorized)
+        dead_offs = offsets[states == DEAD]
+        to_dead = dead_offs.tolist()
+        removed[dead_offs] = True
+    else:
+        _walk_chains(n, block, lp_flags, lp_off, offsets, states, hdr["xmin"], xmax,
+                     heap_only, hot_updated, hdr["ctid_block"], hdr["ctid_offset"],
+                     redirects, to_dead, to_unused, removed)
+    return redirects, to_dead, to_unused, removed
+
+
+def _apply(page, redirects, to_dead, to_unused) -> bool:
+    """``_prune``'s third step: change the line pointers and compact the page; True if
+    anything changed."""
+    for off in to_unused:
+        pg.set_item_unused(page, off)
+    for off in to_dead:
+        pg.set_item_dead(page, off, keep_storage=False)
+    for root, target in redirects:
+        pg.set_item_redirect(page, root, target)
+    changed = bool(to_unused or to_dead or redirects)
+    if changed:
+        pg.repair_fragmentation(page)
+    return changed
+
+
+def _census(res: PruneResult, page, kstates) -> None:
+    """What is left on the pruned page (VACUUM's counts, and the trace line)."""
+    res.live = int(np.count_nonzero(kstates == LIVE))
+    res.recently_dead = int(np.count_nonzero(kstates == RECENTLY_DEAD))
+    res.insert_in_progress = int(np.count_nonzero(kstates == INSERT_IN_PROGRESS))
+    res.delete_in_progress = int(np.count_nonzero(kstates == DELETE_IN_PROGRESS))
+    _, new_flags, _ = pg.line_pointer_arrays(page)
+    res.dead_offsets = np.flatnonzero(new_flags == pg.LP_DEAD).astype(np.int64) + 1
 
 
 def _walk_chains(n, block, lp_flags, lp_off, offsets, states, xmin, xmax, heap_only,

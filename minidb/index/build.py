@@ -170,7 +170,7 @@ def collect_entries(backend, irel: IndexRel, hrel):
     horizon = procarray.global_xmin()
     rfn = hrel.relfilenode
     nblocks = bm.smgr.nblocks(rfn)
-    strategy = (AccessStrategy("bulkread", bm.settings.bulkread_ring_kb, bm.nbuffers)
+    strategy = (AccessStrategy("bulkread", backend.settings.bulkread_ring_kb, bm.nbuffers)
                 if is_bulk_read(nblocks, bm.nbuffers) else None)
     fixed = irel.codec.fixed_width is not None
     keys_parts, blk_parts, off_parts, alive_parts, null_parts = [], [], [], [], []
@@ -382,7 +382,7 @@ def build_index(backend, irel: IndexRel, hrel) -> int:
                   + k for i, k in enumerate(key_list)]
     sortkeys = [k + tb[6 * i:6 * i + 6] for i, k in enumerate(key_list)]
     root, level, pages = write_tree(backend.bufmgr.smgr, irel, leaf_items, sortkeys)
-    trace(backend.bufmgr, irel, f"built: {n} entries, {pages} pages, root {root} at level "
-                                f"{level}")
+    trace(backend, irel, f"built: {n} entries, {pages} pages, root {root} at level "
+                         f"{level}")
     return n
 

@@ -73,6 +73,10 @@ def insert_entry(backend, index, row, tid) -> None:
     """Insert the index entry of heap row ``row`` (all the table's columns) at ``tid``."""
     irel = open_index(backend, index)
     bm = backend.bufmgr
+
+    def finish(_bm, irel, b, blk, stack):  # search's hook for an INCOMPLETE_SPLIT page
+        finish_split(backend, irel, b, blk, stack)
+
     keyvals = irel.key_of_row(row)
     key = irel.codec.encode(keyvals)
     has_null = any(v is None for v in keyvals)
@@ -86,9 +90,9 @@ def insert_entry(backend, index, row, tid) -> None:
     sortkey = key + bt.tid_bytes(block, off)
     if irel.unique and not has_null:
         hrel = backend.catalog.heap_rel(irel.table)
-        settings = bm.settings
+        settings = backend.settings
         while True:
-            b, blk, data, stack = search(bm, irel, key, write=True, finish=finish_split)
+            b, blk, data, stack = search(bm, irel, key, write=True, finish=finish)
             try:
                 xwait = check_unique(backend, irel, hrel, b, data, key, keyvals, (block, off))
             except BaseException:
@@ -102,10 +106,10 @@ def insert_entry(backend, index, row, tid) -> None:
                     max_wait_ms=settings.lock_wait_timeout_ms,
                     what=f' (unique check of index "{irel.name}")')
                 continue
-            b, blk, data = moveright(bm, irel, b, blk, sortkey, EXCLUSIVE, finish_split, stack)
+            b, blk, data = moveright(bm, irel, b, blk, sortkey, EXCLUSIVE, finish, stack)
             break
     else:
-        b, blk, data, stack = search(bm, irel, sortkey, write=True, finish=finish_split)
+        b, blk, data, stack = search(bm, irel, sortkey, write=True, finish=finish)
     try:
         _prev, nxt, _lvl, _flags, _c = bt.opaque(data)
         maxoff = bt.nitems(data)
@@ -116,7 +120,7 @@ def insert_entry(backend, index, row, tid) -> None:
     except BaseException:
         release(bm, b)
         raise
-    _insert_on_page(bm, irel, b, blk, itup, pos, stack)
+    _insert_on_page(backend, irel, b, blk, itup, pos, stack)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,15 +129,17 @@ def _sortkey_of(itup: bytes, leaf: bool) -> bytes:
     return itup[8:] + itup[:6] if leaf else itup[8:]
 
 
-def _simple_delete(bm, irel: IndexRel, b: int, blk: int) -> int:
+def _simple_delete(backend, irel: IndexRel, b: int, blk: int) -> int:
     """Remove the LP_DEAD items of an exclusively locked leaf (_bt_simpledel_pass)."""
+    bm = backend.bufmgr
     page = bm.page(b)
     _off, flags, _len = bt.leaf_items(page)
     dead = (np.flatnonzero(flags == pg.LP_DEAD) + 1).tolist()
     if dead:
         pg.delete_items(page, dead)
         count(bm, "index_items_deleted", len(dead))
-        trace(bm, irel, f"simple deletion removed {len(dead)} LP_DEAD items from block {blk}")
+        trace(backend, irel,
+              f"simple deletion removed {len(dead)} LP_DEAD items from block {blk}")
     bt.set_flags(page, bt.get_flags(page) & ~bt.BTP_HAS_GARBAGE)
     bm.mark_dirty(b)
     return len(dead)
@@ -148,11 +154,12 @@ def _clear_incomplete(bm, cb: int) -> None:
     release(bm, cb)
 
 
-def _insert_on_page(bm, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int, stack,
+def _insert_on_page(backend, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int, stack,
                     cb: int = -1) -> None:
     """Insert ``itup`` at offset ``pos`` of the exclusively locked page ``b``, splitting
     if it does not fit (_bt_insertonpg).  ``cb``: the locked left child whose split this
     downlink completes.  Releases ``b`` (and ``cb``) in every case."""
+    bm = backend.bufmgr
     rb = -1
     try:
         page = bm.page(b)
@@ -160,7 +167,7 @@ def _insert_on_page(bm, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int,
         flags = bt.get_flags(page)
         leaf = bool(flags & bt.BTP_LEAF)
         if leaf and need > pg.free_space(page) and flags & bt.BTP_HAS_GARBAGE:
-            if _simple_delete(bm, irel, b, blk):
+            if _simple_delete(backend, irel, b, blk):
                 data = page.tobytes()
                 nxt = bt.opaque(data)[1]
                 pos = bt.binsearch_leaf(data, _sortkey_of(itup, True), bt.first_data(nxt),
@@ -173,7 +180,7 @@ def _insert_on_page(bm, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int,
                 _clear_incomplete(bm, c)
             release(bm, b)
             return
-        rb, rblk = _split(bm, irel, b, blk, itup, pos)
+        rb, rblk = _split(backend, irel, b, blk, itup, pos)
         if cb >= 0:
             cb, c = -1, cb
             _clear_incomplete(bm, c)
@@ -183,7 +190,7 @@ def _insert_on_page(bm, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int,
             if x >= 0:
                 release(bm, x)
         raise
-    _insert_parent(bm, irel, b, blk, rb, rblk, stack, bool(flags & bt.BTP_ROOT))
+    _insert_parent(backend, irel, b, blk, rb, rblk, stack, bool(flags & bt.BTP_ROOT))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,9 +229,10 @@ def choose_split(items: list[bytes], leaf: bool, rightmost: bool, old_hikey: byt
     return best
 
 
-def _split(bm, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int) -> tuple[int, int]:
+def _split(backend, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int) -> tuple[int, int]:
     """Split the exclusively locked page ``b`` with ``itup`` going to ``pos``.  Returns the
     new right page (pinned, locked); ``b`` stays locked, flagged INCOMPLETE_SPLIT."""
+    bm = backend.bufmgr
     rfn = irel.relfilenode
     page = bm.page(b)
     data = page.tobytes()
@@ -282,13 +290,14 @@ def _split(bm, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int) -> tuple
         if sb >= 0:
             release(bm, sb)
     count(bm, "index_splits")
-    trace(bm, irel, f"split {'leaf' if leaf else 'level ' + str(level)} block {blk}: "
-                    f"{m} items stay, {len(items) - m} go to new block {rblk}")
+    trace(backend, irel, f"split {'leaf' if leaf else 'level ' + str(level)} block {blk}: "
+                         f"{m} items stay, {len(items) - m} go to new block {rblk}")
     return rb, rblk
 
 
-def _new_root(bm, irel: IndexRel, lb: int, lblk: int, rb: int, rblk: int) -> None:
+def _new_root(backend, irel: IndexRel, lb: int, lblk: int, rb: int, rblk: int) -> None:
     """The root split: a new root above the two halves (_bt_newroot).  Releases all."""
+    bm = backend.bufmgr
     rfn = irel.relfilenode
     nb = mb = -1
     try:
@@ -307,8 +316,8 @@ def _new_root(bm, irel: IndexRel, lb: int, lblk: int, rb: int, rblk: int) -> Non
         bt.write_meta(bm.page(mb), nblk, level + 1)
         bm.mark_dirty(mb)
         irel.root_cache = [nblk, level + 1]
-        trace(bm, irel, f"new root block {nblk} at level {level + 1} over blocks {lblk} "
-                        f"and {rblk}")
+        trace(backend, irel, f"new root block {nblk} at level {level + 1} over blocks {lblk} "
+                             f"and {rblk}")
         _clear_incomplete(bm, lb)
         lb = -1
     finally:
@@ -317,10 +326,11 @@ def _new_root(bm, irel: IndexRel, lb: int, lblk: int, rb: int, rblk: int) -> Non
                 release(bm, x)
 
 
-def _getstackbuf(bm, irel: IndexRel, blk: int, start: int, child: int, stack):
+def _getstackbuf(backend, irel: IndexRel, blk: int, start: int, child: int, stack):
     """Lock (exclusively) the parent page holding the downlink to ``child``, starting at
     ``blk``/``start`` and moving right (_bt_getstackbuf).  (buffer, block, offset), or
     None if the downlink is nowhere."""
+    bm = backend.bufmgr
     rfn = irel.relfilenode
     while True:
         b = bm.pin(rfn, blk)
@@ -332,7 +342,7 @@ def _getstackbuf(bm, irel: IndexRel, blk: int, start: int, child: int, stack):
             raise
         _prev, nxt, _lvl, flags, _c = bt.opaque(data)
         if flags & bt.BTP_INCOMPLETE_SPLIT:
-            finish_split(bm, irel, b, blk, stack)
+            finish_split(backend, irel, b, blk, stack)
             continue
         if not flags & (bt.BTP_DELETED | bt.BTP_HALF_DEAD):
             first = bt.first_data(nxt)
@@ -350,12 +360,13 @@ def _getstackbuf(bm, irel: IndexRel, blk: int, start: int, child: int, stack):
         blk, start = nxt, 1
 
 
-def _insert_parent(bm, irel: IndexRel, lb: int, lblk: int, rb: int, rblk: int, stack,
+def _insert_parent(backend, irel: IndexRel, lb: int, lblk: int, rb: int, rblk: int, stack,
                    was_root: bool) -> None:
     """Insert the downlink to the new right half ``rb`` into the parent of ``lb``
     (_bt_insert_parent).  Releases both."""
+    bm = backend.bufmgr
     if was_root:
-        _new_root(bm, irel, lb, lblk, rb, rblk)
+        _new_root(backend, irel, lb, lblk, rb, rblk)
         return
     try:
         lpage = bm.page(lb)
@@ -368,10 +379,10 @@ def _insert_parent(bm, irel: IndexRel, lb: int, lblk: int, rb: int, rblk: int, s
             rest = stack[:-1]
         else:
             # the tree grew above us since our descent: start at the parent level's left end
-            trace(bm, irel, f"block {lblk} split with no parent on the stack: searching "
-                            f"level {level + 1} from its left end")
+            trace(backend, irel, f"block {lblk} split with no parent on the stack: searching "
+                                 f"level {level + 1} from its left end")
             pblk, poff, rest = get_endpoint(bm, irel, level + 1), 1, []
-        found = _getstackbuf(bm, irel, pblk, poff, lblk, rest)
+        found = _getstackbuf(backend, irel, pblk, poff, lblk, rest)
         if found is None:
             raise DataCorrupted(f'failed to re-find parent key in index "{irel.name}" for '
                                 f"split pages {lblk}/{rblk}")
@@ -381,12 +392,13 @@ def _insert_parent(bm, irel: IndexRel, lb: int, lblk: int, rb: int, rblk: int, s
         release(bm, lb)
         raise
     pb, pblk, poff = found
-    _insert_on_page(bm, irel, pb, pblk, itup, poff + 1, rest, cb=lb)
+    _insert_on_page(backend, irel, pb, pblk, itup, poff + 1, rest, cb=lb)
 
 
-def finish_split(bm, irel: IndexRel, lb: int, lblk: int, stack) -> None:
+def finish_split(backend, irel: IndexRel, lb: int, lblk: int, stack) -> None:
     """Complete the split of the exclusively locked INCOMPLETE_SPLIT page ``lb``: insert
     its right sibling's downlink into the parent (_bt_finish_split).  Releases ``lb``."""
+    bm = backend.bufmgr
     try:
         nxt = bt.opaque(bm.page(lb))[1]
         rb = bm.pin(irel.relfilenode, nxt)
@@ -400,5 +412,5 @@ def finish_split(bm, irel: IndexRel, lb: int, lblk: int, stack) -> None:
         release(bm, rb)
         release(bm, lb)
         raise
-    trace(bm, irel, f"finishing the incomplete split of block {lblk} (right half {nxt})")
-    _insert_parent(bm, irel, lb, lblk, rb, nxt, stack, root == lblk)
+    trace(backend, irel, f"finishing the incomplete split of block {lblk} (right half {nxt})")
+    _insert_parent(backend, irel, lb, lblk, rb, nxt, stack, root == lblk)

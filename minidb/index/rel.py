@@ -87,6 +87,6 @@ def count(bm, name: str, n: int = 1) -> None:
     bm.stats[C[name]] += n
 
 
-def trace(bm, irel: IndexRel, msg: str) -> None:
-    if bm.settings.trace_btree:
-        print(f'[btree "{irel.name}" slot {bm.slot}] {msg}', file=sys.stderr)
+def trace(backend, irel: IndexRel, msg: str) -> None:
+    if backend.settings.trace_btree:
+        print(f'[btree "{irel.name}" slot {backend.slot}] {msg}', file=sys.stderr)

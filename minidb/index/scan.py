@@ -111,7 +111,7 @@ class IndexScan:
         self.lo, self.hi = scan_bounds(self.irel.codec, low, high, low_inclusive,
                                        high_inclusive)
         self.forward = direction == FORWARD
-        self.kill = bool(self.bm.settings.kill_index_tuples)
+        self.kill = bool(backend.settings.kill_index_tuples)
         self.items: list = []      # (offset, heap tid) of the current batch, in scan order
         self.pos = -1
         self.block = -1            # the page the batch came from, its LSN and links
@@ -234,8 +234,9 @@ class IndexScan:
             bm.lock(b, SHARE)
             page = bm.page(b)
             if pg.get_lsn(page) != self.lsn:
-                trace(bm, irel, f"not killing {len(killed)} items of block {self.block}: "
-                                "the page changed since it was read")
+                trace(self.backend, irel,
+                      f"not killing {len(killed)} items of block {self.block}: "
+                      "the page changed since it was read")
                 return
             maxoff = pg.max_offset(page)
             first = bt.first_data(bt.opaque(page)[1])
@@ -254,7 +255,7 @@ class IndexScan:
                 bm.mark_dirty_hint(b)
                 count(bm, "index_items_killed", n)
                 self.items_killed += n
-                trace(bm, irel, f"killed {n} items of block {self.block}")
+                trace(self.backend, irel, f"killed {n} items of block {self.block}")
         finally:
             release(bm, b)
 

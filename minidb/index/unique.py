@@ -133,7 +133,7 @@ def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes,
     inst = backend.instance
     procarray, clog = inst.procarray, inst.clog
     myxid = backend.xact.xid
-    kill = bm.settings.kill_index_tuples
+    kill = backend.settings.kill_index_tuples
     horizon_box: list = []
     _prev, nxt, _lvl, _fl, _c = bt.opaque(data)
     off = bt.binsearch_leaf(data, key, bt.first_data(nxt), bt.nitems(data))
@@ -157,8 +157,8 @@ def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes,
                             f'duplicate key value violates unique constraint "{irel.name}": '
                             f"Key {irel.codec.describe(keyvals)} already exists.")
                     if xwait:
-                        trace(bm, irel, f"unique check waits for xid {xwait} (heap tid "
-                                        f"{htid})")
+                        trace(backend, irel, f"unique check waits for xid {xwait} (heap tid "
+                                             f"{htid})")
                         return xwait
                     if all_dead and kill:
                         page = bm.page(cur_b)
@@ -166,7 +166,7 @@ def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes,
                         bt.set_flags(page, bt.get_flags(page) | bt.BTP_HAS_GARBAGE)
                         bm.mark_dirty_hint(cur_b)
                         count(bm, "index_items_killed")
-                        trace(bm, irel, f"unique check killed item {off} (heap tid {htid})")
+                        trace(backend, irel, f"unique check killed item {off} (heap tid {htid})")
                 off += 1
                 continue
             _prev, nxt, _lvl, _fl, _c = bt.opaque(cur)

@@ -65,7 +65,7 @@ def bulk_delete(backend, index, dead_tids) -> BulkDeleteResult:
     rfn = irel.relfilenode
     dead = _packed(dead_tids)
     res = BulkDeleteResult()
-    strategy = AccessStrategy("vacuum", bm.settings.vacuum_ring_kb, bm.nbuffers)
+    strategy = AccessStrategy("vacuum", backend.settings.vacuum_ring_kb, bm.nbuffers)
     blk = 1
     while True:
         nblocks = bm.smgr.nblocks(rfn)
@@ -85,9 +85,10 @@ def bulk_delete(backend, index, dead_tids) -> BulkDeleteResult:
                 release(bm, b)
             res.pages_scanned += 1
         blk = nblocks
-    trace(bm, irel, f"bulk delete: {res.entries_removed} entries for dead heap tuples and "
-                    f"{res.dead_items_removed} killed entries removed, "
-                    f"{res.entries_remaining} remain, {res.pages_scanned} pages")
+    trace(backend, irel,
+          f"bulk delete: {res.entries_removed} entries for dead heap tuples and "
+          f"{res.dead_items_removed} killed entries removed, "
+          f"{res.entries_remaining} remain, {res.pages_scanned} pages")
     return res
 
 

@@ -178,13 +178,12 @@ def _generate(session, engine, scale, fillfactor, aps, quiet, say) -> None:
     before = session.settings.get("heap_fillfactor")
     engine.execute(f"SET heap_fillfactor = {fillfactor}")
     try:
-        bm = backend.bufmgr
         nb, nt, na = NBRANCHES * scale, NTELLERS * scale, aps * scale
         bid = np.arange(1, nb + 1, dtype=np.int32)
-        heap_bulk_insert(bm, cat.heap_rel("pgbench_branches"),
+        heap_bulk_insert(backend, cat.heap_rel("pgbench_branches"),
                          {"bid": bid, "bbalance": np.zeros(nb, np.int32)}, nb, xmin=FROZEN_XID)
         tid = np.arange(1, nt + 1, dtype=np.int32)
-        heap_bulk_insert(bm, cat.heap_rel("pgbench_tellers"),
+        heap_bulk_insert(backend, cat.heap_rel("pgbench_tellers"),
                          {"tid": tid, "bid": (tid - 1) // NTELLERS + 1,
                           "tbalance": np.zeros(nt, np.int32)}, nt, xmin=FROZEN_XID)
         arel = cat.heap_rel("pgbench_accounts")
@@ -195,9 +194,10 @@ def _generate(session, engine, scale, fillfactor, aps, quiet, say) -> None:
             hi = min(lo + LOAD_BATCH_ROWS, na)
             n = hi - lo
             aid = np.arange(lo + 1, hi + 1, dtype=aid_type)
-            heap_bulk_insert(bm, arel, {"aid": aid, "bid": ((aid - 1) // aps + 1).astype(np.int32),
-                                        "abalance": np.zeros(n, np.int32),
-                                        "filler": [""] * n}, n, xmin=FROZEN_XID)
+            heap_bulk_insert(backend, arel,
+                             {"aid": aid, "bid": ((aid - 1) // aps + 1).astype(np.int32),
+                              "abalance": np.zeros(n, np.int32), "filler": [""] * n},
+                             n, xmin=FROZEN_XID)
             now = time.perf_counter()
             elapsed = now - t0
             if quiet:

@@ -52,6 +52,7 @@ from minidb.exec.datatypes import family
 from minidb.heap import pgstat
 from minidb.heap.heapam import HeapScan
 from minidb.heap.mvcc import MVCCFilter, seq_scan
+from minidb.heap.prune import PagePruner
 
 __all__ = ["analyze_table", "Estimator", "rel_size", "DEFAULT_EQ_SEL", "DEFAULT_INEQ_SEL",
            "DEFAULT_RANGE_INEQ_SEL", "DEFAULT_MATCH_SEL", "DEFAULT_NUM_DISTINCT"]
@@ -73,7 +74,7 @@ def analyze_table(backend, table: str, snapshot) -> dict:
     catalog = backend.catalog
     tdef = catalog.table(table)
     rel = catalog.heap_rel(table)
-    prune = _pruner(backend, rel)
+    prune = PagePruner(backend, rel)
     # 1. visible rows
     scan = seq_scan(backend, rel, [], snapshot, prepare_pages=prune)
     total = 0
@@ -94,7 +95,7 @@ def analyze_table(backend, table: str, snapshot) -> dict:
         return vis
 
     ncols = len(tdef.columns)
-    hs = HeapScan(backend.bufmgr, rel, list(range(ncols)), tuple_filter=sample_filter,
+    hs = HeapScan(backend, rel, list(range(ncols)), tuple_filter=sample_filter,
                   prepare_pages=prune)
     parts = [[] for _ in range(ncols)]
     nsample = 0
@@ -119,14 +120,6 @@ def analyze_table(backend, table: str, snapshot) -> dict:
                          vacuum=False)
     return {"table": table, "pages": nblocks, "rows": total, "sampled": nsample,
             "dead": max(0, seen - total)}
-
-
-def _pruner(backend, rel):
-    try:
-        from minidb.heap.prune import heap_page_prune_opt
-    except ImportError:      # pragma: no cover
-        return None
-    return lambda bufs, first_block: heap_page_prune_opt(backend, rel, bufs, first_block)
 
 
 def _column_stats(vals, mask, t, total: int, target: int) -> dict:

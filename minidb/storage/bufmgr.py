@@ -79,7 +79,7 @@ class BufferManager:
         self.locks = locks
         self.part_locks = locks.partition
         self.smgr = smgr
-        self.settings = settings
+        self._settings = settings  # read here only: callers use backend.settings
         self.slot = slot
         self.bit = 1 << slot
         self.nbuffers = seg.buf_pages.shape[0]
@@ -100,7 +100,6 @@ class BufferManager:
         self._excl = memoryview(seg.buf_lock_excl)
         self._waiters = memoryview(seg.buf_waiters)
         self._pages = [None] * self.nbuffers
-        self.heap_targets: dict[int, int] = {}  # relfilenode -> block inserted into last
         # LimitAdditionalPins: a batch may pin at most this backend's fair share of the pool
         self.max_batch_pins = max(1, self.nbuffers // seg.backend_pins.shape[0])
 
@@ -121,7 +120,7 @@ class BufferManager:
         return tag_parts(self._tag[buf])
 
     def _trace(self, msg: str) -> None:
-        if self.settings.trace_buffers:
+        if self._settings.trace_buffers:
             print(f"[bufmgr slot {self.slot}] {msg}", file=sys.stderr)
 
     def _lock_buf_part(self, buf: int) -> int:
@@ -151,11 +150,11 @@ class BufferManager:
             self.part_locks[p].release()
             rfn, fork, block = self.buffer_tag(buf)
             raise LockNotAvailable(
-                f"timed out after {self.settings.lock_wait_timeout_ms} ms waiting for {what} "
+                f"timed out after {self._settings.lock_wait_timeout_ms} ms waiting for {what} "
                 f"of block {block} of relation {self.describe_rel(rfn)}")
 
     def _deadline(self) -> float:
-        return time.monotonic() + self.settings.lock_wait_timeout_ms / 1000.0
+        return time.monotonic() + self._settings.lock_wait_timeout_ms / 1000.0
 
     # ------------------------------------------------------------------------------------
     # pinning
@@ -672,7 +671,7 @@ class BufferManager:
             self.smgr.read_blocks(rfn, fork, first_block, [self._page_mv(b) for b in bufs])
             pages = self.seg.buf_pages[bufs]
             blocknos = np.arange(first_block, first_block + len(bufs))
-            good = (pg.verify_checksums(pages, blocknos) if self.settings.verify_checksums
+            good = (pg.verify_checksums(pages, blocknos) if self._settings.verify_checksums
                     else np.ones(len(bufs), dtype=bool))
             for i, b in enumerate(bufs):
                 if good[i]:

@@ -126,20 +126,12 @@ def satisfies_mvcc_batch(hdr: dict, snap, clog) -> tuple[np.ndarray, np.ndarray]
     im = hdr["infomask"]
     n = len(im)
     if n <= _MVCC_SCALAR_MAX:
-        vis = np.zeros(n, dtype=bool)
-        hints = np.zeros(n, dtype=np.uint16)
-        cols = zip(hdr["xmin"].tolist(), hdr["xmax"].tolist(), hdr["cmin"].tolist(),
-                   hdr["cmax"].tolist(), im.tolist())
-        for i, (x0, x1, c0, c1, m) in enumerate(cols):
-            vis[i], hints[i] = satisfies_mvcc(x0, x1, c0, c1, m, snap, clog)
-        return vis, hints
+        return _mvcc_scalar(hdr, snap, clog)
     xmin = hdr["xmin"].astype(np.int64, copy=False)
     xmax = hdr["xmax"].astype(np.int64, copy=False)
     hints = np.zeros(n, dtype=np.uint16)
-    me = snap.myxid
 
     xmin_committed = (im & HEAP_XMIN_COMMITTED) != 0
-    xmin_invalid_hint = (im & XMIN_FROZEN) == HEAP_XMIN_INVALID
     frozen = (im & XMIN_FROZEN) == XMIN_FROZEN
     xmax_gone = ((im & (HEAP_XMAX_INVALID | HEAP_XMAX_LOCK_ONLY)) != 0) | (xmax == 0)
 
@@ -149,7 +141,33 @@ def satisfies_mvcc_batch(hdr: dict, snap, clog) -> tuple[np.ndarray, np.ndarray]
         return vis, hints
 
     vis = np.zeros(n, dtype=bool)
-    # -- inserter ------------------------------------------------------------------------
+    ins_ok = _mvcc_inserter(hdr, xmin, xmax, xmin_committed, frozen, xmax_gone, snap, clog,
+                            vis, hints)
+    _mvcc_deleter(hdr, xmax, xmax_gone, ins_ok, snap, clog, vis, hints)
+    return vis, hints
+
+
+def _mvcc_scalar(hdr: dict, snap, clog) -> tuple[np.ndarray, np.ndarray]:
+    """``satisfies_mvcc_batch`` for a few tuples: the scalar rules, tuple by tuple."""
+    n = len(hdr["infomask"])
+    vis = np.zeros(n, dtype=bool)
+    hints = np.zeros(n, dtype=np.uint16)
+    cols = zip(hdr["xmin"].tolist(), hdr["xmax"].tolist(), hdr["cmin"].tolist(),
+               hdr["cmax"].tolist(), hdr["infomask"].tolist())
+    for i, (x0, x1, c0, c1, m) in enumerate(cols):
+        vis[i], hints[i] = satisfies_mvcc(x0, x1, c0, c1, m, snap, clog)
+    return vis, hints
+
+
+def _mvcc_inserter(hdr: dict, xmin, xmax, xmin_committed, frozen, xmax_gone, snap, clog,
+                   vis: np.ndarray, hints: np.ndarray) -> np.ndarray:
+    """The inserter half of ``satisfies_mvcc_batch``.  Decides this transaction's own
+    inserts completely (into ``vis``), learns xmin hint bits (into ``hints``), and returns
+    the mask of the other tuples whose insert the snapshot sees (the deleter decides)."""
+    im = hdr["infomask"]
+    n = len(im)
+    me = snap.myxid
+    xmin_invalid_hint = (im & XMIN_FROZEN) == HEAP_XMIN_INVALID
     ins_ok = np.zeros(n, dtype=bool)   # insert visible, go on to the deleter
     mine_ins = ~xmin_committed & ~xmin_invalid_hint & (xmin == me) & (me != 0)
     other = ~xmin_committed & ~xmin_invalid_hint & ~mine_ins
@@ -181,7 +199,17 @@ def satisfies_mvcc_batch(hdr: dict, snap, clog) -> tuple[np.ndarray, np.ndarray]
         kr[known] = snap.xids_running(xmin[known])
         ins_ok |= known & ~kr
     ins_ok |= frozen
-    # -- deleter (for tuples whose insert is visible and not mine) ------------------------
+    return ins_ok
+
+
+def _mvcc_deleter(hdr: dict, xmax, xmax_gone, ins_ok, snap, clog, vis: np.ndarray,
+                  hints: np.ndarray) -> None:
+    """The deleter half of ``satisfies_mvcc_batch``, for the tuples whose insert is visible
+    and not mine (``ins_ok``): visible unless a deleter the snapshot sees as committed (or
+    this command's earlier one) removed them; learns xmax hint bits."""
+    im = hdr["infomask"]
+    n = len(im)
+    me = snap.myxid
     d = ins_ok & ~xmax_gone
     vis |= ins_ok & xmax_gone
     if d.any():
@@ -202,7 +230,6 @@ def satisfies_mvcc_batch(hdr: dict, snap, clog) -> tuple[np.ndarray, np.ndarray]
                 aborted = ask & ~committed
                 hints[aborted] |= HEAP_XMAX_INVALID
                 vis |= aborted
-    return vis, hints
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,12 +41,12 @@ from minidb.types import timestamp_to_int
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def scan_rows(bm, rel, **kw) -> list[tuple[tuple[int, int], tuple]]:
+def scan_rows(backend, rel, **kw) -> list[tuple[tuple[int, int], tuple]]:
     """((block, offset), row) for every row a HeapScan returns; NULL as None.  Timestamps
     stay int64 microseconds (what gather returns)."""
     cols = list(range(rel.layout.natts))
     out = []
-    for batch in HeapScan(bm, rel, cols, **kw):
+    for batch in HeapScan(backend, rel, cols, **kw):
         per_col = []
         for vals, mask in batch.columns:
             lst = vals.tolist()
@@ -75,9 +75,9 @@ def bulk_columns(ids: range) -> dict:
             "grp": [r[1] for r in rows], "name": [r[2] for r in rows]}
 
 
-def check_table_contents(bm, rel, expected: dict[int, tuple]) -> None:
+def check_table_contents(backend, rel, expected: dict[int, tuple]) -> None:
     """Every expected row comes back exactly once by scan, and by heap_fetch of its TID."""
-    got = scan_rows(bm, rel)
+    got = scan_rows(backend, rel)
     ids = collections.Counter(row[0] for _, row in got)
     dup = [k for k, c in ids.items() if c > 1]
     assert not dup, f"rows returned more than once: {dup[:10]}"
@@ -86,7 +86,7 @@ def check_table_contents(bm, rel, expected: dict[int, tuple]) -> None:
         f"unexpected {sorted(set(ids) - set(expected))[:10]}")
     for tid, row in got:
         assert row == expected[row[0]], (tid, row)
-        assert heap_fetch(bm, rel, tid) == expected[row[0]], tid
+        assert heap_fetch(backend, rel, tid) == expected[row[0]], tid
 
 
 # -- 1. a pool much smaller than the table -------------------------------------------------------
@@ -101,11 +101,11 @@ def test_table_many_times_the_pool_survives_eviction_and_reopen(tmp_path, make_t
     bm = b.bufmgr
     expected = {}
     # bulk, then one row at a time, then bulk again: both paths, interleaved on one file
-    heap_bulk_insert(bm, rel, bulk_columns(range(0, 4000)), 4000, xmin=1)
+    heap_bulk_insert(b, rel, bulk_columns(range(0, 4000)), 4000, xmin=1)
     tids = {}
     for i in range(4000, 7000):
-        tids[i] = heap_insert(bm, rel, row_value(i), xmin=1)
-    heap_bulk_insert(bm, rel, bulk_columns(range(7000, 9000)), 2000, xmin=1)
+        tids[i] = heap_insert(b, rel, row_value(i), xmin=1)
+    heap_bulk_insert(b, rel, bulk_columns(range(7000, 9000)), 2000, xmin=1)
     expected = {i: row_value(i) for i in range(9000)}
 
     nblocks = bm.smgr.nblocks(rel.relfilenode)
@@ -116,9 +116,9 @@ def test_table_many_times_the_pool_survives_eviction_and_reopen(tmp_path, make_t
     assert c["checksum_failures"] == 0
     # heap_insert's TIDs point at the rows it was given
     for i in range(4000, 7000, 97):
-        assert heap_fetch(bm, rel, tids[i]) == expected[i]
-    check_table_contents(bm, rel, expected)
-    assert check_heap(bm, rel) == len(expected)
+        assert heap_fetch(b, rel, tids[i]) == expected[i]
+    check_table_contents(b, rel, expected)
+    assert check_heap(b, rel) == len(expected)
     assert bm.holds_nothing()
     assert_no_pins(inst)
     b.close()
@@ -129,8 +129,8 @@ def test_table_many_times_the_pool_survives_eviction_and_reopen(tmp_path, make_t
         rel = open_rel(inst, "big")
         b = inst.connect()
         assert b.bufmgr.smgr.nblocks(rel.relfilenode) == nblocks
-        check_table_contents(b.bufmgr, rel, expected)
-        assert check_heap(b.bufmgr, rel) == len(expected)
+        check_table_contents(b, rel, expected)
+        assert check_heap(b, rel) == len(expected)
         c = b.counters()
         assert c["buffers_read"] >= nblocks  # everything came from disk this time
         assert c["checksum_failures"] == 0
@@ -147,16 +147,16 @@ def test_rows_written_after_reopen_go_to_free_space_then_new_pages(tmp_path, mak
         rel = make_table(inst, "t", BIG_COLS)
         with inst.connect() as b:
             for i in range(100):
-                heap_insert(b.bufmgr, rel, row_value(i), xmin=1)
+                heap_insert(b, rel, row_value(i), xmin=1)
             nblocks = b.bufmgr.smgr.nblocks(rel.relfilenode)
     with Instance(data, shared_buffers=32) as inst:
         rel = open_rel(inst, "t")
         with inst.connect() as b:
-            block, _ = heap_insert(b.bufmgr, rel, row_value(100), xmin=1)
+            block, _ = heap_insert(b, rel, row_value(100), xmin=1)
             assert block < nblocks  # a page had room: no new page
             assert b.bufmgr.smgr.nblocks(rel.relfilenode) == nblocks
-            check_table_contents(b.bufmgr, rel, {i: row_value(i) for i in range(101)})
-            assert check_heap(b.bufmgr, rel) == 101
+            check_table_contents(b, rel, {i: row_value(i) for i in range(101)})
+            assert check_heap(b, rel) == 101
 
 
 # -- 2. concurrent inserters in forked processes -------------------------------------------------
@@ -171,7 +171,7 @@ def _child_insert(inst, rel, wid: int, wfd: int) -> None:
     try:
         b = inst.connect()
         for i in range(ROWS_PER_WORKER):
-            heap_insert(b.bufmgr, rel, (wid, i, f"w{wid}-{i}" + "p" * (i % 40)), xmin=wid + 1)
+            heap_insert(b, rel, (wid, i, f"w{wid}-{i}" + "p" * (i % 40)), xmin=wid + 1)
         clean = b.bufmgr.holds_nothing()
         counters = b.counters()
         b.close()
@@ -203,7 +203,7 @@ def test_forked_processes_insert_concurrently(tmp_path, make_table, assert_no_pi
         # batch could pin the whole 24-buffer pool (see test_bufmgr's xfail about it).
         parent = inst.connect()
         for _ in range(100):
-            seen = [row[:2] for _, row in scan_rows(parent.bufmgr, rel, batch_pages=4)]
+            seen = [row[:2] for _, row in scan_rows(parent, rel, batch_pages=4)]
             assert len(seen) == len(set(seen)), "a scan returned a row twice"
             if len(seen) == WORKERS * ROWS_PER_WORKER:
                 break
@@ -225,15 +225,15 @@ def test_forked_processes_insert_concurrently(tmp_path, make_table, assert_no_pi
             reports.append(report["counters"])
 
         bm = parent.bufmgr
-        got = collections.Counter(row[:2] for _, row in scan_rows(bm, rel, batch_pages=4))
+        got = collections.Counter(row[:2] for _, row in scan_rows(parent, rel, batch_pages=4))
         want = {(w, i) for w in range(WORKERS) for i in range(ROWS_PER_WORKER)}
         assert set(got) == want
         assert max(got.values()) == 1
-        for (block, off), row in scan_rows(bm, rel, batch_pages=4)[::151]:
-            assert heap_fetch(bm, rel, (block, off)) == row
+        for (block, off), row in scan_rows(parent, rel, batch_pages=4)[::151]:
+            assert heap_fetch(parent, rel, (block, off)) == row
             w, i = row[:2]
             assert row[2] == f"w{w}-{i}" + "p" * (i % 40)
-        assert check_heap(bm, rel) == len(want)
+        assert check_heap(parent, rel) == len(want)
         assert bm.holds_nothing()
         parent_counters = parent.counters()
         parent.close()
@@ -267,10 +267,10 @@ def test_corrupted_page_is_detected_with_a_clear_error(tmp_path, make_table, ope
     with Instance(data, shared_buffers=32) as inst:
         rel = make_table(inst, "acct", [("id", "bigint"), ("name", "text")])
         with inst.connect() as b:
-            heap_bulk_insert(b.bufmgr, rel, {"id": np.arange(5000),
+            heap_bulk_insert(b, rel, {"id": np.arange(5000),
                                              "name": [f"name {i}" for i in range(5000)]},
                              5000, xmin=1)
-            rows = {tid: row for tid, row in scan_rows(b.bufmgr, rel)}
+            rows = {tid: row for tid, row in scan_rows(b, rel)}
         nblocks = inst.smgr.nblocks(rel.relfilenode)
         path = inst.smgr.path(rel.relfilenode)
     bad = nblocks // 2
@@ -288,7 +288,7 @@ def test_corrupted_page_is_detected_with_a_clear_error(tmp_path, make_table, ope
         rel = open_rel(inst, "acct")
         b = inst.connect()
         with pytest.raises(DataCorrupted) as ei:
-            scan_rows(b.bufmgr, rel)
+            scan_rows(b, rel)
         msg = str(ei.value)
         assert f"block {bad} " in msg and '"acct"' in msg, msg
         assert b.counters()["checksum_failures"] == 1
@@ -300,11 +300,11 @@ def test_corrupted_page_is_detected_with_a_clear_error(tmp_path, make_table, ope
         # every other block is readable, through fetch
         for tid, row in rows.items():
             if tid[0] != bad and tid[1] % 17 == 1:
-                assert heap_fetch(b.bufmgr, rel, tid) == row
+                assert heap_fetch(b, rel, tid) == row
         # the bad block is still refused, every time it is read
         some_tid = next(t for t in rows if t[0] == bad)
         with pytest.raises(DataCorrupted, match=f"block {bad} "):
-            heap_fetch(b.bufmgr, rel, some_tid)
+            heap_fetch(b, rel, some_tid)
         assert b.counters()["checksum_failures"] == 2
         assert_no_pins(inst)
         b.close()
@@ -353,18 +353,17 @@ def as_gathered(row: tuple) -> tuple:
 
 def test_every_type_and_null_round_trips(instance, make_table, open_rel, backend):
     rel = make_table(instance, "typed", ALL_TYPES)
-    bm = backend.bufmgr
     rows = typed_rows(600)
     # one at a time
-    tids = [heap_insert(bm, rel, r, xmin=1) for r in rows]
+    tids = [heap_insert(backend, rel, r, xmin=1) for r in rows]
     for tid, r in zip(tids, rows):
-        assert heap_fetch(bm, rel, tid) == r
+        assert heap_fetch(backend, rel, tid) == r
     # in bulk (char(5) values given unpadded: the layout pads them)
     cols = {name: [r[j] for r in rows] for j, (name, _) in enumerate(ALL_TYPES)}
     cols["c"] = [None if v is None else v.rstrip(" ") or v for v in cols["c"]]
-    heap_bulk_insert(bm, rel, cols, len(rows), xmin=2)
+    heap_bulk_insert(backend, rel, cols, len(rows), xmin=2)
     nblocks_first = tids[-1][0] + 1
-    scanned = scan_rows(bm, rel)
+    scanned = scan_rows(backend, rel)
     assert len(scanned) == 2 * len(rows)
     by_tid = dict(scanned)
     assert len(by_tid) == len(scanned)
@@ -373,25 +372,24 @@ def test_every_type_and_null_round_trips(instance, make_table, open_rel, backend
     second = [row for tid, row in scanned if tid[0] >= nblocks_first]
     assert second == [as_gathered(r) for r in rows]  # a bulk load is in order on new pages
     for (tid, _), r in zip(scanned[len(rows):], rows):
-        assert heap_fetch(bm, rel, tid) == r
-    assert check_heap(bm, rel) == 2 * len(rows)
+        assert heap_fetch(backend, rel, tid) == r
+    assert check_heap(backend, rel) == 2 * len(rows)
     # and once more from disk, through a fresh pool
     instance.checkpoint()
-    assert check_heap(bm, rel) == 2 * len(rows)
+    assert check_heap(backend, rel) == 2 * len(rows)
 
 
 def test_bulk_insert_with_nan_and_datetime64(instance, make_table, backend):
     rel = make_table(instance, "nums", [("d", "double precision"), ("ts", "timestamp")])
-    bm = backend.bufmgr
     ts = np.array(["2024-02-29T12:00:00.000001", "NaT", "1999-12-31T23:59:59"],
                   dtype="datetime64[us]")
-    heap_bulk_insert(bm, rel, {"d": np.array([np.nan, np.inf, -np.inf]), "ts": ts}, 3, xmin=1)
-    (tids, rows) = zip(*scan_rows(bm, rel))
+    heap_bulk_insert(backend, rel, {"d": np.array([np.nan, np.inf, -np.inf]), "ts": ts}, 3, xmin=1)
+    (tids, rows) = zip(*scan_rows(backend, rel))
     assert np.isnan(rows[0][0]) and rows[1][0] == np.inf and rows[2][0] == -np.inf
     assert rows[1][1] is None
     assert rows[0][1] == timestamp_to_int(dt.datetime(2024, 2, 29, 12, 0, 0, 1))
-    assert heap_fetch(bm, rel, tids[2])[1] == dt.datetime(1999, 12, 31, 23, 59, 59)
-    assert check_heap(bm, rel) == 3
+    assert heap_fetch(backend, rel, tids[2])[1] == dt.datetime(1999, 12, 31, 23, 59, 59)
+    assert check_heap(backend, rel) == 3
 
 
 # -- other heap behaviour ----------------------------------------------------------------------
@@ -400,27 +398,26 @@ def test_bulk_insert_with_nan_and_datetime64(instance, make_table, backend):
 def test_fetch_of_missing_tids_and_too_big_rows(instance, make_table, backend):
     rel = make_table(instance, "t", [("a", "integer"), ("s", "text")])
     bm = backend.bufmgr
-    tid = heap_insert(bm, rel, (1, "x"), xmin=1)
-    assert heap_fetch(bm, rel, tid) == (1, "x")
-    assert heap_fetch(bm, rel, (tid[0], tid[1] + 1)) is None   # past the last line pointer
-    assert heap_fetch(bm, rel, (tid[0], 0)) is None            # offsets start at 1
-    assert heap_fetch(bm, rel, (tid[0] + 5, 1)) is None        # past the end of the file
+    tid = heap_insert(backend, rel, (1, "x"), xmin=1)
+    assert heap_fetch(backend, rel, tid) == (1, "x")
+    assert heap_fetch(backend, rel, (tid[0], tid[1] + 1)) is None   # past the last line pointer
+    assert heap_fetch(backend, rel, (tid[0], 0)) is None            # offsets start at 1
+    assert heap_fetch(backend, rel, (tid[0] + 5, 1)) is None        # past the end of the file
     with pytest.raises(ProgramLimitExceeded, match="too big"):
-        heap_insert(bm, rel, (2, "y" * 9000), xmin=1)
+        heap_insert(backend, rel, (2, "y" * 9000), xmin=1)
     assert bm.holds_nothing()
-    assert check_heap(bm, rel) == 1
+    assert check_heap(backend, rel) == 1
 
 
 def test_page_holds_at_most_max_heap_tuples(instance, make_table, backend):
     """Rows with no columns are tiny: the line-pointer cap, not space, fills the page."""
     rel = make_table(instance, "narrow", [("f", "boolean")])
-    bm = backend.bufmgr
     n = MAX_HEAP_TUPLES_PER_PAGE + 10
-    tids = [heap_insert(bm, rel, (True,), xmin=1) for _ in range(n)]
+    tids = [heap_insert(backend, rel, (True,), xmin=1) for _ in range(n)]
     per_block = collections.Counter(t[0] for t in tids)
     assert max(per_block.values()) <= MAX_HEAP_TUPLES_PER_PAGE
-    heap_bulk_insert(bm, rel, {"f": np.ones(n, dtype=bool)}, n, xmin=1)
-    assert check_heap(bm, rel) == 2 * n
+    heap_bulk_insert(backend, rel, {"f": np.ones(n, dtype=bool)}, n, xmin=1)
+    assert check_heap(backend, rel) == 2 * n
 
 
 @pytest.mark.parametrize("fillfactor", [50, 10])
@@ -429,7 +426,7 @@ def test_fillfactor_keeps_room_on_each_page(instance, make_table, fillfactor):
     with instance.connect(heap_fillfactor=fillfactor) as b:
         bm = b.bufmgr
         for i in range(400):
-            heap_insert(bm, rel, (i, "s" * 200), xmin=1)
+            heap_insert(b, rel, (i, "s" * 200), xmin=1)
         save = BLCKSZ * (100 - fillfactor) // 100
         nblocks = bm.smgr.nblocks(rel.relfilenode)
         assert nblocks > 1
@@ -441,7 +438,7 @@ def test_fillfactor_keeps_room_on_each_page(instance, make_table, fillfactor):
             # a page accepts a row only while the row leaves `save` bytes (less the new
             # line pointer) free
             assert free >= save - 4, (block, free, n)
-        assert check_heap(bm, rel) == 400
+        assert check_heap(b, rel) == 400
 
 
 def test_low_fillfactor_insert_into_an_empty_page_terminates(instance, make_table, backend):
@@ -457,9 +454,9 @@ def test_low_fillfactor_insert_into_an_empty_page_terminates(instance, make_tabl
     bm.unpin(bufs[0])
     freespace.record(bm, rel.relfilenode, block, BLCKSZ - 28)
     with instance.connect(heap_fillfactor=10) as b2:
-        tid = heap_insert(b2.bufmgr, rel, ("x" * 1000,), xmin=1)
+        tid = heap_insert(b2, rel, ("x" * 1000,), xmin=1)
     assert tid == (block, 1)
-    assert check_heap(bm, rel) == 1
+    assert check_heap(backend, rel) == 1
 
 
 # -- check_heap catches damage -------------------------------------------------------------------
@@ -499,8 +496,8 @@ def test_check_heap_catches_damage(instance, make_table, backend, kind):
     rel = make_table(instance, "victim", [("a", "integer"), ("s", "text")])
     bm = backend.bufmgr
     for i in range(200):
-        heap_insert(bm, rel, (i, f"row {i}"), xmin=1)
-    assert check_heap(bm, rel) == 200
+        heap_insert(backend, rel, (i, f"row {i}"), xmin=1)
+    assert check_heap(backend, rel) == 200
     target = 1
     b = bm.pin(rel.relfilenode, target)
     bm.lock(b, EXCLUSIVE)
@@ -509,7 +506,7 @@ def test_check_heap_catches_damage(instance, make_table, backend, kind):
     bm.unlock(b)
     bm.unpin(b)
     with pytest.raises(DataCorrupted) as ei:
-        check_heap(bm, rel)
+        check_heap(backend, rel)
     msg = str(ei.value)
     assert f"block {target} " in msg and '"victim"' in msg, msg
     if kind not in ("header", "special"):

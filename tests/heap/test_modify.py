@@ -71,7 +71,7 @@ def make(inst, name="t", rows=((1, 10, "a"),)):
 
 
 def header(b, rel, tid):
-    got = heap_fetch_raw(b.bufmgr, rel, tid)
+    got = heap_fetch_raw(b, rel, tid)
     assert got is not None, f"no normal tuple at {tid}"
     return got[0]
 
@@ -151,7 +151,7 @@ def test_delete_sets_xmax_and_visibility_follows_mvcc(inst, assert_no_pins):
     assert visible_rows(b2, rel) == [(1, 10, "a")]  # RR keeps its snapshot
     b2.xact.commit()
     assert visible_rows(b2, rel) == []
-    assert check_heap(b1.bufmgr, rel) == 1
+    assert check_heap(b1, rel) == 1
     b1.close(), b2.close()
     assert_no_pins(inst)
 
@@ -224,7 +224,7 @@ def test_update_chain_links_and_follow(inst, assert_no_pins):
     b.xact.commit()
     assert follow_update_chain(b, rel, tid0) is None
     assert follow_update_chain(b, rel, tids[1]) is None
-    assert check_heap(b.bufmgr, rel) == 6
+    assert check_heap(b, rel) == 6
     b.close()
     assert_no_pins(inst)
 
@@ -345,7 +345,7 @@ def test_update_that_does_not_fit_goes_elsewhere_without_holding_two_locks(inst,
     assert follow_update_chain(b, rel, tid) == new
     assert (1, 1, "z" * 2000) in visible_rows(b, rel)
     assert (1, 0, "x") not in visible_rows(b, rel)
-    check_heap(b.bufmgr, rel)
+    check_heap(b, rel)
     b.close()
     assert_no_pins(inst)
 

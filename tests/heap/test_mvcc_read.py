@@ -208,7 +208,7 @@ def test_own_rows_by_command_id(inst):
         snap1 = s.xact.start_statement()
         assert snap1.curcid == 1
         xid = s.xact.xid_for_write()
-        heap_insert(s.backend.bufmgr, rel, (2, 0), xmin=xid, cmin=snap1.curcid)
+        heap_insert(s.backend, rel, (2, 0), xmin=xid, cmin=snap1.curcid)
         assert ids(s, rel, snap1) == [1]                # sees command 0, not itself
         s.xact.command_done(True)
         # command 2 inserts 3 and deletes 1; command 1's snapshot sees neither change
@@ -437,7 +437,7 @@ def test_filter_matches_the_scalar_rule_on_generated_pages(scratch, world):
             bm.unpin(b)
     f = MVCCFilter(bm, snap, clog)
     seen = []
-    for batch in HeapScan(bm, rel, [0], tuple_filter=f, batch_pages=2):
+    for batch in HeapScan(be, rel, [0], tuple_filter=f, batch_pages=2):
         seen.extend(batch.columns[0][0].tolist())
     expect_ids, expect_hints = [], 0
     flat = bm.seg.pool_flat

@@ -267,7 +267,7 @@ def _load(be, rel, lo, n, nulls=False):
     cols = {"id": ids, "v": v, "pad": [""] * n}
     if nulls:
         cols["v"] = [None if i % 5 == 0 else int(x) for i, x in zip(ids.tolist(), v.tolist())]
-    heap_bulk_insert(be.bufmgr, rel, cols, n, xmin=2)
+    heap_bulk_insert(be, rel, cols, n, xmin=2)
 
 
 _TABLES: dict = {}
@@ -390,12 +390,12 @@ def test_workers_see_the_leaders_snapshot(pinst):
         other.xact.start_statement()
         xo = other.xact.xid_for_write()
         for i in range(100):
-            heap_insert(other.bufmgr, rel, (10_000_000 + i, 0, ""), xmin=xo)
+            heap_insert(other, rel, (10_000_000 + i, 0, ""), xmin=xo)
         be.xact.begin()
         snap = be.xact.start_statement()
         xid = be.xact.xid_for_write()
         for i in range(200):
-            heap_insert(be.bufmgr, rel, (20_000_000 + i, 0, ""), xmin=xid, cmin=0)
+            heap_insert(be, rel, (20_000_000 + i, 0, ""), xmin=xid, cmin=0)
         be.xact.command_done(True)
         snap = be.xact.start_statement()  # sees its own inserts (cid 1), not other's
         expect = _serial_ids(be, rel, snap)
@@ -729,7 +729,7 @@ def test_parallel_scan_under_the_io_model_reads_every_block_once(tmp_path):
         rel = create_table(inst, "wide", [("id", "integer"), ("pad", "character(1800)")])
         with inst.connect() as be:
             n = 2000 * 4
-            heap_bulk_insert(be.bufmgr, rel, {"id": np.arange(n, dtype=np.int32),
+            heap_bulk_insert(be, rel, {"id": np.arange(n, dtype=np.int32),
                                               "pad": [""] * n}, n, xmin=2)
             nblocks = be.bufmgr.smgr.nblocks(rel.relfilenode)
             be.bufmgr.flush_buffers()

@@ -106,7 +106,7 @@ class Hand:
 
     # tuples
     def insert(self, row, xid: int = 2) -> tuple[int, int]:
-        return heap_insert(self.bm, self.rel, row, xmin=xid)
+        return heap_insert(self.b, self.rel, row, xmin=xid)
 
     @staticmethod
     def _set_xmax(page, off: int, xid: int) -> None:
@@ -208,7 +208,7 @@ def hand(inst, assert_no_pins):
     b = inst.connect()
     h = Hand(inst, b, inst.catalog.heap_rel("t"))
     yield h
-    assert check_heap(h.bm, h.rel) >= 0
+    assert check_heap(h.b, h.rel) >= 0
     b.close()
     assert_no_pins(inst)
 
@@ -540,7 +540,7 @@ def test_batch_prunes_only_prunable_pages_and_updates_fsm(hand, inst):
     assert freespace.get(hand.bm, hand.rel.relfilenode, 1) < 500
     # a scan over the table with the hook: pages 1 and 3 pruned, 0 and 2 untouched
     pruner = PagePruner(hand.b, hand.rel)
-    scan = HeapScan(hand.bm, hand.rel, [0], prepare_pages=pruner)
+    scan = HeapScan(hand.b, hand.rel, [0], prepare_pages=pruner)
     n = sum(len(batch) for batch in scan)
     assert pruner.pages_pruned == 2
     # HeapScan without MVCC returns every LP_NORMAL tuple: all but the 40 pruned ones, plus
@@ -559,7 +559,7 @@ def test_partial_hook_and_session_scan_prune(hand, inst):
     tids = _dead_row_page(hand)
     hand.set_page_full()
     hook = functools.partial(heap_page_prune_opt, hand.b, hand.rel)
-    list(HeapScan(hand.bm, hand.rel, [0], prepare_pages=hook))
+    list(HeapScan(hand.b, hand.rel, [0], prepare_pages=hook))
     assert hand.states()[tids[0][1]] == ("D",)
     # the Session's scans run the same hook
     with hand.xact() as x:
@@ -688,8 +688,8 @@ def test_pruning_changes_no_answer(shared_inst, ops):
                 fsnap = fresh.xact.start_statement()
                 assert _answers(h, roots, fsnap) == before_fresh
                 fresh.xact.commit()
-                check_heap(w.bufmgr, h.rel)
-        check_heap(w.bufmgr, h.rel)
+                check_heap(w, h.rel)
+        check_heap(w, h.rel)
     finally:
         for b in holders + [w, fresh]:
             b.close()
@@ -726,7 +726,7 @@ def _updated_in_place(tmp_path, on: bool, n_updates: int = 10_000):
         assert after["n_dead_tup"] == 0 and after["n_live_tup"] == 10
         assert after["vacuum_count"] == 1
         assert res.live_tuples == 10 and res.dead_tuples == 0
-        assert check_heap(s.backend.bufmgr, rel) == 10
+        assert check_heap(s.backend, rel) == 10
         s.close()
         return start, end, pruned, res
     finally:
@@ -774,7 +774,7 @@ def test_check_heap_catches_hot_damage(inst, damage):
         with h.xact() as x2:
             h.update(a, (1, 2), x2)
         h.prune()
-        assert check_heap(h.bm, h.rel) == 2  # root is a redirect now
+        assert check_heap(h.b, h.rel) == 2  # root is a redirect now
         if damage == "hot_ctid_elsewhere":
             with h.xact() as x3:
                 b2 = h.update(other, (2, 1), x3)
@@ -790,7 +790,7 @@ def test_check_heap_catches_hot_damage(inst, damage):
                 lp = pg.get_item_id(page, other[1])[0]
                 _CTID.pack_into(page, lp + 24, 1, b2[1])
         with pytest.raises(DataCorrupted) as e:
-            check_heap(h.bm, h.rel)
+            check_heap(h.b, h.rel)
         assert {"redirect_to_root": "not a heap-only tuple",
                 "heap_only_not_updated": "not the result of an update",
                 "hot_ctid_elsewhere": "is not on its own page"}[damage] in str(e.value)

@@ -104,7 +104,7 @@ def _run(backend, rel, snap, small: bool, monkeypatch, *, prune: bool, pushed: b
             if idx.size:
                 out[idx[mvcc(views, starts[idx], bufs)]] = True
             return out
-        scan = hs = heapam.HeapScan(bm, rel, [0, 1, 2], tuple_filter=flt, prepare_pages=hook,
+        scan = hs = heapam.HeapScan(backend, rel, [0, 1, 2], tuple_filter=flt, prepare_pages=hook,
                                     batch_pages=batch_pages)
         filt = mvcc
     else:

@@ -124,7 +124,7 @@ def sinst(tmp_path):
 def _load(inst, nrows, name="t"):
     rel = create_table(inst, name, COLS)
     with inst.connect() as be:
-        heap_bulk_insert(be.bufmgr, rel, {"id": np.arange(nrows, dtype=np.int32),
+        heap_bulk_insert(be, rel, {"id": np.arange(nrows, dtype=np.int32),
                                           "pad": [""] * nrows}, nrows, xmin=2)
         nblocks = be.bufmgr.smgr.nblocks(rel.relfilenode)
     return rel, nblocks
@@ -148,14 +148,14 @@ def test_a_scan_started_midway_starts_near_the_other_and_returns_every_row(sinst
     rel, nblocks = _load(sinst, 3000)
     assert nblocks > 64 // 4
     with sinst.connect() as a, sinst.connect() as b:
-        first = HeapScan(a.bufmgr, rel, [0])
+        first = HeapScan(a, rel, [0])
         assert first.syncscan is not None and first.start_block == 0
         it = first.batches()
         got_a = []
         while first.pages_scanned < nblocks // 2 + 5:
             got_a.append(next(it))
         pos = first.pages_scanned  # the next block the first scan reads
-        second = HeapScan(b.bufmgr, rel, [0])
+        second = HeapScan(b, rel, [0])
         start = second.start_block
         assert start % 16 == 0
         assert pos - 16 - a.bufmgr.max_batch_pins <= start <= pos, (start, pos)
@@ -180,15 +180,15 @@ def test_small_tables_and_the_setting_off_start_at_zero(sinst, capfd):
     ss.get_location(big.relfilenode, n_big)
     ss.report_location(big.relfilenode, 32)
     with sinst.connect() as be:
-        assert HeapScan(be.bufmgr, small, [0]).syncscan is None
-        assert HeapScan(be.bufmgr, big, [0]).start_block == 32
-        assert HeapScan(be.bufmgr, big, [0], syncscan=False).start_block == 0
-        assert HeapScan(be.bufmgr, big, [0], start_block=5).start_block == 5
+        assert HeapScan(be, small, [0]).syncscan is None
+        assert HeapScan(be, big, [0]).start_block == 32
+        assert HeapScan(be, big, [0], syncscan=False).start_block == 0
+        assert HeapScan(be, big, [0], start_block=5).start_block == 5
         be.settings.set("synchronize_seqscans", False)
-        assert HeapScan(be.bufmgr, big, [0]).start_block == 0
+        assert HeapScan(be, big, [0]).start_block == 0
         be.settings.set("synchronize_seqscans", True)
         be.settings.set("trace_syncscan", True)
-        HeapScan(be.bufmgr, big, [0])
+        HeapScan(be, big, [0])
     err = capfd.readouterr().err
     assert f'"big" (base/{big.relfilenode}): start block 32 of {n_big}' in err
 
@@ -196,7 +196,7 @@ def test_small_tables_and_the_setting_off_start_at_zero(sinst, capfd):
 def test_a_parallel_scan_starts_where_a_serial_scan_is(sinst):
     rel, nblocks = _load(sinst, 3000)
     with sinst.connect() as a, sinst.connect() as b:
-        serial = HeapScan(a.bufmgr, rel, [0])
+        serial = HeapScan(a, rel, [0])
         it = serial.batches()
         while serial.pages_scanned < 40:
             next(it)
@@ -237,7 +237,7 @@ def test_a_serial_scan_joins_a_running_parallel_scan(sinst):
                        "the worker waits for block STOP's content lock")
             hint = SyncScanTable(sinst.seg, sinst.locks.syncscan).get_location(rfn, nblocks)
             assert hint == stop        # the report of the chunk STOP .. STOP + 3
-            serial = HeapScan(b.bufmgr, rel, [0])
+            serial = HeapScan(b, rel, [0])
             assert serial.start_block == stop
         finally:
             b.bufmgr.unlock(held)
@@ -273,7 +273,7 @@ def _staggered_scans(inst, rel, nblocks, nrows, stagger: float, synchronized: bo
                 while sum(progress) < k * stagger * nblocks and not errors:
                     threading.Event().wait(0.0002)
             with inst.connect(synchronize_seqscans=synchronized) as be:
-                s = HeapScan(be.bufmgr, rel, [0])
+                s = HeapScan(be, rel, [0])
                 started[k].set()
                 n = 0
                 for batch in s.batches():
@@ -320,7 +320,7 @@ def test_four_staggered_scans_read_the_table_about_once_with_syncscan(tmp_path):
         rel = create_table(inst, "big", [("id", "integer"), ("pad", "character(1800)")])
         nrows = 4096 * 4
         with inst.connect() as be:
-            heap_bulk_insert(be.bufmgr, rel, {"id": np.arange(nrows, dtype=np.int32),
+            heap_bulk_insert(be, rel, {"id": np.arange(nrows, dtype=np.int32),
                                               "pad": [""] * nrows}, nrows, xmin=2)
             nblocks = be.bufmgr.smgr.nblocks(rel.relfilenode)
             be.bufmgr.flush_buffers()

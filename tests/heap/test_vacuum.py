@@ -273,8 +273,8 @@ def test_vacuum_ring_spares_the_pool(tmp_path, assert_no_pins):
         b = db.connect()
         hot, big = db.catalog.heap_rel("hot"), db.catalog.heap_rel("big")
         n = 200 * 55  # about 200 pages
-        heap_bulk_insert(b.bufmgr, big, {"id": np.arange(n), "f": ["x"] * n}, n, xmin=2)
-        heap_bulk_insert(b.bufmgr, hot, {"id": np.arange(550), "f": ["y"] * 550}, 550, xmin=2)
+        heap_bulk_insert(b, big, {"id": np.arange(n), "f": ["x"] * n}, n, xmin=2)
+        heap_bulk_insert(b, hot, {"id": np.arange(550), "f": ["y"] * 550}, 550, xmin=2)
         nb_big = db.smgr.nblocks(big.relfilenode)
         nb_hot = db.smgr.nblocks(hot.relfilenode)
         assert nb_big >= 150 and nb_hot <= 12
@@ -294,7 +294,7 @@ def test_vacuum_ring_spares_the_pool(tmp_path, assert_no_pins):
         assert b.bufmgr.stats[C["ring_reused"]] - reused > nb_big // 2
         assert cached(hot) == nb_hot  # not one hot page was evicted
         assert cached(big) <= 16
-        assert check_heap(b.bufmgr, big) == n
+        assert check_heap(b, big) == n
         b.close()
         assert_no_pins(db)
     finally:
@@ -336,7 +336,7 @@ def test_session_delete_vacuum_insert_keeps_size(tmp_path, assert_no_pins):
             s2.insert_many("t", [(i, 1, "b") for i in range(2000, 3000)])
             assert db.smgr.nblocks(rel.relfilenode) == size
             assert len(s2.select("t")) == 2000
-            assert check_heap(s2.backend.bufmgr, rel) == 2000
+            assert check_heap(s2.backend, rel) == 2000
         assert_no_pins(db)
     finally:
         db.close()

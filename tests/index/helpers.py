@@ -51,7 +51,7 @@ class Table:
 
         def body(snap):
             xid = backend.xact.xid_for_write()
-            tid = heap_insert(backend.bufmgr, rel, row, xmin=xid, cmin=snap.curcid)
+            tid = heap_insert(backend, rel, row, xmin=xid, cmin=snap.curcid)
             for name in self.indexes():
                 insert_entry(backend, name, row, tid)
             return tid, True

@@ -277,13 +277,13 @@ def test_incomplete_split_is_finished_by_the_next_inserter(instance, sess, monke
     real = ins._insert_parent
     calls = []
 
-    def failing(bm, irel, lb, lblk, rb, rblk, stack, was_root):
+    def failing(backend, irel, lb, lblk, rb, rblk, stack, was_root):
         if not calls and not was_root:
             calls.append(lblk)
-            release(bm, rb)
-            release(bm, lb)
+            release(backend.bufmgr, rb)
+            release(backend.bufmgr, lb)
             raise RuntimeError("simulated failure between split and downlink")
-        return real(bm, irel, lb, lblk, rb, rblk, stack, was_root)
+        return real(backend, irel, lb, lblk, rb, rblk, stack, was_root)
     monkeypatch.setattr(ins, "_insert_parent", failing)
     odd = iter(range(1, 600, 2))
     with pytest.raises(RuntimeError):

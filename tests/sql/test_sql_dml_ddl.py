@@ -17,7 +17,7 @@ def _check_indexes(db, table):
     cat.refresh()
     for iname in cat.table(table).indexes:
         check_btree(db.session.backend, iname, heapallindexed=True)
-    check_heap(db.session.backend.bufmgr, cat.heap_rel(table))
+    check_heap(db.session.backend, cat.heap_rel(table))
 
 
 def test_all_storage_types(db):
@@ -191,4 +191,4 @@ def test_bulk_insert_select_without_indexes(db):
     assert db.rows("SELECT count(*), min(c), max(c) FROM dst") == [(4096, 5, 5)]
     assert db.one("SELECT sum(a) FROM dst") == db.one("SELECT sum(a) FROM src")
     assert db.one("SELECT count(*) FROM dst WHERE c = 5") == 4096
-    check_heap(db.session.backend.bufmgr, db.inst.catalog.heap_rel("dst"))
+    check_heap(db.session.backend, db.inst.catalog.heap_rel("dst"))

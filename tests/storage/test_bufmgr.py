@@ -525,14 +525,15 @@ def test_ring_scan_leaves_the_rest_of_the_pool_alone(instance, make_table, backe
     bm = backend.bufmgr
     big = make_table(instance, "big", [("a", "bigint"), ("s", "text")])
     small = make_table(instance, "small", [("a", "bigint"), ("s", "text")])
-    heap_bulk_insert(bm, big, {"a": np.arange(12000), "s": ["x" * 100] * 12000}, 12000, xmin=1)
-    heap_bulk_insert(bm, small, {"a": np.arange(150), "s": ["y" * 100] * 150}, 150, xmin=1)
+    heap_bulk_insert(backend, big, {"a": np.arange(12000), "s": ["x" * 100] * 12000}, 12000,
+                     xmin=1)
+    heap_bulk_insert(backend, small, {"a": np.arange(150), "s": ["y" * 100] * 150}, 150, xmin=1)
     nbig = bm.smgr.nblocks(big.relfilenode)
     nsmall = bm.smgr.nblocks(small.relfilenode)
     assert nbig > 3 * 64 and nsmall <= 4
 
     def count(rel, **kw):
-        return sum(len(batch) for batch in HeapScan(bm, rel, [0], **kw))
+        return sum(len(batch) for batch in HeapScan(backend, rel, [0], **kw))
 
     def delta(before):
         now = bm.counters()
@@ -554,7 +555,7 @@ def test_ring_scan_leaves_the_rest_of_the_pool_alone(instance, make_table, backe
         assert count(small) == 150
         after = delta(c)
         if use_ring:
-            ring = AccessStrategy("bulkread", bm.settings.bulkread_ring_kb, bm.nbuffers)
+            ring = AccessStrategy("bulkread", backend.settings.bulkread_ring_kb, bm.nbuffers)
             assert d["ring_reused"] >= nbig - 2 * ring.nbuffers
             big_cached = sum(cached(instance, big.relfilenode, blk) for blk in range(nbig))
             assert big_cached <= 2 * ring.nbuffers
@@ -569,13 +570,13 @@ def test_scan_when_the_pool_is_full_of_the_tables_pages(tmp_path, make_table):
         rel = make_table(inst, "t", [("a", "bigint"), ("s", "text")])
         with inst.connect() as b:
             bm = b.bufmgr
-            heap_bulk_insert(bm, rel, {"a": np.arange(4000), "s": ["x" * 100] * 4000}, 4000,
+            heap_bulk_insert(b, rel, {"a": np.arange(4000), "s": ["x" * 100] * 4000}, 4000,
                              xmin=1)
             inst.checkpoint()
             bm.drop_relation_buffers(rel.relfilenode)
             for blk in range(16):  # the table's first 16 pages fill the pool
                 bm.unpin(bm.pin(rel.relfilenode, blk))
-            assert sum(len(batch) for batch in HeapScan(bm, rel, [0])) == 4000
+            assert sum(len(batch) for batch in HeapScan(b, rel, [0])) == 4000
 
 
 # -- write-back and dropping -------------------------------------------------------------------

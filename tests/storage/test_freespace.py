@@ -103,7 +103,7 @@ def test_search_reads_only_fsm_pages(instance, make_table, backend):
     bm = backend.bufmgr
     rel = make_table(instance, "big", [("a", "bigint"), ("s", "text")])
     n = 20000
-    heap_bulk_insert(bm, rel, {"a": np.arange(n), "s": ["s" * 60] * n}, n, xmin=1)
+    heap_bulk_insert(backend, rel, {"a": np.arange(n), "s": ["s" * 60] * n}, n, xmin=1)
     nblocks = bm.smgr.nblocks(rel.relfilenode)
     assert nblocks > 2 * 64
     fsm.record(bm, rel.relfilenode, nblocks - 3, 5000)
@@ -132,7 +132,7 @@ def test_heap_insert_fills_recorded_free_space_before_extending(instance, make_t
     rel = make_table(instance, "wide", [("a", "integer"), ("s", "text")])
     with instance.connect() as b:
         for i in range(10):  # about 3000-byte rows: 2 per page, 2000 bytes left on each
-            heap_insert(b.bufmgr, rel, (i, "w" * 3000), xmin=1)
+            heap_insert(b, rel, (i, "w" * 3000), xmin=1)
         nblocks = b.bufmgr.smgr.nblocks(rel.relfilenode)
         assert nblocks == 5
         room = [fsm.get(b.bufmgr, rel.relfilenode, blk) for blk in range(nblocks)]
@@ -141,11 +141,11 @@ def test_heap_insert_fills_recorded_free_space_before_extending(instance, make_t
     assert all(r >= 1900 for r in room[:-1]), room
     with instance.connect() as b2:  # no remembered target: it must ask the map
         c = b2.counters()
-        tids = [heap_insert(b2.bufmgr, rel, (100 + i, "n" * 100), xmin=2) for i in range(12)]
+        tids = [heap_insert(b2, rel, (100 + i, "n" * 100), xmin=2) for i in range(12)]
         assert b2.bufmgr.smgr.nblocks(rel.relfilenode) == nblocks  # no new page
         assert b2.counters()["buffers_extended"] == c["buffers_extended"]
         assert {t[0] for t in tids} <= set(range(nblocks))
-        assert check_heap(b2.bufmgr, rel) == 22
+        assert check_heap(b2, rel) == 22
 
 
 def test_an_overstating_map_entry_is_corrected(instance, make_table):
@@ -153,14 +153,14 @@ def test_an_overstating_map_entry_is_corrected(instance, make_table):
     with instance.connect() as b:
         bm = b.bufmgr
         while bm.smgr.nblocks(rel.relfilenode) < 3:
-            heap_insert(bm, rel, (1, "f" * 500), xmin=1)
+            heap_insert(b, rel, (1, "f" * 500), xmin=1)
         fsm.record(bm, rel.relfilenode, 0, 8000)  # block 0 is full; the map says empty
         buf = bm.pin(rel.relfilenode, 0)
         real = pg.heap_free_space(bm.page(buf), MAX_HEAP_TUPLES_PER_PAGE)
         bm.unpin(buf)
         assert real < 500
     with instance.connect() as b2:
-        block, _ = heap_insert(b2.bufmgr, rel, (2, "g" * 500), xmin=2)
+        block, _ = heap_insert(b2, rel, (2, "g" * 500), xmin=2)
         assert block != 0
         assert fsm.get(b2.bufmgr, rel.relfilenode, 0) == real // 32 * 32  # corrected
 
@@ -169,7 +169,7 @@ def test_bulk_insert_records_each_new_page(instance, make_table, backend):
     bm = backend.bufmgr
     rel = make_table(instance, "bulk", [("a", "bigint"), ("s", "text")])
     n = 3000
-    heap_bulk_insert(bm, rel, {"a": np.arange(n), "s": [f"v{i}" * (i % 9) for i in range(n)]},
+    heap_bulk_insert(backend, rel, {"a": np.arange(n), "s": [f"v{i}" * (i % 9) for i in range(n)]},
                      n, xmin=1)
     for blk in range(bm.smgr.nblocks(rel.relfilenode)):
         buf = bm.pin(rel.relfilenode, blk)

@@ -40,8 +40,8 @@ def run_python(code: str, **kw) -> subprocess.CompletedProcess:
                           text=True, env=env, timeout=60, **kw)
 
 
-def count_rows(bm, rel) -> int:
-    return sum(len(batch) for batch in HeapScan(bm, rel, [0]))
+def count_rows(backend, rel) -> int:
+    return sum(len(batch) for batch in HeapScan(backend, rel, [0]))
 
 
 # -- 4. one owner per data directory -----------------------------------------------------------
@@ -76,8 +76,8 @@ def test_second_open_in_the_same_process_is_refused(instance, make_table, backen
         Instance({instance.datadir!r})
     """)
     assert r.returncode != 0 and "DatabaseInUse" in r.stderr, r.stderr[-500:]
-    heap_insert(backend.bufmgr, rel, (1,), xmin=1)  # and the instance works
-    assert count_rows(backend.bufmgr, rel) == 1
+    heap_insert(backend, rel, (1,), xmin=1)  # and the instance works
+    assert count_rows(backend, rel) == 1
 
 
 def test_lock_of_a_killed_holder_is_taken_over(tmp_path, make_table, open_rel):
@@ -85,7 +85,7 @@ def test_lock_of_a_killed_holder_is_taken_over(tmp_path, make_table, open_rel):
     with Instance(data, shared_buffers=16) as inst:
         rel = make_table(inst, "t", [("a", "bigint"), ("s", "text")])
         with inst.connect() as b:
-            heap_bulk_insert(b.bufmgr, rel, {"a": np.arange(1000), "s": ["p"] * 1000}, 1000,
+            heap_bulk_insert(b, rel, {"a": np.arange(1000), "s": ["p"] * 1000}, 1000,
                              xmin=1)
     child = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
@@ -99,10 +99,10 @@ def test_lock_of_a_killed_holder_is_taken_over(tmp_path, make_table, open_rel):
                           RowLayout([Column(c.name, c.type) for c in t.columns]))
             b = inst.connect()
             for i in range(1000, 1500):
-                heap_insert(b.bufmgr, rel, (i, "c"), xmin=2)
+                heap_insert(b, rel, (i, "c"), xmin=2)
             inst.checkpoint()       # written: must survive the kill
             for i in range(1500, 1600):
-                heap_insert(b.bufmgr, rel, (i, "lost"), xmin=2)  # only in shared memory
+                heap_insert(b, rel, (i, "lost"), xmin=2)  # only in shared memory
             print("READY", flush=True)
             time.sleep(60)
         """)],
@@ -129,13 +129,13 @@ def test_lock_of_a_killed_holder_is_taken_over(tmp_path, make_table, open_rel):
         rel = open_rel(inst, "t")
         with inst.connect() as b:
             ids = np.concatenate([batch.columns[0][0] for batch in
-                                  HeapScan(b.bufmgr, rel, [0])])
+                                  HeapScan(b, rel, [0])])
             # what the child checkpointed is there; what was only in its shared memory may
             # be lost (no WAL), but nothing is duplicated or damaged
             ids = ids.tolist()
             assert len(ids) == len(set(ids))
             assert set(range(1500)) <= set(ids) <= set(range(1600))
-            assert check_heap(b.bufmgr, rel) == len(ids)
+            assert check_heap(b, rel) == len(ids)
 
 
 def test_non_minidb_directory_is_refused_and_untouched(tmp_path):
@@ -200,7 +200,7 @@ def test_session_settings(instance):
         instance.connect(lock_wait_timeout_ms=0)
     with instance.connect(lock_wait_timeout_ms=250, heap_fillfactor=70) as b:
         assert b.settings.lock_wait_timeout_ms == 250 and b.settings.heap_fillfactor == 70
-        assert b.bufmgr.settings.lock_wait_timeout_ms == 250
+        assert b.bufmgr._settings.lock_wait_timeout_ms == 250  # what its waits use
     assert instance.settings.lock_wait_timeout_ms == 30000
 
 
@@ -209,7 +209,7 @@ def test_counters_of_closed_backends_are_kept(instance, make_table):
     total0 = instance.counters()
     with instance.connect() as b:
         for i in range(500):
-            heap_insert(b.bufmgr, rel, (i,), xmin=1)
+            heap_insert(b, rel, (i,), xmin=1)
         mine = b.counters()
     assert mine["buffers_extended"] >= 2 and mine["buffers_hit"] > 0
     after = instance.counters()
@@ -225,15 +225,15 @@ def test_close_writes_dirty_pages_and_checkpoint_counts_them(tmp_path, make_tabl
     rel = make_table(inst, "t", [("a", "integer")])
     with inst.connect() as b:
         for i in range(3000):
-            heap_insert(b.bufmgr, rel, (i,), xmin=1)
+            heap_insert(b, rel, (i,), xmin=1)
         npages = b.bufmgr.smgr.nblocks(rel.relfilenode)
     assert 1 < npages < 60  # everything still in the pool, dirty
     written = inst.checkpoint()
     assert written == npages + 1  # the heap pages and the FSM page
     assert inst.checkpoint() == 0
     with inst.connect() as b:
-        heap_insert(b.bufmgr, rel, (3000,), xmin=1)  # dirty again: close must write it
+        heap_insert(b, rel, (3000,), xmin=1)  # dirty again: close must write it
     inst.close()
     with Instance(data, shared_buffers=16) as inst:
         with inst.connect() as b:
-            assert count_rows(b.bufmgr, open_rel(inst, "t")) == 3001
+            assert count_rows(b, open_rel(inst, "t")) == 3001

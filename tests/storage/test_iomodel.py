@@ -229,14 +229,14 @@ def test_a_scan_through_the_pool_reaches_the_model_once_per_miss(tmp_path):
     with _inst(tmp_path, io_seq_mb_per_s=100_000, io_seek_ms=0.0) as inst:
         rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(1800)")])
         with inst.connect() as be:
-            heap_bulk_insert(be.bufmgr, rel, {"id": np.arange(800, dtype=np.int32),
+            heap_bulk_insert(be, rel, {"id": np.arange(800, dtype=np.int32),
                                               "pad": [""] * 800}, 800, xmin=2)
             nblocks = be.bufmgr.smgr.nblocks(rel.relfilenode)
             be.bufmgr.flush_buffers()
             be.bufmgr.drop_relation_buffers(rel.relfilenode)
             inst.drop_os_cache()
             b, c = inst.io_counters(), be.counters()
-            assert sum(len(x) for x in HeapScan(be.bufmgr, rel, [0])) == 800
+            assert sum(len(x) for x in HeapScan(be, rel, [0])) == 800
             d = _delta(inst, b)
             reads = be.counters()["buffers_read"] - c["buffers_read"]
             assert reads == nblocks == d["cache_hits"] + d["cache_misses"]

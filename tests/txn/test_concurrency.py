@@ -70,7 +70,7 @@ def inst(tmp_path, assert_no_pins):
         yield inst
         for s in opened:
             s.rollback()
-        check_heap(session().backend.bufmgr, inst.catalog.heap_rel("t"))
+        check_heap(session().backend, inst.catalog.heap_rel("t"))
         assert_no_pins(inst)
         assert not (inst.seg.proc_wait_xid != 0).any()
         assert not (inst.seg.proc_xact_waiters != 0).any()
@@ -182,7 +182,7 @@ def test_transfers_between_forked_processes_keep_the_total(inst, assert_no_pins)
     assert all(st["40001"] == 0 for st, a in zip(stats, args) if a[1] == RC)
 
     for name in ("acct", "xfer"):
-        check_heap(s.backend.bufmgr, inst.catalog.heap_rel(name))
+        check_heap(s.backend, inst.catalog.heap_rel(name))
     # every child ended cleanly: nothing to reap, no pins, no slots, no waits left
     assert inst.reaped == []
     assert int(inst.seg.buf_refcount.sum()) == 0

@@ -62,7 +62,7 @@ def inst(tmp_path, assert_no_pins):
         yield inst
         for s in opened:
             s.rollback()
-        check_heap(session().backend.bufmgr, inst.catalog.heap_rel("t"))
+        check_heap(session().backend, inst.catalog.heap_rel("t"))
         assert_no_pins(inst)
         assert not (inst.seg.proc_wait_xid != 0).any()
         assert not (inst.seg.proc_xact_waiters != 0).any()

@@ -393,7 +393,7 @@ class Run:
                 s.rollback()
             check = self.session()
             for name in list(self.inst.catalog.tables):
-                check_heap(check.backend.bufmgr, self.inst.catalog.heap_rel(name))
+                check_heap(check.backend, self.inst.catalog.heap_rel(name))
             assert_no_pins(self.inst)
             assert not (self.inst.seg.proc_wait_xid != 0).any()
             assert not (self.inst.seg.proc_xact_waiters != 0).any()

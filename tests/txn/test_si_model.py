@@ -313,7 +313,7 @@ def test_random_interleavings_match_snapshot_isolation(tmp_path, assert_no_pins)
                     r.m.end(i, False)
             final = sorted(tuple(x) for x in sessions[0].select(table))
             assert final == sorted((i, *kv) for i, kv in r.m.committed.items())
-            check_heap(sessions[0].backend.bufmgr, inst.catalog.heap_rel(table))
+            check_heap(sessions[0].backend, inst.catalog.heap_rel(table))
             for name, n in r.stats.items():
                 totals[name] += n
             totals["examples"] += 1
