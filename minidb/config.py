@@ -17,7 +17,7 @@ a plan made under one value may be wrong under another.  ``PLAN_SETTINGS`` lists
 it, so marking the setting is all a new planner knob needs to replan when it is SET.
 
 ``Settings`` holds one value per setting, validated on the way in; a backend's
-session settings start as a copy of the instance's.  Later layers add their knobs
+session settings start as a copy of the instance's.  Every layer adds its knobs
 here (never elsewhere) so that ``SHOW ALL`` can list everything.
 
 Invariants:

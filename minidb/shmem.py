@@ -80,7 +80,7 @@ Locks (all created before any fork):
 * ``iomodel`` - the I/O model's cache, disk and counters (one lock: a lookup, the disk
   reservation and the insertion of a read are one critical section).
 * ``sem[slot]`` - one semaphore per backend slot: a backend that must wait (for a buffer
-  content lock, an I/O in progress, a cleanup lock; later for a transaction) sets its bit
+  content lock, an I/O in progress, a cleanup lock, a transaction's end) sets its bit
   in the object's waiter mask and sleeps on its own semaphore, as a PostgreSQL backend
   sleeps on ``proc->sem``; whoever releases the object wakes every bit in the mask.
 

@@ -9,7 +9,7 @@ plot is skipped and the markdown says so: the figures that matter are in the tab
 ``str(report)`` is the markdown, which the command line also prints.
 
 Client processes (``run_clients``) are forked from the process that opened the instance,
-as ``minidb bench``'s clients are (ARCHITECTURE decision 1: processes, not threads): each
+as ``minidb bench``'s clients are (processes, not threads, as everywhere in minidb): each
 opens its own session, waits at a barrier, then starts its work at its own offset from a
 common start time, so staggered starts (seed 001) are measured from one clock.  Each
 returns a picklable result through a pipe.

@@ -1,7 +1,7 @@
 """The pool of parallel worker processes (PostgreSQL's background workers, in miniature).
 
-Processes, not threads (ARCHITECTURE decision 1): a scan kernel split over two threads ran
-no faster here, over two processes up to 1.9x.  The pool has ``max_worker_processes``
+Processes, not threads (Python runs one thread at a time): a scan kernel split over two
+threads ran no faster here, over two processes up to 1.9x.  The pool has ``max_worker_processes``
 workers; 0 means no pool at all (every scan is the leader's alone).
 
 Who forks whom.  When the instance opens, before its reaper thread starts, it creates

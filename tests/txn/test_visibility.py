@@ -1,8 +1,7 @@
 """Tuple visibility (``minidb.txn.visibility``): the decision table, scalar = batch, hint bits.
 
 What is proven here:
-  * every row of the HeapTupleSatisfiesMVCC decision table (reference section 4, repeated in
-    the module's docstring) gives the visibility *and* the hint bits PostgreSQL gives, for
+  * every row of the HeapTupleSatisfiesMVCC decision table (in the module's docstring) gives the visibility *and* the hint bits PostgreSQL gives, for
     the scalar and for the batch test (rows 6, 10, 13 and 16, the ones simple engines get
     wrong, each with the variants that tell a right engine from a wrong one);
   * each satisfies_vacuum state, and surely_dead's hint-bits-only answers;
