@@ -98,7 +98,7 @@ import time
 
 import numpy as np
 
-from minidb.errors import DeadlockDetected, InsufficientResources, LockNotAvailable
+from minidb.errors import LockNotAvailable, OutOfSharedMemory
 from minidb.shmem import (FP_SLOTS, FP_STRONG, N_LOCK_PARTITIONS, lock_index_cells,
                           locks_per_partition)
 import minidb.shmem as _shmem
@@ -235,9 +235,9 @@ class SharedLockTable:
         lo = part * self.lp
         free = np.flatnonzero(seg.lock_tag[lo:lo + self.lp, 0] == 0)
         if not free.size:
-            raise InsufficientResources(
+            raise OutOfSharedMemory(
                 "out of shared memory\nHINT:  You might need to increase "
-                "max_locks_per_transaction.", sqlstate="53200")
+                "max_locks_per_transaction.")
         e = lo + int(free[0])
         seg.lock_tag[e] = tag
         seg.lock_hash[e] = h
