@@ -14,8 +14,11 @@ gives per tree the median and the spread (min - max) of CPU (``time.process_time
 wall time per statement, and the median difference.  Check: every select returns
 exactly one row with the key's balance.
 
-The issue's budget is at most 1.5 us of added CPU per statement.  The report says what
-was measured; it does not fail when the budget is exceeded.
+The issue's budget is at most 1.5 us of added CPU per statement.  On a loaded machine
+the end-to-end difference of two ~100 us statements has a spread far wider than that, so
+the child also times this tree's lock path alone on the same plan (``lock_prepared`` of
+the plan's locks + ``release_all``, as each statement does), which is what the budget is
+about.  The report says what was measured; it does not fail when the budget is exceeded.
 
     python bench/lock_bench.py [--rounds 7] [--statements 5000] [--rows 2000] [--base REV]
 """
@@ -67,11 +70,23 @@ def child(root: str, rows: int, statements: int, seed: int) -> dict:
                 if r.rows != [(k * 3,)]:
                     raise AssertionError(f"aid {k}: {r.rows}")
             c1, w1 = time.process_time(), time.perf_counter()
+            micro = None
+            plan = next(iter(p._entry.plans.values()))[0]
+            if hasattr(plan, "lock_reqs"):   # this tree: the lock path alone, same locks
+                lm = e.session.backend.lockmgr
+                reqs = plan.lock_reqs
+                n = statements * 4
+                m0 = time.process_time()
+                for _ in range(n):
+                    lm.lock_prepared(reqs)
+                    lm.release_all()
+                micro = (time.process_time() - m0) / n * 1e6
         finally:
             inst.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return {"cpu_us": (c1 - c0) / statements * 1e6, "wall_us": (w1 - w0) / statements * 1e6}
+    return {"cpu_us": (c1 - c0) / statements * 1e6, "wall_us": (w1 - w0) / statements * 1e6,
+            "lock_path_us": micro}
 
 
 def run_one(root: str, args, seed: int) -> dict:
@@ -126,6 +141,12 @@ def main() -> None:
             med[name, k] = statistics.median(xs)
             print(f"  {name:4s} {k[:-3]:4s} per statement: median {statistics.median(xs):7.2f} us"
                   f"  spread {min(xs):7.2f} - {max(xs):7.2f} us")
+    micro = [r["lock_path_us"] for r in res["this"] if r.get("lock_path_us") is not None]
+    if micro:
+        print(f"  this tree's lock path alone (the plan's locks taken in the fast path "
+              f"and released at commit), CPU per statement: median "
+              f"{statistics.median(micro):.2f} us  spread {min(micro):.2f} - "
+              f"{max(micro):.2f} us")
     for k in ("cpu_us", "wall_us"):
         diffs = [t[k] - b[k] for b, t in zip(res["base"], res["this"])]
         print(f"  added {k[:-3]:4s}: median of paired differences "
