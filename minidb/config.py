@@ -137,8 +137,13 @@ _ALL = [
     _s("deadlock_timeout", 1000, int, "session",
        "PostgreSQL's default: wait this long before looking for a deadlock, because most "
        "waits end sooner and the check costs", min=1, max=3600 * 1000, unit="ms"),
+    _s("max_locks_per_transaction", 64, int, "instance",
+       "PostgreSQL's default: sizes the shared heavyweight lock table (x 2 x backend slots "
+       "entries, a pool shared by all); running out gives 53200 out of shared memory",
+       min=10, max=100000),
     _s("lock_timeout", 0, int, "session",
-       "0 = wait for row locks without limit (bounded still by lock_wait_timeout_ms)",
+       "0 = wait for row and relation locks without limit (bounded still by "
+       "lock_wait_timeout_ms)",
        min=0, max=3600 * 1000, unit="ms"),
     _s("heap_page_pruning", True, bool, "session",
        "opportunistic pruning of heap pages on access (PostgreSQL 8.3+); off = as in 2002"),

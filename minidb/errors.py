@@ -146,12 +146,19 @@ class InsufficientResources(OperationalError):
     sqlstate = "53000"
 
 
+class OutOfSharedMemory(InsufficientResources):
+    """The shared heavyweight lock table is full (max_locks_per_transaction)."""
+    sqlstate = "53200"
+
+
 class TooManyConnections(OperationalError):
     sqlstate = "53300"
 
 
 class LockNotAvailable(OperationalError):
-    """A wait ran past its timeout (lock_timeout, or the internal safety bound)."""
+    """A wait ran past its timeout (lock_timeout: 'canceling statement due to lock
+    timeout', or the internal safety bound), or a NOWAIT request met a conflict ('could
+    not obtain lock on relation "t"')."""
     sqlstate = "55P03"
 
 
@@ -179,6 +186,8 @@ class SerializationFailure(TransactionRollbackError):
 
 
 class DeadlockDetected(TransactionRollbackError):
+    """'deadlock detected', with a DETAIL line per edge of the cycle naming both processes
+    (``minidb.txn.deadlock``); the victim's transaction is aborted at the error."""
     sqlstate = "40P01"
 
 

@@ -45,6 +45,7 @@ from minidb.storage.iomodel import IOModel
 from minidb.storage.smgr import Smgr
 from minidb.heap.pgstat import TableStats
 from minidb.txn.clog import CommitLog
+from minidb.txn.lmgr import LockManager, SharedLockTable
 from minidb.txn.procarray import ProcArray
 from minidb.txn.xact import Transaction
 
@@ -241,6 +242,7 @@ class Instance:
                     continue  # freed meanwhile
                 pids[slot] = -pid  # claimed by this reaper
             xid = self.procarray.abort_dead_slot(slot)
+            SharedLockTable(self.seg, self.locks).release_slot(slot)
             BufferManager(self.seg, self.locks, self.smgr, self.settings, slot,
                           describe_rel=self.describe_rel).release_all()
             self._free_slot(slot)
@@ -271,6 +273,18 @@ class Instance:
             n = b.bufmgr.flush_buffers()
         self.smgr.fsync_all()
         return n
+
+    def describe_lock_tag(self, tag) -> str | None:
+        """The name of a relation lock tag's relation (None if unknown)."""
+        oid = tag[1]
+        cat = self.catalog
+        for _ in range(2):  # perhaps created by another process since we last looked
+            for defs in (cat.tables, cat.indexes):
+                for name, d in list(defs.items()):
+                    if d.oid == oid:
+                        return name
+            cat.refresh()
+        return None
 
     def describe_rel(self, rfn: int) -> str:
         name = self.catalog.name_of_relfilenode(rfn)
@@ -318,7 +332,11 @@ class Backend:
         self.pgstat = TableStats(instance.seg, instance.locks.stats)
         # relfilenode -> the heap block this backend inserted into last (rd_targblock)
         self.heap_targets: dict[int, int] = {}
-        self.xact = Transaction(instance.procarray, slot, settings, on_end=self.pgstat.flush)
+        self.lockmgr = LockManager(instance.seg, instance.locks, slot, settings,
+                                   on_wait_tick=instance.procarray._on_wait_tick)
+        self.lockmgr.describe = instance.describe_lock_tag
+        self.xact = Transaction(instance.procarray, slot, settings, on_end=self.pgstat.flush,
+                                lockmgr=self.lockmgr)
         self.closed = False
 
     @property
@@ -335,7 +353,10 @@ class Backend:
         try:
             self.xact.rollback()
         finally:
-            self.bufmgr.release_all()
+            try:
+                self.lockmgr.release_all()
+            finally:
+                self.bufmgr.release_all()
         self.instance._free_slot(self.slot)
         with self.instance._local:
             self.instance._backends.discard(self)

@@ -54,9 +54,24 @@ io_state           (4,)            int64      iomodel lock (disk's last file and
                                               LRU clock)
 io_busy            (1,)            float64    iomodel lock (the disk is busy until then)
 io_counters        (IO,)           int64      iomodel lock (IO_COUNTERS)
+lock_tag           (NP*LP, 3)      int64      lockmgr[p] (heavyweight lock entries, by
+                                              partition p; ``minidb.txn.lmgr``)
+lock_hash          (NP*LP,)        int64      lockmgr[p] (each entry's tag hash)
+lock_hold          (NP*LP, S)      uint16     lockmgr[p] (modes each slot holds)
+lock_index         (NP, HP)        int32      lockmgr[p] (open-addressing index, -1 empty)
+lock_seq           (NP,)           int64      lockmgr[p] (wait-queue arrival counter)
+proc_wait_lock     (S,)            int32      lockmgr[p] of the entry (-1: not waiting)
+proc_wait_mode     (S,)            int8       lockmgr[p] (mode asked for)
+proc_wait_status   (S,)            int8       lockmgr[p] (waiting / granted / removed)
+proc_wait_seq      (S,)            int64      lockmgr[p] (place in the wait queue)
+fp_relid           (S, FP)         int64      fp[slot] (fast-path relation locks)
+fp_bits            (S, FP)         uint8      fp[slot] (modes per fast-path entry)
+fp_strong          (1024,)         int32      lockmgr[b % NP] (strong locks per bucket)
 =================  ==============  =========  ============================================
 
-``P`` = parallel scan slots (max_connections), ``W`` = max_worker_processes, ``OC`` = pages
+``NP`` = 16 lock partitions, ``LP`` = lock entries per partition
+(``max_locks_per_transaction`` x S x 2 / NP, at least 64), ``HP`` = index cells per partition
+(a power of two >= 2 LP), ``FP`` = 16 fast-path slots per backend; ``P`` = parallel scan slots (max_connections), ``W`` = max_worker_processes, ``OC`` = pages
 of the simulated OS cache (``os_cache_mb``; a placeholder of 8 when ``io_model`` is none).
 
 Locks (all created before any fork):
@@ -79,6 +94,9 @@ Locks (all created before any fork):
 * ``pool`` - claiming and releasing parallel worker processes.
 * ``iomodel`` - the I/O model's cache, disk and counters (one lock: a lookup, the disk
   reservation and the insertion of a read are one critical section).
+* ``lockmgr[i]`` - the heavyweight lock manager's partitions (LockManager partition locks);
+  a deadlock check takes all 16 in order, then ``procarray``.
+* ``fp[slot]`` - each backend's fast-path relation locks (PostgreSQL's fpInfoLock).
 * ``sem[slot]`` - one semaphore per backend slot: a backend that must wait (for a buffer
   content lock, an I/O in progress, a cleanup lock, a transaction's end) sets its bit
   in the object's waiter mask and sleeps on its own semaphore, as a PostgreSQL backend
@@ -125,6 +143,11 @@ N_CLOG_LOCKS = 16
 MAX_TABLE_STATS = 512     # tables with shared statistics (pg_stat_user_tables rows)
 
 N_EXTENSION_LOCKS = 16
+
+# the heavyweight lock manager (minidb.txn.lmgr)
+N_LOCK_PARTITIONS = 16
+FP_SLOTS = 16             # fast-path relation locks per backend (FP_LOCK_SLOTS_PER_BACKEND)
+FP_STRONG = 1024          # FAST_PATH_STRONG_LOCK_HASH_PARTITIONS
 
 # synchronized scans, parallel scans, the worker pool, the I/O model (see their modules)
 SYNC_SCAN_NELEM = 20
@@ -205,6 +228,16 @@ def os_cache_pages(settings: Settings) -> int:
     return max(OS_CACHE_WAYS, pages // OS_CACHE_WAYS * OS_CACHE_WAYS)
 
 
+def locks_per_partition(settings: Settings) -> int:
+    """Heavyweight lock entries of one partition's pool (a shared pool, as PostgreSQL's)."""
+    return max(64, settings.max_locks_per_transaction * n_slots(settings) * 2
+               // N_LOCK_PARTITIONS)
+
+
+def lock_index_cells(settings: Settings) -> int:
+    return _next_pow2(2 * locks_per_partition(settings))
+
+
 def n_buckets(settings: Settings) -> int:
     return _next_pow2(max(2 * settings.shared_buffers, 16 * _next_pow2(settings.buffer_partitions)))
 
@@ -213,6 +246,7 @@ def regions(settings: Settings) -> list[Region]:
     """The layout of the segment: every shared array, its shape, dtype and guard."""
     n = settings.shared_buffers
     s = n_slots(settings)
+    lp = locks_per_partition(settings)
     if s > MAX_SLOTS:
         raise ValueError(f"max_connections + max_worker_processes must be <= "
                          f"{MAX_SLOTS - N_AUX_SLOTS}")
@@ -250,6 +284,19 @@ def regions(settings: Settings) -> list[Region]:
         Region("io_state", (N_IO_STATE,), "<i8", "iomodel lock"),
         Region("io_busy", (1,), "<f8", "iomodel lock"),
         Region("io_counters", (len(IO_COUNTERS),), "<i8", "iomodel lock"),
+        Region("lock_tag", (N_LOCK_PARTITIONS * lp, 3), "<i8", "lockmgr partition"),
+        Region("lock_hash", (N_LOCK_PARTITIONS * lp,), "<i8", "lockmgr partition"),
+        Region("lock_hold", (N_LOCK_PARTITIONS * lp, s), "<u2", "lockmgr partition"),
+        Region("lock_index", (N_LOCK_PARTITIONS, lock_index_cells(settings)), "<i4",
+               "lockmgr partition", fill=-1),
+        Region("lock_seq", (N_LOCK_PARTITIONS,), "<i8", "lockmgr partition"),
+        Region("proc_wait_lock", (s,), "<i4", "lockmgr partition", fill=-1),
+        Region("proc_wait_mode", (s,), "i1", "lockmgr partition"),
+        Region("proc_wait_status", (s,), "i1", "lockmgr partition"),
+        Region("proc_wait_seq", (s,), "<i8", "lockmgr partition"),
+        Region("fp_relid", (s, FP_SLOTS), "<i8", "fp lock of the slot"),
+        Region("fp_bits", (s, FP_SLOTS), "u1", "fp lock of the slot"),
+        Region("fp_strong", (FP_STRONG,), "<i4", "lockmgr partition"),
     ]
 
 
@@ -356,4 +403,6 @@ class SharedLocks:
         self.pscan = [lw(f"parallel scan {i}") for i in range(N_PSCAN_LOCKS)]
         self.pool = lw("worker pool")
         self.iomodel = lw("I/O model")
+        self.lockmgr = [lw(f"lock manager {i}") for i in range(N_LOCK_PARTITIONS)]
+        self.fp = [lw(f"fast path {s}") for s in range(n_slots(settings))]
         self.sem = [ctx.Semaphore(0) for _ in range(n_slots(settings))]

@@ -511,3 +511,17 @@ def test_interactive_backslash_command_inside_a_statement_keeps_the_buffer(tmp_p
     assert out.getvalue() == ("ERROR:  division by zero\nmeanwhile\n"
                               " a | b \n---+---\n 1 | 2\n(1 row)\n\n")
     assert not repl.stopped and repl.done
+
+
+def test_locks_meta_command_lists_held_locks(tmp_path):
+    d = str(tmp_path / "data")
+    script = ("CREATE TABLE t (k int PRIMARY KEY);\nBEGIN;\nSELECT count(*) FROM t;\n"
+              "LOCK TABLE t IN SHARE MODE;\n\\locks\nCOMMIT;\n\\locks\nLOCK TABLE t;\n")
+    r = run_minidb(d, "--set", "shared_buffers=64", stdin=script)
+    out = re.sub(r"\| +\d+$", "| PID", r.stdout, flags=re.M)
+    assert " locktype | relation |      mode       | granted |" in out
+    assert " relation | t        | AccessShareLock | t       | PID" in out
+    assert " relation | t        | ShareLock       | t       | PID" in out
+    assert " relation | t_pkey   | AccessShareLock | t       | PID" in out
+    assert "(3 rows)" in out and "(0 rows)" in out
+    assert "ERROR:  LOCK TABLE can only be used in transaction blocks" in r.stderr + r.stdout

@@ -25,7 +25,7 @@ KEYWORDS = (
 )
 
 META = ("?", "a", "btree", "d", "d+", "di", "di+", "dt", "dt+", "echo", "g", "gx", "i",
-        "ir", "p", "page", "pset", "q", "r", "set", "stats", "t", "timing", "unset", "x")
+        "ir", "locks", "p", "page", "pset", "q", "r", "set", "stats", "t", "timing", "unset", "x")
 
 _WORD = re.compile(r"(\\?[A-Za-z0-9_+?]*)$")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -56,6 +56,7 @@ Inspection (minidb's own)
   \page TABLE BLOCK      line pointers, xmin/xmax and hint bits of one heap page
   \btree INDEX           the B-tree's pages, level by level
   \stats [TABLE]         pg_stat_user_tables-like counters, and the buffer counters
+  \locks                 the heavyweight locks held and awaited (pg_locks)
 """
 
 PSET_NAMES = ("border", "expanded", "fieldsep", "footer", "format", "null", "pager",
@@ -421,6 +422,13 @@ class MetaCommands:
                 value = value[0]
                 titles["tables"] = f'Table "{value["relname"]}"'
             self._print_any(value, title=titles.get(key, key))
+
+    def _meta_locks(self, arg: str) -> None:
+        if self._args(arg):
+            raise MetaUsage("usage: \\locks")
+        rows = self._inspect().locks(self.conn.session)
+        self.print_table(["locktype", "relation", "mode", "granted", "pid"], rows,
+                         title="Locks")
 
     def _print_any(self, obj, title=None) -> None:
         """Print what an inspection function returned: text, a dict (name | value, without

@@ -261,6 +261,14 @@ class TruncateStmt(Statement):
 
 
 @dataclass
+class LockStmt(Statement):
+    names: list
+    mode: str = "ACCESS EXCLUSIVE"    # SQL name, as in ``minidb.txn.lmgr.SQL_MODES``
+    nowait: bool = False
+    tag: str = "LOCK TABLE"
+
+
+@dataclass
 class BeginStmt(Statement):
     isolation: str | None = None
     tag: str = "BEGIN"

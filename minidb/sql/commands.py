@@ -21,12 +21,18 @@ VACUUM [ANALYZE] [t, ...]   ``heap.vacuum.vacuum_table`` with the indexes' callb
                             a transaction block (25001); no table: every table
 ANALYZE [t, ...]            ``stats.analyze_table`` under a statement snapshot
 COPY t FROM / TO 'file'     ``copy`` (text or csv)
+LOCK [TABLE] t [IN m MODE]  the named lock until the block ends (NOWAIT: 55P03 at once);
+                            outside a block 25P01, as PostgreSQL
 CHECKPOINT                  ``Instance.checkpoint``
 ==========================  ==================================================================
 
+Every statement takes PostgreSQL's relation lock (``minidb.sql.locking``): DROP / TRUNCATE
+wait for the transactions that read or write the table (or fail with 55P03 on
+``lock_timeout``), held to the end of the transaction; a statement outside a block runs in
+an implicit transaction committed when it ends, which releases them.
+
 Departures: DDL, SET and TRUNCATE are not transactional (they take effect at once and a
-ROLLBACK does not undo them); there are no relation locks, so DROP / TRUNCATE of a table
-another session is using is the caller's risk (a pinned buffer makes DROP fail cleanly).
+ROLLBACK does not undo them).
 """
 
 from __future__ import annotations
@@ -37,7 +43,10 @@ from minidb.config import SETTINGS
 from minidb.exec import indexam
 from minidb.heap import pgstat
 from minidb.sql import ast
+from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
+from minidb.txn.lmgr import (SQL_MODES, AccessExclusiveLock, ShareLock,
+                             ShareUpdateExclusiveLock)
 from minidb.types import parse_type
 
 __all__ = ["run_utility"]
@@ -51,7 +60,12 @@ def run_utility(engine, stmt):
     h = _HANDLERS.get(type(stmt))
     if h is None:
         raise errors.NotSupportedError(f"{stmt.tag or type(stmt).__name__} is not supported")
-    return h(engine, stmt)
+    xact = engine.session.xact
+    was_idle = xact.state == "idle"
+    res = h(engine, stmt)
+    if was_idle and xact.state != "idle" and not xact.explicit:
+        xact.commit()   # the implicit transaction that held the statement's locks
+    return res
 
 
 # -- transactions ------------------------------------------------------------------------------
@@ -255,16 +269,26 @@ def _drop_table(engine, st: ast.DropTableStmt):
                 msgs.append(_notice(f'table "{name}" does not exist, skipping'))
                 continue
             raise errors.UndefinedTable(f'table "{name}" does not exist')
+    locked = []
     for name in st.names:
         if name in catalog.tables:
-            _drop_one_table(backend, name)
+            try:
+                lock_table(engine, name, AccessExclusiveLock, indexes=True)
+            except errors.UndefinedTable:
+                if not st.if_exists:
+                    raise
+                msgs.append(_notice(f'table "{name}" does not exist, skipping'))
+                continue
+            locked.append(name)
+    for name in locked:
+        _drop_one_table(backend, name)
     return _result("DROP TABLE", messages=msgs)
 
 
 def _create_index(engine, st: ast.CreateIndexStmt):
     backend = engine.session.backend
     catalog = backend.catalog
-    t = catalog.table(st.table)
+    t = lock_table(engine, st.table, ShareLock)
     for c in st.columns:
         if t.column_index(c) < 0:
             raise errors.UndefinedColumn(f'column "{c}" does not exist')
@@ -301,6 +325,13 @@ def _drop_index(engine, st: ast.DropIndexStmt):
                 f'{idef.table}', sqlstate="2BP01")
         todo.append(name)
     for name in todo:
+        idef = catalog.indexes[name]
+        lock_table(engine, idef.table, AccessExclusiveLock)
+        lock_oid(engine, idef.oid, AccessExclusiveLock)
+        catalog.refresh()
+        if name not in catalog.indexes:
+            raise errors.UndefinedObject(f'index "{name}" does not exist')
+    for name in todo:
         indexam.drop_index(backend, name)
     return _result("DROP INDEX", messages=msgs)
 
@@ -311,6 +342,8 @@ def _truncate(engine, st: ast.TruncateStmt):
     smgr = backend.instance.smgr
     for name in st.names:
         catalog.table(name)            # all exist, or nothing happens
+    for name in st.names:              # wait for every transaction using them
+        lock_table(engine, name, AccessExclusiveLock, indexes=True)
     for name in st.names:
         t = catalog.table(name)
         saved = [catalog.indexes[i] for i in t.indexes if i in catalog.indexes]
@@ -353,6 +386,7 @@ def _vacuum(engine, st: ast.VacuumStmt):
         raise errors.ActiveSqlTransaction("VACUUM cannot run inside a transaction block")
     msgs = []
     for name in _tables(engine, st.tables):
+        lock_table(engine, name, ShareUpdateExclusiveLock)
         rel = backend.catalog.heap_rel(name)
         res = vacuum_table(backend, rel, index_callbacks=indexam.vacuum_callbacks(backend, name))
         if st.verbose:
@@ -367,6 +401,7 @@ def _vacuum(engine, st: ast.VacuumStmt):
 def _analyze_one(engine, name):
     from minidb.sql.stats import analyze_table
     backend = engine.session.backend
+    lock_table(engine, name, ShareUpdateExclusiveLock)
     return engine._statement(lambda snap: (analyze_table(backend, name, snap), False))
 
 
@@ -383,6 +418,22 @@ def _analyze(engine, st: ast.AnalyzeStmt):
         if st.verbose:
             msgs.append(_analyze_msg(info))
     return _result("ANALYZE", messages=msgs)
+
+
+def _lock(engine, st: ast.LockStmt):
+    xact = engine.session.xact
+    if not xact.in_block:
+        raise errors.NoActiveSqlTransaction("LOCK TABLE can only be used in transaction blocks")
+    mode = SQL_MODES[st.mode]
+    for name in st.names:
+        try:
+            lock_table(engine, name, mode, st.nowait)
+        except errors.LockNotAvailable as e:
+            if st.nowait and str(e).startswith("could not obtain lock"):
+                raise errors.LockNotAvailable(
+                    f'could not obtain lock on relation "{name}"') from None
+            raise
+    return _result("LOCK TABLE")
 
 
 def _checkpoint(engine, st):
@@ -402,5 +453,5 @@ _HANDLERS = {
     ast.ResetStmt: _reset, ast.CreateTableStmt: _create_table, ast.DropTableStmt: _drop_table,
     ast.CreateIndexStmt: _create_index, ast.DropIndexStmt: _drop_index,
     ast.TruncateStmt: _truncate, ast.VacuumStmt: _vacuum, ast.AnalyzeStmt: _analyze,
-    ast.CheckpointStmt: _checkpoint, ast.CopyStmt: _copy,
+    ast.CheckpointStmt: _checkpoint, ast.CopyStmt: _copy, ast.LockStmt: _lock,
 }

@@ -42,8 +42,10 @@ _TEXT_ESC = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\", "b": "\b", "f": "\f", 
 
 
 def run_copy(engine, st) -> int:
-    catalog = engine.instance.catalog
-    t = catalog.table(st.table)
+    from minidb.sql.locking import lock_table
+    from minidb.txn.lmgr import AccessShareLock, RowExclusiveLock
+    t = lock_table(engine, st.table,
+                   AccessShareLock if st.direction == "to" else RowExclusiveLock)
     cols = [(c.name, parse_type(c.type)) for c in t.columns]
     entry = RangeEntry(0, t.name, t, cols, [c.not_null for c in t.columns])
     if st.columns is None:

@@ -13,7 +13,9 @@ utility.c, small).
      the plan's choices, were made for another size; looked at every ``SIZE_CHECK_EVERY``
      uses).  ``prepare(sql)`` returns a handle
      that skips even the cache lookup;
-  2. **parse** (``minidb.sql.parser``) -> **bind** (``binder``) -> **plan** (``planner``);
+  2. **parse** (``minidb.sql.parser``) -> **bind** (``binder``) -> **plan** (``planner``)
+     -> **lock** (``locking``: the plan's relation locks, taken inside the transaction
+     before a cached plan's validity is checked);
   3. **execute** under the transaction rules of ``minidb.session``: a statement outside a
      BEGIN block is its own transaction, committed when it ends; inside a block, an error
      fails the block (every later statement gets 25P02 until ROLLBACK).  Any error - a
@@ -22,7 +24,9 @@ utility.c, small).
 
 Utility statements (transaction control, SET / SHOW / RESET, VACUUM, ANALYZE, COPY,
 CHECKPOINT) and DDL (``ddl``) run here too.  DDL is *not* transactional in minidb: the
-catalog changes at once and a ROLLBACK does not undo it (PostgreSQL's is transactional).
+catalog changes at once and a ROLLBACK does not undo it (PostgreSQL's is transactional),
+but it takes PostgreSQL's relation locks (``minidb.sql.locking``), so DROP and TRUNCATE wait
+for the transactions that use the table.
 
 Every error raised is a ``minidb.errors`` class; an unexpected Python exception is wrapped
 in InternalError (its traceback chained).
@@ -42,6 +46,7 @@ from minidb.shmem import CTL_CATALOG_GEN
 from minidb.sql import ast
 from minidb.sql.binder import Binder
 from minidb.sql.explain import explain_lines
+from minidb.sql.locking import statement_lock_reqs
 from minidb.sql.parser import parse, parse_script
 from minidb.sql.parser.lexer import split_statements as _split
 from minidb.sql.parser.translate import parse_expression_text
@@ -194,13 +199,19 @@ class Engine:
         return int(self.instance.seg.control[CTL_CATALOG_GEN])
 
     def plan_for(self, entry: _Entry, params: list):
-        """The plan of a DML statement for these parameters' types (cached)."""
+        """The plan of a DML statement for these parameters' types (cached), with its
+        relation locks taken (``minidb.sql.locking``): a cached plan's locks are taken
+        before its validity is checked, so a statement that waited for a DROP or
+        TRUNCATE to commit plans again against the catalog that committed."""
         sig = tuple(type(p) for p in params)
-        gen = self._catalog_gen()
-        ssig = self._settings_sig()
+        self.session.xact.start_implicit()   # the locks belong to the transaction
+        lockmgr = self.session.backend.lockmgr
         got = entry.plans.get(sig)
         if got is not None:
             plan, pgen, pssig, uses = got
+            lockmgr.lock_prepared(plan.lock_reqs)
+            gen = self._catalog_gen()
+            ssig = self._settings_sig()
             # table sizes are looked at every SIZE_CHECK_EVERY uses (an fstat per table)
             if pgen == gen and pssig == ssig and (uses % SIZE_CHECK_EVERY
                                                   or self._sizes_ok(plan)):
@@ -208,7 +219,13 @@ class Engine:
                 self.counters["plan_cache_hits"] += 1
                 return plan
             self.counters["replans"] += 1
-        plan = self._plan(entry.stmt, sig)
+        ssig = self._settings_sig()
+        for _ in range(100):
+            gen = self._catalog_gen()
+            plan = self._plan(entry.stmt, sig)
+            lockmgr.lock_prepared(plan.lock_reqs)
+            if self._catalog_gen() == gen:
+                break   # nothing changed while the locks were taken
         entry.plans[sig] = [plan, gen, ssig, 1]
         return plan
 
@@ -229,6 +246,7 @@ class Engine:
         catalog.refresh()
         bound = Binder(catalog, sig, default_parser=parse_expression_text).bind(stmt)
         plan = Planner(catalog, self.session.settings, self.instance.smgr).plan(bound)
+        plan.lock_reqs = statement_lock_reqs(bound, catalog)
         self.counters["plans"] += 1
         return plan
 
@@ -263,13 +281,19 @@ class Engine:
 
     def _explain(self, stmt: ast.ExplainStmt, params: list) -> Result:
         t0 = time.perf_counter()
+        xact = self.session.xact
+        implicit = xact.state == IDLE
         plan = self._plan(stmt.stmt, tuple(type(p) for p in params))
+        xact.start_implicit()
+        self.session.backend.lockmgr.lock_prepared(plan.lock_reqs)
         planning = time.perf_counter() - t0
         lines: list[str]
         if not stmt.analyze:
             lines = explain_lines(plan.root, qualify=plan.qualify, costs=stmt.costs)
             if stmt.summary:
                 lines.append(f"Planning Time: {planning * 1000:.3f} ms")
+            if implicit and xact.state != IDLE and not xact.explicit:
+                xact.commit()   # the implicit transaction that held the locks
         else:
             session = self.session
 

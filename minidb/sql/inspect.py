@@ -15,6 +15,8 @@ page_dump(s, t, block)   (header dict, [line pointer dicts]) of one heap page: t
                          lp_len and, for LP_NORMAL tuples, xmin, xmax, cmin, cmax, ctid and
                          the names of the infomask / infomask2 bits set
 btree_dump(s, index)     text (``minidb.index.dump_btree``)
+locks(s)                 pg_locks: [(locktype, relation, mode, granted, pid)] of every
+                         heavyweight lock held or awaited (``minidb.txn.lmgr``)
 stats(s, table=None)     {"tables": [pg_stat_user_tables-like dict per table],
                           "buffers": the instance's buffer counters,
                           "session": this backend's counters, "plan_cache": the engine's
@@ -35,7 +37,7 @@ from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
 
 __all__ = ["describe_tables", "describe_table", "list_indexes", "page_dump", "btree_dump",
-           "stats"]
+           "stats", "locks"]
 
 _LP_NAMES = {pg.LP_UNUSED: "UNUSED", pg.LP_NORMAL: "NORMAL", pg.LP_REDIRECT: "REDIRECT",
              pg.LP_DEAD: "DEAD"}
@@ -155,3 +157,21 @@ def stats(session, table: str | None = None, engine=None) -> dict:
     if engine is not None:
         out["plan_cache"] = engine.plan_cache_stats()
     return out
+
+
+def locks(session) -> list[tuple]:
+    """pg_locks, minidb's columns: (locktype, relation name (or oid / description),
+    mode, granted, pid) per held or awaited mode, granted first, by relation and mode."""
+    from minidb.txn.lmgr import LOCKTAG_RELATION, LOCKTYPE_NAMES, MODE_NAMES, \
+        SharedLockTable, describe_tag
+    inst = session.instance
+    rows = []
+    for tag, mode, granted, slot, _fp in SharedLockTable(inst.seg, inst.locks).snapshot():
+        if tag[0] == LOCKTAG_RELATION:
+            rel = inst.describe_lock_tag(tag) or str(tag[1])
+        else:
+            rel = describe_tag(tag)
+        rows.append((LOCKTYPE_NAMES.get(tag[0], "object"), rel, MODE_NAMES[mode], granted,
+                     abs(int(inst.seg.proc_pid[slot]))))
+    rows.sort(key=lambda r: (not r[3], r[1], r[2]))
+    return rows

@@ -33,9 +33,9 @@ Protocols (PostgreSQL's, ``procarray.c``):
 * **waiting for a transaction** (XactLockTableWait): the waiter puts its bit in the
   holder's ``proc_xact_waiters`` mask and its target xid in ``proc_wait_xid``, then sleeps
   on its own semaphore; the holder wakes the mask when it ends.  After
-  ``deadlock_timeout`` the waiter follows the wait-for graph (each waiter waits for one
-  xid, so it is a chain) and, if the chain comes back to itself, it is the victim and gets
-  SQLSTATE 40P01.  ``lock_timeout`` (0 = wait forever, bounded anyway by
+  ``deadlock_timeout`` the waiter runs the deadlock check of ``minidb.txn.deadlock`` over
+  the one wait-for graph of xid waits and heavyweight lock waits (``minidb.txn.lmgr``)
+  and, if a cycle comes back to itself, it is the victim and gets SQLSTATE 40P01.  ``lock_timeout`` (0 = wait forever, bounded anyway by
   ``lock_wait_timeout_ms``) ends the wait with 55P03.
 
 Invariants:
@@ -57,8 +57,9 @@ import time
 
 import numpy as np
 
-from minidb.errors import DeadlockDetected, LockNotAvailable
+from minidb.errors import LockNotAvailable
 from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID, CTL_XID_LIMIT
+from minidb.txn import deadlock
 from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID, IN_PROGRESS
 
 XID_RESERVE = 8192
@@ -127,6 +128,7 @@ class ProcArray:
         ctl[CTL_LATEST_COMPLETED] = limit - 1
         ctl[CTL_XID_LIMIT] = limit
         self._on_wait_tick = None  # set by the instance: reap dead backends while waiting
+        self._table = None         # the shared lock table, for the deadlock check
 
     # -- xids -----------------------------------------------------------------------------------
     def assign_xid(self, slot: int) -> int:
@@ -260,11 +262,9 @@ class ProcArray:
                 now = time.monotonic()
                 if not checked and now >= check_at:
                     checked = True
-                    if self._in_deadlock(slot):
-                        raise DeadlockDetected(
-                            f"deadlock detected: process in slot {slot} waits for "
-                            f"transaction {xid}{what}, which waits (directly or not) for "
-                            "this one")
+                    cycle = deadlock.check(seg, self.locks, slot, self._lock_table())
+                    if cycle is not None:
+                        raise deadlock.deadlock_error(cycle)
                 if now >= deadline:
                     raise LockNotAvailable(
                         "canceling statement due to lock timeout" if lock_timeout_ms > 0
@@ -279,32 +279,8 @@ class ProcArray:
                 for h in np.flatnonzero(seg.proc_xact_waiters & np.uint64(bit)).tolist():
                     seg.proc_xact_waiters[h] &= ~np.uint64(bit)
 
-    def _in_deadlock(self, slot: int) -> bool:
-        """Follow the wait-for chain from ``slot``; True if it leads back to it.
-
-        The walk and, on a cycle, the victim's leaving the graph happen under one hold of
-        the lock: two members of one cycle that check at the same moment must not both
-        see it and both give up (only one victim, as in PostgreSQL's DeadLockCheck)."""
-        seg = self.seg
-        with self.lock:
-            wait = seg.proc_wait_xid.copy()
-            xids = seg.proc_xid.copy()
-            found = self._cycle_from(slot, wait, xids)
-            if found:
-                seg.proc_wait_xid[slot] = 0
-        return found
-
-    @staticmethod
-    def _cycle_from(slot: int, wait, xids) -> bool:
-        s = slot
-        for _ in range(len(wait) + 1):
-            x = wait[s]
-            if x == 0:
-                return False
-            holders = np.flatnonzero(xids == x)
-            if not holders.size:
-                return False
-            s = int(holders[0])
-            if s == slot:
-                return True
-        return False
+    def _lock_table(self):
+        if self._table is None:
+            from minidb.txn.lmgr import SharedLockTable
+            self._table = SharedLockTable(self.seg, self.locks)
+        return self._table

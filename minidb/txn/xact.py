@@ -23,6 +23,10 @@ hold back pruning; REPEATABLE READ takes one at its first statement and keeps it
 end.  SERIALIZABLE is refused with a clear error (SSI is not implemented); savepoints are
 not supported.
 
+Heavyweight locks (``minidb.txn.lmgr``) are transaction-scoped: commit, abort and the
+abort of a failed block release them all, after the transaction has left the proc array
+(so a waiter that gets the lock sees the transaction as ended).
+
 Autocommit is the caller's business: a statement outside ``begin()`` starts an implicit
 transaction, and the caller commits it when the statement ends.
 """
@@ -43,8 +47,9 @@ READ_COMMITTED, REPEATABLE_READ = "read committed", "repeatable read"
 class Transaction:
     """The transaction state of one backend (see the module docstring)."""
 
-    def __init__(self, procarray: ProcArray, slot: int, settings, on_end=None):
+    def __init__(self, procarray: ProcArray, slot: int, settings, on_end=None, lockmgr=None):
         self.procarray = procarray
+        self.lockmgr = lockmgr  # minidb.txn.lmgr.LockManager: its locks go at xact end
         self.slot = slot
         self.settings = settings
         self.state = IDLE
@@ -82,6 +87,13 @@ class Transaction:
         self.snapshot = None
         self.start_time = _dt.datetime.now()  # now() / CURRENT_TIMESTAMP, as PostgreSQL
         self._trace(f"begin ({iso})")
+
+    def start_implicit(self) -> None:
+        """Start an implicit transaction (no snapshot yet) if none is open: the SQL layer
+        takes a statement's relation locks inside the transaction that will release them,
+        before the statement's snapshot (as PostgreSQL locks during parse analysis)."""
+        if self.state == IDLE:
+            self._start(None)
 
     def set_isolation(self, isolation: str) -> None:
         """SET TRANSACTION ISOLATION LEVEL: only before the first statement."""
@@ -158,6 +170,8 @@ class Transaction:
             return
         xid = self.xid
         self.procarray.end_transaction(self.slot, xid, committed=False)
+        if self.lockmgr is not None:
+            self.lockmgr.release_all()
         self._trace(f"abort xid {xid} (error in a transaction block)")
         self.xid = 0
         self.snapshot = None
@@ -191,6 +205,8 @@ class Transaction:
     def _end(self, committed: bool) -> None:
         xid = self.xid
         self.procarray.end_transaction(self.slot, xid, committed)
+        if self.lockmgr is not None:
+            self.lockmgr.release_all()  # after leaving the proc array, as PostgreSQL
         self._trace(f"{'commit' if committed else 'abort'} xid {xid}")
         self.state = IDLE
         self.explicit = False

@@ -32,7 +32,10 @@ dict key -> value, sorted, asserted free of duplicate keys) and ``xid_status(ses
 ("committed", "aborted", "in progress": the last xid that session was seen holding), and
 any name bound by an earlier step.  A step may instead be ``name = expression``: the value
 is bound for the later steps of the permutation (in every session) and not printed.
-``create_table(name, "col type [not null], ...")`` is there for the setup.  Step names are
+``create_table(name, "col type [not null], ...")`` is there for the setup.
+``sql(text, *params)`` runs one SQL statement through a ``minidb.sql.Engine`` on the
+session (same transaction as its method calls): a SELECT gives its rows, anything else its
+status tag.  Step names are
 unique across sessions; a step may appear several times in one permutation.
 
 Expected output: per permutation, a ``starting permutation: STEP ...`` line, then per
@@ -44,8 +47,13 @@ ends, after the step that released it, ``step NAME: <... completed>`` and its re
 How waiting is told apart from slowness, without timing: every step runs in a thread;
 the runner polls until the step has ended or its backend sleeps on a transaction that is
 *still running* - ``proc_wait_xid[slot]`` names an xid some slot's ``proc_xid`` holds (the
-wait-for graph XactLockTableWait publishes).  A wait on an xid that has just ended does
-not count: the waiter is about to wake.  After every step, each waiting step is settled
+wait-for graph XactLockTableWait publishes) - or sleeps in a heavyweight lock's queue
+(``proc_wait_lock[slot]``, ``minidb.txn.lmgr``); the holder shown is a session holding a
+conflicting mode (else one waiting ahead with a conflicting request).  A wait on an xid
+that has just ended does not count: the waiter is about to wake.  A session with the
+runner setting ``settle=end`` is never shown waiting: each of its steps is settled only
+when it ends (for steps that a lock_timeout or a deadlock check ends, so the output does
+not depend on whether the poll saw the wait before the error).  After every step, each waiting step is settled
 the same way (ended, or asleep on a running transaction).  ``WAIT_LIMIT_S`` bounds every
 poll so that a hang is a failure, never a timing assumption.
 
@@ -79,6 +87,8 @@ from minidb.errors import Error as MinidbError
 from minidb.heap.check import check_heap
 from minidb.instance import Instance
 from minidb.session import Session
+from minidb.sql.engine import Engine
+from minidb.txn.lmgr import CONFLICTS, WAITING
 from minidb.txn.clog import ABORTED, COMMITTED, IN_PROGRESS
 from txn_steps import RC, RR, Step, add, key, poll
 
@@ -272,6 +282,17 @@ class Run:
         self.bound: dict[str, object] = {}
         self.last_xid: dict[str, int] = {}
         self.out: list[str] = []
+        self.engines: dict[int, Engine] = {}
+        self.settle_end_sessions: list[Session] = []
+
+    def sql_for(self, sess: Session):
+        def sql(text: str, *params):
+            e = self.engines.get(id(sess))
+            if e is None:
+                e = self.engines[id(sess)] = Engine(sess)
+            r = e.execute(text, list(params))
+            return r.rows if r.description is not None else r.status
+        return sql
 
     def session(self, **settings) -> Session:
         s = Session(self.inst, **settings)
@@ -287,7 +308,7 @@ class Run:
     def namespace(self, sess: Session) -> dict:
         ns = {"RC": RC, "RR": RR, "key": key, "add": add, "setv": setv,
               "table": _table(sess), "xid_status": self.xid_status,
-              "create_table": _create_table(self.inst)}
+              "create_table": _create_table(self.inst), "sql": self.sql_for(sess)}
         ns.update({c: getattr(sess, c) for c in SESSION_CALLS})
         ns.update(self.bound)
         return ns
@@ -303,16 +324,34 @@ class Run:
     def holder(self, sess: Session) -> str | None:
         """The session whose running transaction ``sess`` sleeps on, or None."""
         seg = self.inst.seg
-        xid = int(seg.proc_wait_xid[sess.backend.slot])
-        if not xid:
-            return None
-        slots = [int(s) for s in (seg.proc_xid == xid).nonzero()[0]]
+        slot = sess.backend.slot
+        xid = int(seg.proc_wait_xid[slot])
+        if xid:
+            slots = [int(s) for s in (seg.proc_xid == xid).nonzero()[0]]
+        else:
+            slots = self.lock_blockers(slot)
         if not slots:
-            return None          # that transaction has ended: the waiter is waking
+            return None          # not waiting, or the holder has ended: the waiter is waking
         for name, s in self.sessions.items():
             if s.backend.slot == slots[0]:
                 return name
         return f"slot {slots[0]}"
+
+    def lock_blockers(self, slot: int) -> list[int]:
+        """Slots blocking ``slot``'s heavyweight lock request: holders of a conflicting
+        mode, else waiters ahead of it with a conflicting request."""
+        seg = self.inst.seg
+        e = int(seg.proc_wait_lock[slot])
+        if e < 0 or seg.proc_wait_status[slot] != WAITING:
+            return []
+        conf = CONFLICTS[int(seg.proc_wait_mode[slot])]
+        hold = seg.lock_hold[e]
+        hard = [int(t) for t in hold.nonzero()[0] if t != slot and int(hold[t]) & conf]
+        if hard:
+            return hard
+        return [int(t) for t in (seg.proc_wait_lock == e).nonzero()[0]
+                if t != slot and seg.proc_wait_seq[t] < seg.proc_wait_seq[slot]
+                and conf >> int(seg.proc_wait_mode[t]) & 1]
 
     def settle(self, step: Step, sess: Session) -> str | None:
         """Wait until ``step`` ended (None) or sleeps on a running transaction (its holder)."""
@@ -321,6 +360,8 @@ class Run:
         def settled() -> bool:
             if step.done:
                 return True
+            if sess in self.settle_end_sessions:
+                return False
             h = self.holder(sess)
             if h is not None:
                 found.append(h)
@@ -339,7 +380,8 @@ class Run:
         try:
             value = step.join()
         except MinidbError as e:
-            self.out.append(f"ERROR:  {e.sqlstate} {e}")
+            msg = re.sub(r"([Pp]rocess) \d+", r"\1 PID", str(e))   # pids vary by run
+            self.out.append(f"ERROR:  {e.sqlstate} {msg}")
             return
         if value is not None:
             self.out.append(repr(value))
@@ -350,8 +392,13 @@ class Run:
         setup = self.session()
         for code in spec.setup:
             self.evaluate(code, setup)
+        self.settle_end_sessions = []
         for name, settings in spec.sessions.items():
+            settings = dict(settings)
+            end = settings.pop("settle", None) == "end"
             self.sessions[name] = self.session(**settings)
+            if end:
+                self.settle_end_sessions.append(self.sessions[name])
         self.out.append(HEADER + " ".join(perm))
         waiting: list[tuple[str, Step]] = []   # (step name, running step), oldest first
         for sname in perm:
@@ -397,6 +444,8 @@ class Run:
             assert_no_pins(self.inst)
             assert not (self.inst.seg.proc_wait_xid != 0).any()
             assert not (self.inst.seg.proc_xact_waiters != 0).any()
+            assert not (self.inst.seg.lock_tag[:, 0] != 0).any(), "heavyweight locks left"
+            assert not self.inst.seg.fp_bits.any() and not self.inst.seg.fp_strong.any()
         finally:
             for s in self.opened:
                 s.close()

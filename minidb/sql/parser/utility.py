@@ -13,8 +13,11 @@ itself from ``lexer.tokenize``'s tokens.  Grammar (PostgreSQL's, the parts minid
     COPY table [(column [, ...])] {FROM | TO} 'file' [[WITH] (option [value] [, ...])]
          (and the old forms: ... [WITH] [CSV] [HEADER] [DELIMITER 'x'] [NULL 'x'])
     TRUNCATE [TABLE] name [, ...] [CASCADE | RESTRICT]
+    LOCK [TABLE] [ONLY] name [, ...] [IN lockmode MODE] [NOWAIT]
     CHECKPOINT
     level: READ COMMITTED | REPEATABLE READ | SERIALIZABLE | READ UNCOMMITTED
+    lockmode: ACCESS SHARE | ROW SHARE | ROW EXCLUSIVE | SHARE UPDATE EXCLUSIVE | SHARE
+              | SHARE ROW EXCLUSIVE | EXCLUSIVE | ACCESS EXCLUSIVE
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from minidb.sql import ast
 from minidb.sql.parser.lexer import Token, syntax_error, tokenize
 
 UTILITY_WORDS = {"begin", "start", "commit", "end", "rollback", "abort", "set", "show", "reset",
-                 "vacuum", "analyze", "analyse", "explain", "copy", "truncate", "checkpoint"}
+                 "vacuum", "analyze", "analyse", "explain", "copy", "truncate", "checkpoint", "lock"}
 
 
 class _P:
@@ -172,7 +175,38 @@ def parse_utility(word: str, text: str, base: int, full: str, parse_any) -> ast.
         p.word("cascade", "restrict")
         p.end()
         return ast.TruncateStmt(names)
+    if word == "lock":
+        return _lock(p)
     raise p.error()
+
+
+def _lock(p: _P) -> ast.Statement:
+    p.word("table")
+    p.word("only")
+    names = [p.name()]
+    while p.op(","):
+        names.append(p.name())
+    mode = "ACCESS EXCLUSIVE"
+    if p.word("in"):
+        if p.word("access"):
+            mode = "ACCESS " + p.expect_word("share", "exclusive").upper()
+        elif p.word("row"):
+            mode = "ROW " + p.expect_word("share", "exclusive").upper()
+        elif p.word("share"):
+            mode = "SHARE"
+            if p.word("update"):
+                p.expect_word("exclusive")
+                mode = "SHARE UPDATE EXCLUSIVE"
+            elif p.word("row"):
+                p.expect_word("exclusive")
+                mode = "SHARE ROW EXCLUSIVE"
+        else:
+            p.expect_word("exclusive")
+            mode = "EXCLUSIVE"
+        p.expect_word("mode")
+    nowait = p.word("nowait")
+    p.end()
+    return ast.LockStmt(names, mode, nowait)
 
 
 def _isolation_opt(p: _P) -> str | None:
