@@ -74,7 +74,7 @@ class Instance:
             self.locks = SharedLocks(self.settings)
             self.smgr = Smgr(self.datadir)
             self.catalog = Catalog(self.datadir, self.locks.catalog, self.seg.control, self.smgr)
-            self.clog = CommitLog(self.datadir, self.locks.clog)
+            self.clog = CommitLog(self.datadir, self.seg, self.locks)
             self.procarray = ProcArray(self.datadir, self.seg, self.locks, self.clog)
             self.procarray._on_wait_tick = self.reap_dead_backends
         except BaseException:
@@ -266,10 +266,12 @@ class Instance:
             self.iomodel.drop_cache()
 
     def checkpoint(self) -> int:
-        """Write every dirty buffer and fsync the relation files; returns pages written."""
+        """Write every dirty buffer and fsync the relation files, then write and fsync the
+        commit log's dirty pages; returns the relation pages written."""
         with self.connect(aux=True) as b:
             n = b.bufmgr.flush_buffers()
         self.smgr.fsync_all()
+        self.clog.flush_all()
         return n
 
     def describe_rel(self, rfn: int) -> str:

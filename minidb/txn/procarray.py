@@ -135,6 +135,7 @@ class ProcArray:
             xid = int(ctl[CTL_NEXT_XID])
             if xid >= ctl[CTL_XID_LIMIT]:
                 self._reserve(xid + XID_RESERVE)
+            self.clog.extend(xid)  # zero a new commit-log page before its first xid is used
             ctl[CTL_NEXT_XID] = xid + 1
             self.seg.proc_xid[slot] = xid
         return xid
@@ -208,7 +209,7 @@ class ProcArray:
             seg.proc_xmin[slot] = 0
             return
         if xid:
-            self.clog.set(xid, COMMITTED if committed else ABORTED)
+            self.clog.set_status(xid, COMMITTED if committed else ABORTED)
         with self.lock:
             seg.proc_xid[slot] = 0
             seg.proc_xmin[slot] = 0
