@@ -15,8 +15,8 @@ Opening a data directory plays the postmaster's part:
    own buffer-manager handle and session settings.  Backends work from any thread of the
    process that opened the instance, and from processes forked from it (benchmark clients,
    parallel workers), which inherit the segment and the locks;
-5. ``close()`` (in the opening process) writes every dirty buffer, fsyncs the files and
-   releases the lock.  Without WAL, a crash of the opening process loses the changes that
+5. ``close()`` (in the opening process) writes every dirty buffer and commit-log page,
+   fsyncs the files and releases the lock.  Without WAL, a crash of the opening process loses the changes that
    were still only in shared buffers: minidb is for studying engines, not for keeping data
    safe across power failures.
 
