@@ -165,10 +165,10 @@ def run(nrows: int, repeat: int) -> dict:
                 first_dead_s = time.perf_counter() - t0
                 assert first_clean == (nrows, 0, nrows, nrows), first_clean
                 assert first_dead == (nrows, 0, 2 * nrows, 2 * nrows), first_dead
-                assert scan_count(bm, clean, use_ring=False) == (nrows, 0)
-                assert scan_count(bm, dead, use_ring=False) == (2 * nrows, 0)
+                assert scan_count(be, clean, use_ring=False) == (nrows, 0)
+                assert scan_count(be, dead, use_ring=False) == (2 * nrows, 0)
                 before = be.counters()
-                t_raw, res = best_of(lambda: scan_count(bm, clean), repeat)
+                t_raw, res = best_of(lambda: scan_count(be, clean), repeat)
                 assert res == (nrows, 0), res
                 t_clean, res = best_of(lambda: mvcc_count(be, clean), repeat)
                 assert res == (nrows, 0, nrows, 0), res

@@ -114,6 +114,10 @@ _ALL = [
     _s("buffer_partitions", 128, int, "instance",
        "NUM_BUFFER_PARTITIONS since PostgreSQL 9.5: lookups of different pages rarely contend",
        min=1, max=1024),
+    _s("transaction_buffers", 0, int, "instance",
+       "commit-log (pg_xact) page buffers in shared memory, PostgreSQL 17's name; 0 = "
+       "PostgreSQL 13-16's size, shared_buffers / 512 between 4 and 128 (32 at the default)",
+       min=0, max=1024, unit="8kB"),
     # -- buffer manager ------------------------------------------------------------------------
     _s("bulkread_ring_kb", 256, int, "session",
        "BAS_BULKREAD: small enough to stay in L2, large enough for a synchronized scan to join",

@@ -151,6 +151,12 @@ class OutOfSharedMemory(InsufficientResources):
     sqlstate = "53200"
 
 
+class DiskFull(InsufficientResources):
+    """A write or an extension of a file failed with ENOSPC ("could not write to file ...:
+    No space left on device"); the statement fails, the database stays usable."""
+    sqlstate = "53100"
+
+
 class TooManyConnections(OperationalError):
     sqlstate = "53300"
 

@@ -15,8 +15,8 @@ Opening a data directory plays the postmaster's part:
    own buffer-manager handle and session settings.  Backends work from any thread of the
    process that opened the instance, and from processes forked from it (benchmark clients,
    parallel workers), which inherit the segment and the locks;
-5. ``close()`` (in the opening process) writes every dirty buffer, fsyncs the files and
-   releases the lock.  Without WAL, a crash of the opening process loses the changes that
+5. ``close()`` (in the opening process) writes every dirty buffer and commit-log page,
+   fsyncs the files and releases the lock.  Without WAL, a crash of the opening process loses the changes that
    were still only in shared buffers: minidb is for studying engines, not for keeping data
    safe across power failures.
 
@@ -75,7 +75,7 @@ class Instance:
             self.locks = SharedLocks(self.settings)
             self.smgr = Smgr(self.datadir)
             self.catalog = Catalog(self.datadir, self.locks.catalog, self.seg.control, self.smgr)
-            self.clog = CommitLog(self.datadir, self.locks.clog)
+            self.clog = CommitLog(self.datadir, self.seg, self.locks)
             self.procarray = ProcArray(self.datadir, self.seg, self.locks, self.clog)
             self.procarray._on_wait_tick = self.reap_dead_backends
         except BaseException:
@@ -268,10 +268,12 @@ class Instance:
             self.iomodel.drop_cache()
 
     def checkpoint(self) -> int:
-        """Write every dirty buffer and fsync the relation files; returns pages written."""
+        """Write every dirty buffer and fsync the relation files, then write and fsync the
+        commit log's dirty pages; returns the relation pages written."""
         with self.connect(aux=True) as b:
             n = b.bufmgr.flush_buffers()
         self.smgr.fsync_all()
+        self.clog.flush_all()
         return n
 
     def describe_lock_tag(self, tag) -> str | None:

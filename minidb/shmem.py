@@ -67,12 +67,23 @@ proc_wait_seq      (S,)            int64      lockmgr[p] (place in the wait queu
 fp_relid           (S, FP)         int64      fp[slot] (fast-path relation locks)
 fp_bits            (S, FP)         uint8      fp[slot] (modes per fast-path entry)
 fp_strong          (1024,)         int32      lockmgr[b % NP] (strong locks per bucket)
+clog_pages         (X, 8192)       uint8      clog control lock (status bits; contents of a
+                                              slot in I/O: that slot's clog I/O lock)
+clog_pageno        (X,)            int64      clog control lock (-1: slot empty)
+clog_state         (X,)            uint8      clog control lock (SLRU_* of minidb.txn.clog)
+clog_dirty         (X,)            uint8      clog control lock
+clog_lru           (X,)            int64      clog control lock (last-use stamp)
+clog_group_lsn     (X,)            int64      clog control lock (highest commit LSN on page)
+clog_ctl           (CC,)           int64      clog control lock (CLOG_CTL_*; pg_stat_slru
+                                              counters)
 =================  ==============  =========  ============================================
 
 ``NP`` = 16 lock partitions, ``LP`` = lock entries per partition
 (``max_locks_per_transaction`` x S x 2 / NP, at least 64), ``HP`` = index cells per partition
-(a power of two >= 2 LP), ``FP`` = 16 fast-path slots per backend; ``P`` = parallel scan slots (max_connections), ``W`` = max_worker_processes, ``OC`` = pages
-of the simulated OS cache (``os_cache_mb``; a placeholder of 8 when ``io_model`` is none).
+(a power of two >= 2 LP), ``FP`` = 16 fast-path slots per backend; ``P`` = parallel scan
+slots (max_connections), ``W`` = max_worker_processes, ``OC`` = pages of the simulated OS
+cache (``os_cache_mb``; a placeholder of 8 when ``io_model`` is none), ``X`` = commit-log page
+buffers (``transaction_buffers``, see ``n_clog_buffers``), ``CC`` = ``N_CLOG_CTL``.
 
 Locks (all created before any fork):
 
@@ -85,7 +96,11 @@ Locks (all created before any fork):
 * ``catalog`` - serializes catalog changes across processes.
 * ``procarray`` - the proc array: xid assignment, snapshots, commit (ProcArrayLock and
   XidGenLock in one).
-* ``clog[i]`` - commit-log writers, striped by xid (a byte holds four xids' status).
+* ``clog_ctl`` - the commit log's buffer pool (PostgreSQL's XactSLRULock): slot mapping,
+  state, LRU stamps and status bits; never held across file I/O.
+* ``clog_io[i]`` - one per commit-log buffer, held by the process reading or writing that
+  buffer's page while the control lock is released (PostgreSQL's per-buffer SLRU locks); a
+  process that finds the slot in I/O waits by taking and releasing it.
 * ``stats`` - the shared per-table statistics.
 * ``extension[i]`` - relation extension locks, striped by relfilenode.
 * ``syncscan`` - the synchronized-scan position list (SyncScanLock).
@@ -139,7 +154,14 @@ CTL_LATEST_COMPLETED = 5  # procarray lock: newest xid that committed or aborted
 CTL_XID_LIMIT = 6         # procarray lock: xids below this are reserved in pg_control
 N_CONTROL = 16
 
-N_CLOG_LOCKS = 16
+# commit-log (pg_xact) SLRU control entries (clog_ctl[]) and its pg_stat_slru counters
+CLOG_CTL_CLOCK = 0        # LRU stamp counter
+CLOG_CTL_LATEST_PAGE = 1  # the page the xid counter is in (never evicted), -1 before any
+CLOG_CTL_OLDEST_PAGE = 2  # pages below were removed by truncation
+CLOG_STATS = ("blks_zeroed", "blks_hit", "blks_read", "blks_written", "flushes",
+              "truncates", "evictions")
+CLOG_STAT_BASE = 3        # clog_ctl[CLOG_STAT_BASE + i] counts CLOG_STATS[i]
+N_CLOG_CTL = CLOG_STAT_BASE + len(CLOG_STATS)
 MAX_TABLE_STATS = 512     # tables with shared statistics (pg_stat_user_tables rows)
 
 N_EXTENSION_LOCKS = 16
@@ -238,6 +260,14 @@ def lock_index_cells(settings: Settings) -> int:
     return _next_pow2(2 * locks_per_partition(settings))
 
 
+def n_clog_buffers(settings: Settings) -> int:
+    """Commit-log page buffers: ``transaction_buffers``, or PostgreSQL 13-16's
+    ``Min(128, Max(4, NBuffers / 512))`` when it is 0."""
+    if settings.transaction_buffers:
+        return max(4, settings.transaction_buffers)
+    return min(128, max(4, settings.shared_buffers // 512))
+
+
 def n_buckets(settings: Settings) -> int:
     return _next_pow2(max(2 * settings.shared_buffers, 16 * _next_pow2(settings.buffer_partitions)))
 
@@ -297,6 +327,14 @@ def regions(settings: Settings) -> list[Region]:
         Region("fp_relid", (s, FP_SLOTS), "<i8", "fp lock of the slot"),
         Region("fp_bits", (s, FP_SLOTS), "u1", "fp lock of the slot"),
         Region("fp_strong", (FP_STRONG,), "<i4", "lockmgr partition"),
+        Region("clog_pages", (n_clog_buffers(settings), BLCKSZ), "u1", "clog control lock"),
+        Region("clog_pageno", (n_clog_buffers(settings),), "<i8", "clog control lock",
+               fill=-1),
+        Region("clog_state", (n_clog_buffers(settings),), "u1", "clog control lock"),
+        Region("clog_dirty", (n_clog_buffers(settings),), "u1", "clog control lock"),
+        Region("clog_lru", (n_clog_buffers(settings),), "<i8", "clog control lock"),
+        Region("clog_group_lsn", (n_clog_buffers(settings),), "<i8", "clog control lock"),
+        Region("clog_ctl", (N_CLOG_CTL,), "<i8", "clog control lock"),
     ]
 
 
@@ -396,7 +434,8 @@ class SharedLocks:
         self.proc = lw("proc")
         self.catalog = lw("catalog")
         self.procarray = lw("procarray")
-        self.clog = [lw(f"clog {i}") for i in range(N_CLOG_LOCKS)]
+        self.clog_ctl = lw("pg_xact control")
+        self.clog_io = [lw(f"pg_xact buffer {i}") for i in range(n_clog_buffers(settings))]
         self.stats = lw("stats")
         self.extension = [lw(f"relation extension {i}") for i in range(N_EXTENSION_LOCKS)]
         self.syncscan = lw("syncscan")

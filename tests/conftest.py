@@ -67,8 +67,9 @@ def copy_sparse(src, dst) -> None:
     """Copy one file keeping its holes: only the extents that hold data are read and
     written (``SEEK_DATA`` / ``SEEK_HOLE``), the rest stays a hole of the same length.
 
-    A data directory's commit log (``pg_xact``) is a 4 GiB sparse file of which a few
-    kilobytes are in use; ``shutil.copy`` would write all 4 GiB.  Where the file system
+    Data directories hold no large sparse file any more (the commit log is segment files
+    of 256 KB at most, ``minidb/txn/clog.py``), so this is a plain copy in effect; a
+    segment file with a hole (a page never written) keeps it.  Where the file system
     cannot report holes, the whole file is copied.
     """
     with open(src, "rb") as fi, open(dst, "wb") as fo:
@@ -95,15 +96,9 @@ def copy_sparse(src, dst) -> None:
 
 
 def copy_datadir(src, dst) -> Path:
-    """A copy of a (closed) data directory at ``dst``, holes kept (see ``copy_sparse``)."""
+    """A copy of a (closed) data directory at ``dst`` (holes kept, see ``copy_sparse``)."""
     shutil.copytree(src, dst, copy_function=copy_sparse)
     return Path(dst)
-
-
-def disk_bytes(path) -> int:
-    """Bytes a directory tree takes on disk (allocated blocks, not apparent sizes)."""
-    return sum(os.lstat(os.path.join(d, f)).st_blocks * 512
-               for d, _, files in os.walk(path) for f in files)
 
 
 @pytest.fixture

@@ -19,6 +19,8 @@ Protocols (PostgreSQL's, ``procarray.c``):
   ``proc_xid`` under the same lock that hands it out, so no snapshot can miss it.  xids are
   reserved in ranges of ``XID_RESERVE`` written to ``pg_control`` before use, so after a
   crash of the instance (no WAL here) no xid found in a page is ever handed out again.
+  The first xid of a commit-log page has its page zeroed (``CommitLog.extend``) before it
+  is handed out, under the same lock (ExtendCLOG).
 * **snapshot**: ``xmax = latest_completed + 1``; ``xip`` = running xids below xmax except
   the caller's own; ``xmin`` = the smallest running xid (the caller's own included), or
   xmax.  The slot's ``proc_xmin`` is set if it had none.
@@ -137,6 +139,7 @@ class ProcArray:
             xid = int(ctl[CTL_NEXT_XID])
             if xid >= ctl[CTL_XID_LIMIT]:
                 self._reserve(xid + XID_RESERVE)
+            self.clog.extend(xid)  # zero a new commit-log page before its first xid is used
             ctl[CTL_NEXT_XID] = xid + 1
             self.seg.proc_xid[slot] = xid
         return xid
@@ -210,7 +213,7 @@ class ProcArray:
             seg.proc_xmin[slot] = 0
             return
         if xid:
-            self.clog.set(xid, COMMITTED if committed else ABORTED)
+            self.clog.set_status(xid, COMMITTED if committed else ABORTED)
         with self.lock:
             seg.proc_xid[slot] = 0
             seg.proc_xmin[slot] = 0

@@ -1,7 +1,6 @@
 """Fixtures for the bench tests: a data directory with pgbench's tables at scale 1 but a
 small pgbench_accounts (``ACCOUNTS`` rows per unit of scale, the driver's test-only
-override), so that initializing takes a fraction of a second.  Each test gets its own
-(data directories are not copied: the commit log is a 4 GB sparse file)."""
+override), so that initializing takes a fraction of a second.  Each test gets its own."""
 
 from __future__ import annotations
 
