@@ -229,7 +229,7 @@ class Instance:
             if now < deadline:
                 time.sleep(0.02)
                 continue
-            pids = attached_pids(path)
+            pids = [p for p in attached_pids(path) if p != os.getpid()]
             who = ", ".join(map(str, pids)) if pids else "unknown"
             owner = f"pid {holder}, which opened it, has died" if holder else \
                 "the process that opened it has died"
