@@ -75,14 +75,14 @@ from minidb.config import SETTINGS, Settings
 from minidb.errors import (AdminShutdown, CantChangeParameter, DatabaseInUse,
                            InsufficientPrivilege, InterfaceError, OperationalError,
                            TooManyConnections)
-from minidb.shmem import (COUNTERS, IO_COUNTERS, SharedLocks, Segment, n_slots, pid_alive,
+from minidb.shmem import (COUNTERS, CTL_XID_LIMIT, IO_COUNTERS, SharedLocks, Segment, n_slots, pid_alive,
                           set_parent_death_signal)
 from minidb.storage.bufmgr import BufferManager
 from minidb.storage.iomodel import IOModel
 from minidb.storage.smgr import Smgr
 from minidb.heap.pgstat import TableStats
 from minidb.txn.clog import CommitLog
-from minidb.txn.procarray import ProcArray
+from minidb.txn.procarray import CONTROL_FILE, ProcArray
 from minidb.txn.xact import Transaction
 
 REAPER_INTERVAL_S = 0.1
@@ -105,7 +105,10 @@ class Instance:
         self.datadir = os.path.abspath(datadir)
         self.settings = Settings(settings)
         self.settings.freeze_instance_settings()
-        self._prepare_directory()
+        try:
+            fresh = self._prepare_directory()
+        except OSError as e:
+            raise _directory_error(self.datadir, e.filename or self.datadir, e) from None
         self._lock_fd = self._take_lock()
         self._death_r = self._death_w = None
         self._orphaned = False  # set in a forked child that saw the owner die
@@ -117,7 +120,17 @@ class Instance:
             self.smgr = Smgr(self.datadir)
             self.catalog = Catalog(self.datadir, self.locks.catalog, self.seg.control, self.smgr)
             self.clog = CommitLog(self.datadir, self.locks.clog)
+            control = os.path.join(self.datadir, CONTROL_FILE)
+            if not fresh and not os.path.exists(control):
+                raise OperationalError(
+                    f'could not open file "{control}": No such file or directory: the data '
+                    f'directory "{self.datadir}" has lost its control file, without which '
+                    "transaction ids would be reused and rolled-back rows could show as "
+                    "committed; restore the directory from a copy", sqlstate="58P01")
             self.procarray = ProcArray(self.datadir, self.seg, self.locks, self.clog)
+            if fresh and not os.path.exists(control):
+                # written at creation, so that its absence later always means damage
+                self.procarray._reserve(int(self.seg.control[CTL_XID_LIMIT]))
             self.procarray._on_wait_tick = self.reap_dead_backends
         except BaseException:
             self._release_lock()
@@ -150,7 +163,8 @@ class Instance:
         self._reaper.start()
 
     # -- data directory and its lock ----------------------------------------------------------
-    def _prepare_directory(self) -> None:
+    def _prepare_directory(self) -> bool:
+        """Create a new directory (True), or check an existing one (False)."""
         vpath = os.path.join(self.datadir, VERSION_FILE)
         if os.path.exists(self.datadir) and not os.path.isdir(self.datadir):
             raise OperationalError(
@@ -176,6 +190,8 @@ class Instance:
                 f.flush()
                 os.fsync(f.fileno())
             os.rename(tmp, vpath)
+            return True
+        return False
 
     def _take_lock(self) -> int:
         # A second open from this process would conflict with our own flock on its new
@@ -538,11 +554,13 @@ def _directory_error(datadir: str, path: str, e: OSError) -> OperationalError:
     errno: EACCES/EPERM/EROFS are 42501)."""
     import errno as _errno
     if e.errno in (_errno.EACCES, _errno.EPERM, _errno.EROFS):
-        why = "read-only file system" if e.errno == _errno.EROFS else "permission denied"
+        why = "Read-only file system" if e.errno == _errno.EROFS else "Permission denied"
         return InsufficientPrivilege(
             f'could not open file "{path}": {why}: the data directory "{datadir}" must be '
-            "writable by this process (open a copy of it, or fix its permissions)")
-    return OperationalError(f'could not open file "{path}": {e.strerror}')
+            "readable and writable by this process (fix its permissions, or open a copy)")
+    code = {_errno.ENOENT: "58P01", _errno.ENOSPC: "53100", _errno.EIO: "58030"}.get(
+        e.errno, "58000")
+    return OperationalError(f'could not open file "{path}": {e.strerror}', sqlstate=code)
 
 
 # the instances open in this process, for the fork hook

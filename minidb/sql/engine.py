@@ -92,6 +92,7 @@ class Engine:
     def __init__(self, session):
         self.session = session
         self.instance = session.instance
+        self.copy_stream = None  # COPY FROM STDIN / TO STDOUT's text stream (minidb.sql.copy)
         self._cache: OrderedDict = OrderedDict()
         self._ssig = (None, -1, ())   # (settings object, its .changes, plan signature)
         self.counters = {"parses": 0, "plans": 0, "plan_cache_hits": 0, "replans": 0,
