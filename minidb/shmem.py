@@ -84,12 +84,15 @@ Locks (all created before any fork):
   in the object's waiter mask and sleeps on its own semaphore, as a PostgreSQL backend
   sleeps on ``proc->sem``; whoever releases the object wakes every bit in the mask.
 
-Every lock above is an ``LWLock``: a ``multiprocessing`` lock whose blocking acquire gives
-up after ``LWLOCK_TIMEOUT_S`` (60 s) with ``LWLockTimeout`` naming the lock.  The critical
-sections they guard last microseconds to milliseconds, so a wait that long means the holder
-died inside one (a killed process cannot release a semaphore).  PostgreSQL's postmaster
-answers such a death with a crash restart of every backend; minidb has no restart, so the
-wait ends with an error that says to reopen the instance, instead of hanging.
+Every lock above is an ``LWLock``: a ``multiprocessing`` lock that records its holder's
+pid in a shared holder table (entry 0 of which is the instance's *crash flag*).  The
+critical sections they guard last microseconds to milliseconds, and a killed process
+cannot release a semaphore, so a holder that died means shared state may be half-changed:
+PostgreSQL's postmaster answers with a crash restart of every backend; minidb has no restart
+yet (it needs the WAL), so whoever finds such a death - the instance's reaper, or a blocked
+wait that sees a dead holder - sets the crash flag, and from then on statements and waits
+raise ``CrashShutdown`` (57P02) saying the instance must be reopened.  A blocked wait still
+gives up after ``LWLOCK_TIMEOUT_S`` (60 s) with ``LWLockTimeout`` naming the lock.
 
 Invariants:
   1. Every region's shape and dtype is computed here from the settings, nowhere else.
