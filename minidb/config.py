@@ -132,6 +132,10 @@ _ALL = [
        min=1, max=3600 * 1000, unit="ms"),
     _s("trace_buffers", False, bool, "session",
        "print each buffer-manager decision (victim chosen, ring reuse, write-back)"),
+    _s("allow_server_files", False, bool, "instance",
+       "on: COPY may read and write files of the server's file system (PostgreSQL's "
+       "pg_read_server_files / pg_write_server_files roles); never inside the data "
+       "directory. Off: only COPY FROM STDIN / TO STDOUT (cursor.copy(), \\copy)"),
     _s("verify_checksums", True, bool, "instance",
        "verify each page's checksum when it is read from disk; PostgreSQL: data_checksums"),
     # -- transactions ------------------------------------------------------------------------

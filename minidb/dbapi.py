@@ -52,6 +52,19 @@ Errors: everything raised is a class of PEP 249's hierarchy (``minidb.errors``) 
 (XX000) chained to the original.  Any use of a closed connection or cursor raises
 InterfaceError.
 
+COPY through the client (psycopg 3's ``cursor.copy()`` is the model)::
+
+    with cur.copy("COPY t (a, b) FROM STDIN") as copy:
+        copy.write_row((1, "one"))             # or copy.write("2\ttwo\n") (str or bytes)
+    with cur.copy("COPY t TO STDOUT (FORMAT csv)") as copy:
+        for row in copy.rows():                # tuples of str, None for NULL
+            ...                                # (or: for data in copy: ... bytes, a row each)
+
+Server files (``COPY t FROM '/path'``) need the instance setting ``allow_server_files``
+(off by default); STDIN / STDOUT need nothing.  Departure from psycopg: the data is kept in
+memory - written data is sent when the ``with`` block ends (an error inside the block sends
+nothing), and COPY TO STDOUT runs when the block begins.
+
 Left out: ``callproc``, ``nextset`` (one result set per statement), two-phase commit,
 ``lastrowid`` (always None: minidb has no rowid), scrollable cursors.
 """
@@ -59,6 +72,7 @@ Left out: ``callproc``, ``nextset`` (one result set per statement), two-phase co
 from __future__ import annotations
 
 import datetime
+import io
 import re
 import threading
 import time
@@ -388,6 +402,12 @@ class Cursor:
         self.rowcount = total
         return self
 
+    def copy(self, statement: str, params=None) -> "Copy":
+        """A ``COPY ... FROM STDIN`` or ``COPY ... TO STDOUT`` statement as a context
+        manager (see "COPY through the client" in the module docstring)."""
+        self._check_open()
+        return Copy(self, statement, _check_params(params))
+
     def _set_result(self, result) -> None:
         self.description = result.description
         self._rows = result.rows if result.description is not None else None
@@ -460,6 +480,99 @@ class Cursor:
 
 
 # -- type objects and constructors (PEP 249) -------------------------------------------------
+
+
+class Copy:
+    """COPY FROM STDIN / TO STDOUT of one cursor (psycopg 3's ``Copy``; made by
+    ``Cursor.copy``)."""
+
+    def __init__(self, cursor: Cursor, sql: str, params: tuple):
+        from minidb.sql.ast import CopyStmt
+        from minidb.sql.parser import parse
+        self._cursor, self._sql, self._params = cursor, sql, params
+        stmt = cursor.connection._run(sql, lambda: parse(sql))
+        if not isinstance(stmt, CopyStmt) or stmt.path is not None:
+            raise ProgrammingError("cursor.copy() runs COPY ... FROM STDIN or COPY ... TO "
+                                   "STDOUT; use execute() for other statements")
+        self._stmt = stmt
+        self._in = io.StringIO(newline="")  # FROM: what the client wrote
+        self._out: list[str] = []           # TO: the output, one row each
+        self._pos = 0
+        self._entered = False
+
+    @property
+    def direction(self) -> str:
+        return self._stmt.direction
+
+    def __enter__(self) -> "Copy":
+        self._entered = True
+        if self._stmt.direction == "to":
+            sink = io.StringIO(newline="")
+            self._execute(sink)
+            self._out = sink.getvalue().splitlines(keepends=True)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None and self._stmt.direction == "from":
+            self._execute(io.StringIO(self._in.getvalue(), newline=""))
+
+    def _execute(self, stream) -> None:
+        cur = self._cursor
+        cur._reset()
+        engine = cur.connection._engine
+
+        def run():
+            engine.copy_stream = stream
+            try:
+                return engine.execute(self._sql, self._params)
+            finally:
+                engine.copy_stream = None
+        cur._set_result(cur.connection._run(self._sql, run))
+
+    # -- FROM STDIN ---------------------------------------------------------------------------------
+    def write(self, data) -> None:
+        """Raw COPY data (str, or bytes in UTF-8), in the statement's format."""
+        self._check("from", "write")
+        self._in.write(data.decode("utf-8") if isinstance(data, (bytes, bytearray,
+                                                                 memoryview)) else data)
+
+    def write_row(self, row) -> None:
+        """One row of Python values (None is NULL), formatted as the statement asks."""
+        from minidb.sql.copy import format_row
+        self._check("from", "write_row")
+        st = self._stmt
+        self._in.write(format_row(row, st.format, st.delimiter, st.null))
+
+    # -- TO STDOUT ----------------------------------------------------------------------------------
+    def read(self) -> bytes:
+        """The next row of COPY data (UTF-8 bytes); b"" at the end."""
+        self._check("to", "read")
+        if self._pos >= len(self._out):
+            return b""
+        self._pos += 1
+        return self._out[self._pos - 1].encode("utf-8")
+
+    def rows(self):
+        """The remaining rows as tuples of str (None for NULL)."""
+        from minidb.sql.copy import parse_rows
+        self._check("to", "rows")
+        st = self._stmt
+        rest, self._pos = self._out[self._pos:], len(self._out)
+        yield from parse_rows("".join(rest), st.format, st.delimiter, st.null)
+
+    def __iter__(self):
+        while True:
+            data = self.read()
+            if not data:
+                return
+            yield data
+
+    def _check(self, direction: str, what: str) -> None:
+        if not self._entered:
+            raise ProgrammingError(f"Copy.{what}() outside its with block")
+        if self._stmt.direction != direction:
+            raise ProgrammingError(
+                f"Copy.{what}() is for COPY {'FROM STDIN' if direction == 'from' else 'TO STDOUT'}")
 
 
 class DBAPITypeObject:

@@ -173,6 +173,30 @@ class LWLockTimeout(LockNotAvailable):
     died inside the critical section (PostgreSQL would crash-restart)."""
 
 
+class AdminShutdown(OperationalError):
+    """The instance's owner process died: its forked children stop using the data directory
+    (PostgreSQL: 'terminating connection due to unexpected postmaster exit')."""
+    sqlstate = "57P01"
+
+
+class CrashShutdown(OperationalError):
+    """A process of the instance died holding a shared-memory lock (or mid-change of shared
+    state): the shared memory can no longer be trusted and the instance must be reopened
+    (PostgreSQL: 'terminating connection because of crash of another server process')."""
+    sqlstate = "57P02"
+
+
+class LWLockHolderDied(CrashShutdown, LWLockTimeout):
+    """A shared-memory lock's recorded holder died inside its critical section."""
+    sqlstate = "57P02"
+
+
+class InsufficientPrivilege(ProgrammingError):
+    """Permission denied: a server file for COPY without ``allow_server_files``, a data
+    directory the process may not write."""
+    sqlstate = "42501"
+
+
 class DataCorrupted(InternalError):
     """A page failed its checksum or its header is impossible; never returns garbage."""
     sqlstate = "XX001"

@@ -4,10 +4,14 @@ Opening a data directory plays the postmaster's part:
 
 1. create the directory if it is new, with a ``MINIDB_VERSION`` file; refuse a directory
    written by another format version;
-2. take an exclusive ``fcntl`` lock on ``postmaster.pid`` and write our pid into it.  A
-   second, independent process gets ``DatabaseInUse`` naming the holder's pid.  The kernel
-   drops the lock when its holder dies, so a lock left by a killed process is simply taken
-   over (the pid in the file is then stale and is overwritten);
+2. take an exclusive ``flock`` on ``postmaster.pid`` and write the owner's pid, the data
+   directory, the start time and the status into it.  A BSD lock belongs to the open file
+   description, which every forked child inherits: the lock is released only when the owner
+   *and every process forked from it* have closed it (PostgreSQL gets the same from the
+   attach count of its SysV segment).  So a second opener gets ``DatabaseInUse`` naming the
+   owner's pid while the owner lives, and after the owner died naming the orphaned children
+   still attached, until they have exited (they do so at their next wait or statement, see
+   "The owner's death" below); then it takes the lock over;
 3. map the shared segment and create every cross-process lock (``minidb.shmem``) - before
    any fork - then set up the I/O model (``io_model``) and fork the parallel worker pool's
    master process (``minidb.workers.pool``), before the reaper thread starts;
@@ -20,8 +24,36 @@ Opening a data directory plays the postmaster's part:
    were still only in shared buffers: minidb is for studying engines, not for keeping data
    safe across power failures.
 
+The owner's death.  Every process of an instance - the pool master and its workers, the
+user's forked DB-API and benchmark clients, children of those - stops soon after the owner
+dies, as PostgreSQL's backends do when the postmaster dies:
+
+* the death pipe: the owner creates a pipe at open and keeps its write end; a fork hook
+  closes the write end in every child, so the read end reads EOF once the owner is gone.
+  Children look at it (``check_interrupts``) when they connect, at each statement, in every
+  blocked LWLock wait and transaction wait; on EOF they close their copy of the lock file
+  (detach) and raise ``AdminShutdown`` (57P01) - every later call does the same;
+* ``PR_SET_PDEATHSIG`` (Linux): a child forked by the owner's main thread asks the kernel
+  for SIGTERM when its parent dies (the pool's processes for SIGKILL), so even a child
+  busy elsewhere ends.  The kernel ties the signal to the forking *thread*, hence the
+  main-thread rule (``minidb.shmem.set_parent_death_signal``).
+
+A process that dies holding a shared-memory lock.  Every LWLock records its holder's pid in
+shared memory (``minidb.shmem``).  The reaper never blocks on a lock a dead process may
+hold: before cleaning up after a dead backend it looks up the LWLocks recorded as held by
+it; if there are any, the shared state it was changing may be half-changed, and (without
+a WAL to rebuild it from) the honest answer is the instance's *crash flag*: from then on
+every statement, connect and wait raises ``CrashShutdown`` (57P02, "terminating
+connection because of crash of another server process ... the instance must be
+reopened"), and ``close()`` skips its checkpoint (the shared buffers are not trusted; what
+was only in them is lost, as at a crash of the owner).  A blocked LWLock wait finds the
+same by itself (a dead holder, or a lock taken with no holder recorded for
+``HOLDERLESS_S``).  A backend killed outside those sections (the usual case) is cleaned
+up as before.
+
 Invariants:
-  1. At most one process at a time has a data directory open (the fcntl lock).
+  1. At most one process at a time owns a data directory (the flock), and no process of
+     an earlier owner is still attached when a new owner opens it.
   2. ``proc_pid[slot] != 0`` iff the slot belongs to a live ``Backend`` (or to a backend of
      a process that died, until ``reap_dead_backends`` frees it).
 """
@@ -31,25 +63,31 @@ from __future__ import annotations
 import atexit
 import fcntl
 import os
+import signal
 import threading
+import time
+import weakref
 
 import numpy as np
 
 from minidb.catalog import Catalog
 from minidb.config import SETTINGS, Settings
-from minidb.errors import (CantChangeParameter, DatabaseInUse, InterfaceError, OperationalError,
+from minidb.errors import (AdminShutdown, CantChangeParameter, DatabaseInUse,
+                           InsufficientPrivilege, InterfaceError, OperationalError,
                            TooManyConnections)
-from minidb.shmem import COUNTERS, IO_COUNTERS, SharedLocks, Segment, n_slots
+from minidb.shmem import (COUNTERS, CTL_XID_LIMIT, IO_COUNTERS, SharedLocks, Segment, n_slots, pid_alive,
+                          set_parent_death_signal)
 from minidb.storage.bufmgr import BufferManager
 from minidb.storage.iomodel import IOModel
 from minidb.storage.smgr import Smgr
 from minidb.heap.pgstat import TableStats
 from minidb.txn.clog import CommitLog
 from minidb.txn.lmgr import LockManager, SharedLockTable
-from minidb.txn.procarray import ProcArray
+from minidb.txn.procarray import CONTROL_FILE, ProcArray
 from minidb.txn.xact import Transaction
 
 REAPER_INTERVAL_S = 0.1
+ORPHAN_WAIT_S = 2.0  # an opener waits this long for a dead owner's children to exit
 
 # data directories this process holds the lock of: (st_dev, st_ino) -> pid (a forked
 # child inherits the dict, but not the locks: the pid tells them apart)
@@ -68,21 +106,39 @@ class Instance:
         self.datadir = os.path.abspath(datadir)
         self.settings = Settings(settings)
         self.settings.freeze_instance_settings()
-        self._prepare_directory()
-        self._lock_fd = self._take_lock()
         try:
+            fresh = self._prepare_directory()
+        except OSError as e:
+            raise _directory_error(self.datadir, e.filename or self.datadir, e) from None
+        self._lock_fd = self._take_lock()
+        self._death_r = self._death_w = None
+        self._orphaned = False  # set in a forked child that saw the owner die
+        try:
+            self._death_r, self._death_w = os.pipe()
+            os.set_blocking(self._death_r, False)
             self.seg = Segment(self.settings)
             self.locks = SharedLocks(self.settings)
             self.smgr = Smgr(self.datadir)
             self.catalog = Catalog(self.datadir, self.locks.catalog, self.seg.control, self.smgr)
             self.clog = CommitLog(self.datadir, self.seg, self.locks)
+            control = os.path.join(self.datadir, CONTROL_FILE)
+            if not fresh and not os.path.exists(control):
+                raise OperationalError(
+                    f'could not open file "{control}": No such file or directory: the data '
+                    f'directory "{self.datadir}" has lost its control file, without which '
+                    "transaction ids would be reused and rolled-back rows could show as "
+                    "committed; restore the directory from a copy", sqlstate="58P01")
             self.procarray = ProcArray(self.datadir, self.seg, self.locks, self.clog)
+            if fresh and not os.path.exists(control):
+                # written at creation, so that its absence later always means damage
+                self.procarray._reserve(int(self.seg.control[CTL_XID_LIMIT]))
             self.procarray._on_wait_tick = self.reap_dead_backends
         except BaseException:
             self._release_lock()
             raise
         self.owner_pid = os.getpid()
         self._closed = False
+        _OPEN.add(self)  # the fork hook finds it (death pipe, parent-death signal)
         self._local = threading.Lock()
         self._backends: set[Backend] = set()
         self.reaped: list[tuple[int, int, int]] = []  # (slot, pid, aborted xid) - for tests
@@ -108,7 +164,8 @@ class Instance:
         self._reaper.start()
 
     # -- data directory and its lock ----------------------------------------------------------
-    def _prepare_directory(self) -> None:
+    def _prepare_directory(self) -> bool:
+        """Create a new directory (True), or check an existing one (False)."""
         vpath = os.path.join(self.datadir, VERSION_FILE)
         if os.path.exists(self.datadir) and not os.path.isdir(self.datadir):
             raise OperationalError(
@@ -134,11 +191,12 @@ class Instance:
                 f.flush()
                 os.fsync(f.fileno())
             os.rename(tmp, vpath)
+            return True
+        return False
 
     def _take_lock(self) -> int:
-        # fcntl locks belong to the process: a second lockf from this process would succeed,
-        # and closing any descriptor of the file would drop the first instance's lock.  So
-        # the directories this process holds are also remembered here, and checked first.
+        # A second open from this process would conflict with our own flock on its new
+        # file description; the directories this process holds are remembered to say so.
         st = os.stat(self.datadir)
         key = (st.st_dev, st.st_ino)
         with _HELD_LOCK:
@@ -148,34 +206,131 @@ class Instance:
                                     f"that holds it first, or open a different data "
                                     f"directory")
             path = os.path.join(self.datadir, LOCK_FILE)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                try:
-                    holder = os.pread(fd, 64, 0).decode(errors="replace").split()[0]
-                except (OSError, IndexError):
-                    holder = "unknown"
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as e:
+                raise _directory_error(self.datadir, path, e) from None
+            try:
+                self._flock_or_refuse(fd, path)
+            except BaseException:
                 os.close(fd)
-                raise DatabaseInUse(
-                    f'database "{self.datadir}" is in use by pid {holder}: close the other '
-                    f"process (pid {holder}), or open a different data directory") from None
+                raise
             _HELD_DIRS[key] = os.getpid()
         self._lock_key = key
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n{self.datadir}\n".encode(), 0)
+        os.pwrite(fd, f"{os.getpid()}\n{self.datadir}\n{int(time.time())}\nready\n".encode(),
+                  0)
         return fd
 
+    def _flock_or_refuse(self, fd: int, path: str) -> None:
+        """Take the flock, or raise DatabaseInUse naming the owner (alive) or the processes
+        still attached (the owner died: its children exit soon, so wait ORPHAN_WAIT_S)."""
+        deadline = None
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError:
+                pass
+            try:
+                holder = int(os.pread(fd, 64, 0).decode(errors="replace").split()[0])
+            except (OSError, IndexError, ValueError):
+                holder = 0
+            if holder and pid_alive(holder):
+                raise DatabaseInUse(
+                    f'database "{self.datadir}" is in use by pid {holder}: close the other '
+                    f"process (pid {holder}), or open a different data directory")
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + ORPHAN_WAIT_S
+            if now < deadline:
+                time.sleep(0.02)
+                continue
+            pids = [p for p in attached_pids(path) if p != os.getpid()]
+            who = ", ".join(map(str, pids)) if pids else "unknown"
+            owner = f"pid {holder}, which opened it, has died" if holder else \
+                "the process that opened it has died"
+            raise DatabaseInUse(
+                f'database "{self.datadir}" is still in use by pid {who}: {owner}, and its '
+                f"processes still attached (forked from it) exit at their next statement or "
+                f"wait; wait for them to exit (or kill them), then open it again")
+
     def _release_lock(self) -> None:
+        # no LOCK_UN: that would release the lock for every process sharing the open file
+        # description; closing our descriptor drops only our share of it
         if self._lock_fd is not None:
             try:
-                os.ftruncate(self._lock_fd, 0)
-                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN)
+                if os.getpid() == getattr(self, "owner_pid", os.getpid()):
+                    os.ftruncate(self._lock_fd, 0)
             finally:
                 os.close(self._lock_fd)
                 self._lock_fd = None
                 with _HELD_LOCK:
-                    _HELD_DIRS.pop(self._lock_key, None)
+                    if _HELD_DIRS.get(self._lock_key) == os.getpid():
+                        _HELD_DIRS.pop(self._lock_key, None)
+        for attr in ("_death_r", "_death_w"):
+            fd = getattr(self, attr, None)
+            if fd is not None:
+                setattr(self, attr, None)
+                os.close(fd)
+
+    # -- the owner's death (see the module docstring) -------------------------------------------
+    def owner_alive(self) -> bool:
+        """False once the owner process has exited (the death pipe reads EOF); always True
+        in the owner itself."""
+        if os.getpid() == self.owner_pid:
+            return True
+        if self._orphaned:
+            return False
+        r = self._death_r
+        if r is None:
+            return True  # this process closed the instance; nothing to watch
+        try:
+            data = os.read(r, 1)
+        except BlockingIOError:
+            return True
+        except OSError:  # pragma: no cover
+            return True
+        if data:  # pragma: no cover - nobody writes into the pipe
+            return True
+        return False
+
+    def _check_owner(self) -> None:
+        if not self.owner_alive():
+            self._detach_orphan()
+            raise AdminShutdown(
+                "terminating connection due to unexpected exit of the instance's owner "
+                f"(pid {self.owner_pid}, which opened {self.datadir!r}): this process no "
+                "longer uses the data directory")
+
+    def _detach_orphan(self) -> None:
+        """This forked child saw the owner die: stop counting as attached (close our copy
+        of the lock file), and refuse everything from now on."""
+        self._orphaned = True
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            try:
+                os.close(fd)
+            except OSError:  # pragma: no cover
+                pass
+
+    def check_interrupts(self) -> None:
+        """CHECK_FOR_INTERRUPTS, at connect and at each statement: AdminShutdown (57P01) in
+        a forked child whose owner died, CrashShutdown (57P02) once the crash flag is set."""
+        if os.getpid() != self.owner_pid:
+            self._check_owner()
+        self.locks.check_crash()
+
+    def _after_fork_in_child(self) -> None:
+        # called by the fork hook in every child: give up the death pipe's write end (the
+        # owner's alone), watch the owner in blocked waits
+        if self._death_w is not None:
+            fd, self._death_w = self._death_w, None
+            try:
+                os.close(fd)
+            except OSError:  # pragma: no cover
+                pass
+        self.locks.check_owner = self._check_owner
 
     # -- backends ----------------------------------------------------------------------------
     def connect(self, *, worker: bool = False, aux: bool = False,
@@ -184,6 +339,7 @@ class Instance:
         checkpointer) use their reserved slots."""
         if self._closed:
             raise InterfaceError("the instance is closed")
+        self.check_interrupts()
         settings = self.settings.copy()
         for k, v in session_settings.items():
             settings.set(k, v)
@@ -231,12 +387,22 @@ class Instance:
         wake everyone waiting on them.  Returns the slots freed."""
         if self._closed:
             return []
+        if os.getpid() != self.owner_pid:
+            self._check_owner()  # an orphan cleans up nothing
+        if self.locks.crashed():
+            return []  # nothing can be trusted any more: the instance must be reopened
         pids = self.seg.proc_pid
         freed = []
-        for slot in np.flatnonzero(pids != 0).tolist():
+        for slot in np.flatnonzero(pids > 0).tolist():
             pid = int(pids[slot])
             if pid == os.getpid() or _process_alive(pid):
                 continue
+            held = self.locks.held_by(pid)
+            if held:  # it died inside a critical section: never wait for those locks
+                self.locks.mark_crashed(
+                    pid, f"process {pid} (backend slot {slot}) died holding the "
+                         f"{', '.join(held)} lock{'s' if len(held) > 1 else ''}")
+                return freed
             with self.locks.proc:
                 if int(pids[slot]) != pid:
                     continue  # freed meanwhile
@@ -300,13 +466,17 @@ class Instance:
             if b.pid == me:  # a forked child inherits its parent's list: not its backends
                 b.close()
         if me != self.owner_pid:
-            self._closed = True  # a forked child leaves the instance to its owner
+            self._closed = True  # a forked child leaves the instance to its owner...
+            self._detach_orphan()  # ...and stops counting as attached to it
             return
         if self.pool is not None:
             self.pool.stop()  # the workers close their backends; nothing is left running
         self._stop.set()
         try:
-            self.checkpoint()
+            if self.locks.crashed() is None:
+                self.checkpoint()
+            # else: the shared buffers are not trusted - nothing of them is written (what
+            # only they held is lost, as at a crash of the owner; no WAL yet)
         finally:
             self._closed = True
             self.clog.close()
@@ -370,21 +540,67 @@ class Backend:
         self.close()
 
 
-def _process_alive(pid: int) -> bool:
-    """True unless process ``pid`` is gone or a zombie (reading /proc does not reap it, so
-    whoever forked it still gets its exit status)."""
+_process_alive = pid_alive
+
+
+def attached_pids(lock_path: str) -> list[int]:
+    """Pids of the processes that have the lock file open (Linux: /proc/*/fd), sorted."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    except OSError:  # pragma: no cover - no /proc: fall back to signal 0
+        st = os.stat(lock_path)
+    except OSError:
+        return []
+    target = (st.st_dev, st.st_ino)
+    found = []
+    try:
+        procs = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:  # pragma: no cover - no /proc
+        return []
+    for p in procs:
+        fd_dir = f"/proc/{p}/fd"
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] != b"Z"
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                fst = os.stat(f"{fd_dir}/{fd}")
+            except OSError:
+                continue
+            if (fst.st_dev, fst.st_ino) == target:
+                found.append(int(p))
+                break
+    return sorted(found)
+
+
+def _directory_error(datadir: str, path: str, e: OSError) -> OperationalError:
+    """A clear error for a data directory the process cannot use (PostgreSQL's mapping of
+    errno: EACCES/EPERM/EROFS are 42501)."""
+    import errno as _errno
+    if e.errno in (_errno.EACCES, _errno.EPERM, _errno.EROFS):
+        why = "Read-only file system" if e.errno == _errno.EROFS else "Permission denied"
+        return InsufficientPrivilege(
+            f'could not open file "{path}": {why}: the data directory "{datadir}" must be '
+            "readable and writable by this process (fix its permissions, or open a copy)")
+    code = {_errno.ENOENT: "58P01", _errno.ENOSPC: "53100", _errno.EIO: "58030"}.get(
+        e.errno, "58000")
+    return OperationalError(f'could not open file "{path}": {e.strerror}', sqlstate=code)
+
+
+# the instances open in this process, for the fork hook
+_OPEN: "weakref.WeakSet[Instance]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    attached = False
+    for inst in list(_OPEN):
+        if not inst._closed:
+            inst._after_fork_in_child()
+            attached = True
+    if attached:  # a child of an instance exits when its parent does (main thread forks)
+        set_parent_death_signal(signal.SIGTERM)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # ---------------------------------------------------------------------------------------------

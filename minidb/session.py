@@ -107,6 +107,7 @@ class Session:
     def statement(self, body):
         """Run ``body(snap) -> (result, wrote)`` as one statement (see the docstring); the
         SQL engine brackets its statements with this too."""
+        self.instance.check_interrupts()
         xact = self.xact
         snap = xact.start_statement()
         implicit = not xact.explicit

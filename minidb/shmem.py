@@ -117,12 +117,15 @@ Locks (all created before any fork):
   in the object's waiter mask and sleeps on its own semaphore, as a PostgreSQL backend
   sleeps on ``proc->sem``; whoever releases the object wakes every bit in the mask.
 
-Every lock above is an ``LWLock``: a ``multiprocessing`` lock whose blocking acquire gives
-up after ``LWLOCK_TIMEOUT_S`` (60 s) with ``LWLockTimeout`` naming the lock.  The critical
-sections they guard last microseconds to milliseconds, so a wait that long means the holder
-died inside one (a killed process cannot release a semaphore).  PostgreSQL's postmaster
-answers such a death with a crash restart of every backend; minidb has no restart, so the
-wait ends with an error that says to reopen the instance, instead of hanging.
+Every lock above is an ``LWLock``: a ``multiprocessing`` lock that records its holder's
+pid in a shared holder table (entry 0 of which is the instance's *crash flag*).  The
+critical sections they guard last microseconds to milliseconds, and a killed process
+cannot release a semaphore, so a holder that died means shared state may be half-changed:
+PostgreSQL's postmaster answers with a crash restart of every backend; minidb has no restart
+yet (it needs the WAL), so whoever finds such a death - the instance's reaper, or a blocked
+wait that sees a dead holder - sets the crash flag, and from then on statements and waits
+raise ``CrashShutdown`` (57P02) saying the instance must be reopened.  A blocked wait still
+gives up after ``LWLOCK_TIMEOUT_S`` (60 s) with ``LWLockTimeout`` naming the lock.
 
 Invariants:
   1. Every region's shape and dtype is computed here from the settings, nowhere else.
@@ -137,12 +140,16 @@ from __future__ import annotations
 import mmap
 import multiprocessing
 import multiprocessing.synchronize
+import os
+import sys
+import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from minidb.config import BLCKSZ, Settings
-from minidb.errors import LWLockTimeout
+from minidb.errors import CrashShutdown, LWLockHolderDied, LWLockTimeout
 
 MAX_SLOTS = 64  # waiter sets are uint64 bitmasks over backend slots
 
@@ -372,35 +379,128 @@ class Segment:
 
 
 LWLOCK_TIMEOUT_S = 60.0  # read at each wait, so a test can lower it
+LWLOCK_POLL_S = 0.2      # a blocked wait looks at the holder this often
+HOLDERLESS_S = 5.0       # held with no holder recorded this long: the acquirer died
+MAX_LWLOCKS = 4096       # entries of the holder table (locks are numbered as created)
+H_CRASHED = 0            # holder table entry 0: pid of a process that died holding a lock
+
+# this process's pid, kept current across forks (os.getpid() is a system call), and whether
+# this process was forked by its parent's main thread (see set_parent_death_signal)
+_PID = [0]
+_FORK = {"from_main": True, "parent": 0}
+
+
+def _before_fork() -> None:
+    _FORK["from_main"] = threading.current_thread() is threading.main_thread()
+    _FORK["parent"] = os.getpid()
+
+
+def _refresh_pid() -> None:
+    _PID[0] = os.getpid()
+
+
+_refresh_pid()
+os.register_at_fork(before=_before_fork, after_in_child=_refresh_pid)
+
+PR_SET_PDEATHSIG = 1
+
+
+def set_parent_death_signal(sig: int) -> bool:
+    """In a freshly forked child: ask the kernel for ``sig`` when the parent dies (Linux's
+    prctl(PR_SET_PDEATHSIG), through ctypes).  The kernel sends it when the *thread* that
+    forked us ends, so this is done only for children forked by the parent's main thread
+    (a thread of the parent may end long before the parent does); the others rely on the
+    death pipe alone.  Returns True if the signal was armed.  If the parent is already gone
+    (it died between the fork and this call) the signal is sent to ourselves at once."""
+    if not _FORK["from_main"] or not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:  # pragma: no cover
+            return False
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        return False
+    if _FORK["parent"] and os.getppid() != _FORK["parent"]:
+        os.kill(os.getpid(), sig)  # pragma: no cover - the parent died meanwhile
+    return True
+
+
+def pid_alive(pid: int) -> bool:
+    """True unless process ``pid`` is gone or a zombie (reading /proc does not reap it, so
+    whoever forked it still gets its exit status)."""
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    except OSError:  # pragma: no cover - no /proc: fall back to signal 0
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] != b"Z"
 
 
 class LWLock(multiprocessing.synchronize.Lock):
-    """A cross-process lock (a POSIX semaphore) whose blocking waits end.
+    """A cross-process lock (a POSIX semaphore) that records its holder and whose blocking
+    waits end.
 
-    ``acquire()`` and ``with lock:`` wait at most ``LWLOCK_TIMEOUT_S``, then raise
-    ``LWLockTimeout`` naming the lock; ``acquire(False)`` and ``acquire(timeout=t)`` behave
-    as ``multiprocessing.Lock``'s.  The uncontended path is the semaphore's trywait, as
-    before: the timeout costs nothing until a wait actually blocks.
+    The holder table (``SharedLocks.holders``, shared memory) has one entry per lock: the
+    pid of the process holding it, written right after the semaphore is taken and cleared
+    right before it is given back.  ``acquire()`` and ``with lock:`` first try the
+    semaphore (the uncontended path: one trywait and one store); a wait that blocks looks
+    every ``LWLOCK_POLL_S`` at
+
+    * the instance's crash flag: set -> ``CrashShutdown``;
+    * the holder: a dead one (SIGKILLed inside the critical section: the kernel does not
+      give a semaphore back) -> set the crash flag, raise ``LWLockHolderDied``;
+    * no holder recorded for ``HOLDERLESS_S`` while the lock stays taken -> the acquirer
+      died between taking the semaphore and recording itself (or between clearing and
+      giving back): the same;
+    * ``SharedLocks.check_owner`` (set in forked children: the instance owner's death);
+
+    and gives up after ``LWLOCK_TIMEOUT_S`` with ``LWLockTimeout`` naming the lock.
+    ``acquire(False)`` and ``acquire(timeout=t)`` behave as ``multiprocessing.Lock``'s (and
+    record the holder too).
     """
 
-    def __init__(self, name: str, ctx):
+    def __init__(self, name: str, ctx, locks: "SharedLocks | None" = None, index: int = 0):
         self.name = name
+        self._locks = locks
+        self._index = index
         super().__init__(ctx=ctx)
 
     def _make_methods(self):
-        sem, name = self._semlock, self.name
+        sem, name, locks, idx = self._semlock, self.name, self._locks, self._index
+        holders = locks.holder_words if locks is not None else None
+        pid = _PID
+        try_acquire = sem.acquire
+        give_back = sem.release
 
         def acquire(block: bool = True, timeout: float | None = None) -> bool:
             if not block or timeout is not None:
-                return sem.acquire(block, timeout)
-            if sem.acquire(True, LWLOCK_TIMEOUT_S):
-                return True
-            raise LWLockTimeout(
-                f"waited {LWLOCK_TIMEOUT_S:g} s for the {name} lock: a process probably died "
-                f"holding it; close and reopen the instance")
+                ok = try_acquire(block, timeout)
+            else:
+                ok = try_acquire(False) or _wait_blocked(sem, name, locks, idx)
+            if ok and holders is not None:
+                holders[idx] = pid[0]
+            return ok
+
+        def release() -> None:
+            if holders is not None:
+                holders[idx] = 0
+            give_back()
 
         self.acquire = acquire
-        self.release = sem.release
+        self.release = release
+
+    def holder(self) -> int:
+        """The pid recorded as holding the lock (0: free, or not recorded yet)."""
+        return int(self._locks.holders[self._index]) if self._locks is not None else 0
 
     def __enter__(self):
         return self.acquire()
@@ -413,10 +513,44 @@ class LWLock(multiprocessing.synchronize.Lock):
 
     def __setstate__(self, state):
         base, self.name = state
+        self._locks, self._index = None, 0  # unpickled elsewhere: no holder table
         super().__setstate__(base)
 
     def __repr__(self):
         return f"<LWLock {self.name}>"
+
+
+def _wait_blocked(sem, name: str, locks: "SharedLocks | None", idx: int) -> bool:
+    """The blocking path of ``LWLock.acquire`` (see its docstring)."""
+    now = time.monotonic()
+    deadline = now + LWLOCK_TIMEOUT_S
+    holderless_since = None
+    while True:
+        if sem.acquire(True, max(0.001, min(LWLOCK_POLL_S, deadline - now))):
+            return True
+        now = time.monotonic()
+        if locks is not None:
+            locks.check_crash()
+            if locks.check_owner is not None:
+                locks.check_owner()
+            h = int(locks.holders[idx])
+            if h and not pid_alive(h):
+                locks.mark_crashed(h, f"process {h} died holding the {name} lock")
+                locks.check_crash(LWLockHolderDied)
+            if h:
+                holderless_since = None
+            elif holderless_since is None:
+                holderless_since = now
+            elif now - holderless_since >= HOLDERLESS_S:
+                if sem.acquire(False):  # given back meanwhile after all
+                    return True
+                locks.mark_crashed(-1, f"a process died taking or giving back the {name} "
+                                       "lock")
+                locks.check_crash(LWLockHolderDied)
+        if now >= deadline:
+            raise LWLockTimeout(
+                f"waited {LWLOCK_TIMEOUT_S:g} s for the {name} lock: a process probably died "
+                f"holding it; close and reopen the instance")
 
 
 class SharedLocks:
@@ -424,9 +558,22 @@ class SharedLocks:
 
     def __init__(self, settings: Settings):
         ctx = multiprocessing.get_context("fork")
+        # the holder table: entry 0 is the crash flag (H_CRASHED), lock i uses entry i
+        self._holder_map = mmap.mmap(-1, MAX_LWLOCKS * 8,
+                                     flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+        self.holders = np.ndarray((MAX_LWLOCKS,), dtype="<i8", buffer=self._holder_map)
+        self.holder_words = memoryview(self._holder_map).cast("q")  # the hot path's view
+        # the reason of a crash, for the error text (shared: written by whoever detects it)
+        self._reason_map = mmap.mmap(-1, 512, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+        self.check_owner = None  # set by the instance in forked children (owner's death)
+        self.all_lwlocks: list[LWLock] = []
 
         def lw(name):
-            return LWLock(name, ctx)
+            if len(self.all_lwlocks) + 1 >= MAX_LWLOCKS:  # pragma: no cover
+                raise ValueError("too many LWLocks for the holder table")
+            lock = LWLock(name, ctx, self, len(self.all_lwlocks) + 1)
+            self.all_lwlocks.append(lock)
+            return lock
 
         self.partition = [lw(f"buffer mapping partition {i}")
                           for i in range(settings.buffer_partitions)]
@@ -445,3 +592,36 @@ class SharedLocks:
         self.lockmgr = [lw(f"lock manager {i}") for i in range(N_LOCK_PARTITIONS)]
         self.fp = [lw(f"fast path {s}") for s in range(n_slots(settings))]
         self.sem = [ctx.Semaphore(0) for _ in range(n_slots(settings))]
+
+    # -- a process that died holding a lock: the crash flag ----------------------------------------
+    def held_by(self, pid: int) -> list[str]:
+        """Names of the LWLocks recorded as held by ``pid``."""
+        idx = np.flatnonzero(self.holders[1:len(self.all_lwlocks) + 1] == pid)
+        return [self.all_lwlocks[i].name for i in idx.tolist()]
+
+    def mark_crashed(self, pid: int, reason: str) -> None:
+        """Record that shared memory can no longer be trusted (the first reason wins)."""
+        if int(self.holders[H_CRASHED]) == 0:
+            data = reason.encode()[:500]
+            self._reason_map[:len(data) + 1] = data + b"\0"
+            self.holders[H_CRASHED] = pid or -1
+
+    def crashed(self) -> str | None:
+        """The crash reason, or None while the instance is healthy."""
+        if int(self.holders[H_CRASHED]) == 0:
+            return None
+        raw = bytes(self._reason_map[:512])
+        return raw.split(b"\0", 1)[0].decode(errors="replace") or "a process crashed"
+
+    def check_crash(self, cls=CrashShutdown) -> None:
+        """Raise ``cls`` (57P02) if the crash flag is set."""
+        if self.holders[H_CRASHED]:
+            raise cls(
+                "terminating connection because of crash of another server process: "
+                f"{self.crashed()}; shared memory may be inconsistent, so the instance "
+                "must be reopened (close every connection, then open the data directory "
+                "again)")
+
+    def reset_crash(self) -> None:
+        """Clear the crash flag (what a restart would do; tests only)."""
+        self.holders[H_CRASHED] = 0

@@ -34,7 +34,7 @@ PACKAGE = ROOT / "minidb"
 
 # Bottom to top.  "minidb" is the package itself (minidb/__init__.py re-exports the DB-API).
 LAYERS = ("errors", "config", "types", "shmem", "storage", "txn", "heap", "catalog", "index",
-          "workers", "instance", "session", "exec", "sql", "dbapi", "pgbench", "repl",
+          "workers", "instance", "amcheck", "session", "exec", "sql", "dbapi", "pgbench", "repl",
           "experiments", "cli", "minidb")
 
 

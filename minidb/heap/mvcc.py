@@ -124,6 +124,7 @@ import struct
 import numpy as np
 
 from minidb.config import BLCKSZ
+from minidb.errors import DataCorrupted
 from minidb.heap.heapam import SCAN_BATCH_PAGES, Batch, HeapRel, HeapScan
 from minidb.heap.layout import gather_header
 from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_COMMITTED,
@@ -359,7 +360,14 @@ def _hot_search(bm, rel, tid, snapshot, clog, procarray, horizon, prepare_pages,
                 for_fetch: bool):
     block, off = int(tid[0]), int(tid[1])
     if not bm.smgr.has_block(rel.relfilenode, block):
-        return None, None, False
+        if for_fetch:  # a TID given by the user (a TID scan): none there, as PostgreSQL
+            return None, None, False
+        # a TID from an index: the heap lost blocks behind the index's back (a truncated
+        # file) - an error, never rows silently missing (PostgreSQL's "could not read block")
+        raise DataCorrupted(
+            f'could not read block {block} in file "{bm.smgr.path(rel.relfilenode)}": '
+            f'the relation "{rel.name}" has only {bm.smgr.nblocks(rel.relfilenode)} blocks '
+            f"(an index entry points to ({block},{off}))")
     b = bm.pin(rel.relfilenode, block)
     try:
         if prepare_pages is not None:

@@ -44,7 +44,11 @@ last ``-c`` failed, 2 when the data directory could not be opened.
 Variables (``\\set``, ``-v NAME=VALUE``): ``:name`` in SQL is the value, ``:'name'`` the
 value as a literal, ``:"name"`` as an identifier.
 
-Left out: ``\\copy``, ``\\e``, the ``wrapped``/``csv``/``html`` formats, backquote commands
+``\\copy`` reads or writes the file in the shell and sends the data through COPY FROM STDIN /
+TO STDOUT (the DB-API's ``cursor.copy()``), so it needs no server-file privilege; ``\\check``
+runs ``minidb.amcheck``.
+
+Left out: ``\\e``, the ``wrapped``/``csv``/``html`` formats, backquote commands
 in arguments, query cancel over the wire (Ctrl-C during a statement interrupts it
 in-process and reports 57014).
 """

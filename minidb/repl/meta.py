@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import minidb.errors as errors
 from minidb.repl.scan import meta_args, parse_bool, pattern_regex
@@ -52,15 +53,26 @@ Variables
                          :"NAME" in SQL are its value, as literal, as identifier
   \unset NAME            unset a variable (ON_ERROR_STOP: stop scripts at an error)
 
+Input/Output
+  \copy TABLE [(COLS)] {FROM | TO} {FILE | STDOUT} [OPTIONS]
+                         COPY through this shell: FILE is read or written here (no
+                         server-file privilege needed); OPTIONS as COPY's
+
 Inspection (minidb's own)
   \page TABLE BLOCK      line pointers, xmin/xmax and hint bits of one heap page
   \btree INDEX           the B-tree's pages, level by level
   \stats [TABLE]         pg_stat_user_tables-like counters, and the buffer counters
   \locks                 the heavyweight locks held and awaited (pg_locks)
+  \check [TABLE]         run the heap, B-tree and catalog checkers (amcheck-like)
 """
 
 PSET_NAMES = ("border", "expanded", "fieldsep", "footer", "format", "null", "pager",
               "tuples_only")
+
+
+# \copy's argument: what goes before FROM / TO, the direction, the file (quoted or not), the
+# options after it
+_COPY_ARGS = re.compile(r"\s*(.+?)\s+(from|to)\s+('(?:[^']|'')*'|\S+)(.*)$", re.I | re.S)
 
 
 class MetaUsage(Exception):
@@ -429,6 +441,53 @@ class MetaCommands:
         rows = self._inspect().locks(self.conn.session)
         self.print_table(["locktype", "relation", "mode", "granted", "pid"], rows,
                          title="Locks")
+
+    # -- \copy --------------------------------------------------------------------------------------
+    def _meta_copy(self, arg: str) -> None:
+        m = _COPY_ARGS.match(arg)
+        if m is None:
+            raise MetaUsage("usage: \\copy TABLE [(COLS)] {FROM | TO} {FILE | STDOUT} "
+                            "[OPTIONS]")
+        head, direction, target, rest = m.group(1), m.group(2).lower(), m.group(3), m.group(4)
+        if target.startswith("'"):
+            target = target[1:-1].replace("''", "'")
+        stdio = target.lower() in ("stdin", "stdout", "pstdin", "pstdout")
+        if direction == "from" and stdio:
+            raise MetaUsage("\\copy FROM STDIN is not supported here: name a file")
+        sql = f"COPY {head} {'FROM STDIN' if direction == 'from' else 'TO STDOUT'}{rest}"
+        cur = self.conn.cursor()
+        if direction == "from":
+            try:
+                with open(os.path.expanduser(target), newline="", encoding="utf-8") as f:
+                    data = f.read()
+            except OSError as e:
+                raise MetaUsage(f"{target}: {e.strerror}") from None
+            with cur.copy(sql) as copy:
+                copy.write(data)
+        else:
+            try:
+                f = (None if stdio else
+                     open(os.path.expanduser(target), "w", newline="", encoding="utf-8"))
+            except OSError as e:
+                raise MetaUsage(f"{target}: {e.strerror}") from None
+            try:
+                with cur.copy(sql) as copy:
+                    for data in copy:
+                        (self.out if f is None else f).write(data.decode("utf-8"))
+            finally:
+                if f is not None:
+                    f.close()
+        self.write(f"{cur.statusmessage}\n")
+
+    # -- \check ------------------------------------------------------------------------------------
+    def _meta_check(self, arg: str) -> None:
+        from minidb.amcheck import check_instance, format_report
+        args = self._args(arg)
+        if len(args) > 1:
+            raise MetaUsage("usage: \\check [TABLE]")
+        report = check_instance(self.conn.session.instance,
+                                tables=[_unquote(args[0])] if args else None)
+        self.write(format_report(report))
 
     def _print_any(self, obj, title=None) -> None:
         """Print what an inspection function returned: text, a dict (name | value, without

@@ -342,7 +342,7 @@ class CopyStmt(Statement):
     table: str
     columns: list | None
     direction: str                     # "from" | "to"
-    path: str
+    path: str | None                   # None: STDIN / STDOUT (the client's stream)
     format: str = "text"               # text | csv
     header: bool = False
     delimiter: str | None = None

@@ -17,13 +17,23 @@ error names the line and the column, and - the statement's transaction being rol
 leaves the table as it was.  TO writes the rows a ``SELECT columns FROM table`` returns,
 in the values' output form.
 
-Departure: PostgreSQL resolves a relative file name against the server's data directory
-and needs superuser rights; minidb, an embedded engine, resolves it against the current
-directory.  FROM STDIN / TO STDOUT belong to the client (psql's \\copy) and are not here.
+Server files are a privilege, as in PostgreSQL (pg_read_server_files /
+pg_write_server_files): COPY to or from a file needs the instance setting
+``allow_server_files`` (off by default; given when the database is opened, so no SQL can
+grant it) and otherwise fails with 42501 "permission denied to COPY from a file"; a file
+inside the data directory is refused even then (one COPY TO over the catalog would brick
+the database).  FROM STDIN / TO STDOUT serve everyone instead: the data travels through
+the client - the DB-API's ``cursor.copy()`` (psycopg's model) and the shell's ``\\copy`` -
+which hands the engine a text stream as ``engine.copy_stream`` for that one statement
+(``run_copy(engine, st)`` reads it; without it, STDIN / STDOUT is NotSupportedError).
+
+Departure: PostgreSQL resolves a relative file name against the server's data directory;
+minidb, an embedded engine, resolves it against the current directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import minidb.errors as errors
@@ -35,7 +45,7 @@ from minidb.sql.binder import Binder, RangeEntry
 from minidb.sql.parser.translate import parse_expression_text
 from minidb.types import parse_type
 
-__all__ = ["run_copy"]
+__all__ = ["run_copy", "format_row", "parse_rows"]
 
 _BATCH = 10_000
 _TEXT_ESC = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\", "b": "\b", "f": "\f", "v": "\v"}
@@ -61,10 +71,50 @@ def run_copy(engine, st) -> int:
             attnos.append(a)
     delim = st.delimiter or ("," if st.format == "csv" else "\t")
     null = st.null if st.null is not None else ("" if st.format == "csv" else "\\N")
-    path = os.path.abspath(st.path)
+    if st.path is None:  # FROM STDIN / TO STDOUT: the client's stream
+        stream = getattr(engine, "copy_stream", None)
+        if stream is None:
+            where = "FROM STDIN" if st.direction == "from" else "TO STDOUT"
+            raise errors.NotSupportedError(
+                f"COPY {where} needs the client's data stream: use cursor.copy() in the "
+                "DB-API, or \\copy in minidb's shell")
+        f = contextlib.nullcontext(stream)
+        name = "STDIN" if st.direction == "from" else "STDOUT"
+    else:
+        name = os.path.abspath(st.path)
+        _check_server_file(engine, name, st.direction)
+        f = _open(name, st.direction)
     if st.direction == "to":
-        return _copy_to(engine, entry, attnos, path, st.format, delim, null, st.header)
-    return _copy_from(engine, entry, attnos, path, st.format, delim, null, st.header)
+        return _copy_to(engine, entry, attnos, f, st.format, delim, null, st.header)
+    return _copy_from(engine, entry, attnos, f, st.format, delim, null, st.header)
+
+
+def _check_server_file(engine, path: str, direction: str) -> None:
+    """The privilege check for a server file (see the module docstring)."""
+    verb = "from" if direction == "from" else "to"
+    if not engine.session.settings.allow_server_files:
+        role = "pg_read_server_files" if verb == "from" else "pg_write_server_files"
+        raise errors.InsufficientPrivilege(
+            f"permission denied to COPY {verb} a file: server files need the "
+            f"allow_server_files setting (off by default, like PostgreSQL's {role} role; "
+            "give it when opening the database).  Anyone can COPY TO STDOUT or FROM STDIN: "
+            "cursor.copy() in the DB-API, or \\copy in minidb's shell")
+    datadir = os.path.realpath(engine.instance.datadir)
+    real = os.path.realpath(path)
+    if os.path.commonpath([datadir, real]) == datadir:
+        raise errors.InsufficientPrivilege(
+            f'cannot COPY {verb} a file inside the data directory: "{path}" is in '
+            f'"{datadir}", whose files only the database itself may read and write')
+
+
+def _open(path: str, direction: str):
+    try:
+        if direction == "from":
+            return open(path, newline="", encoding="utf-8")
+        return open(path, "w", newline="", encoding="utf-8")
+    except OSError as e:
+        what = "reading" if direction == "from" else "writing"
+        raise errors.IOError_(f'could not open file "{path}" for {what}: {e.strerror}') from None
 
 
 # -- FROM -------------------------------------------------------------------------------------------
@@ -81,11 +131,7 @@ class _RowsNode(PlanNode):
             yield Chunk(cols, len(rows))
 
 
-def _copy_from(engine, entry, attnos, path, fmt, delim, null, header) -> int:
-    try:
-        f = open(path, newline="", encoding="utf-8")
-    except OSError as e:
-        raise errors.IOError_(f'could not open file "{path}" for reading: {e.strerror}') from None
+def _copy_from(engine, entry, attnos, src, fmt, delim, null, header) -> int:
     types = [entry.columns[a][1] for a in attnos]
     names = [entry.columns[a][0] for a in attnos]
     binder = Binder(engine.instance.catalog, default_parser=parse_expression_text)
@@ -94,7 +140,7 @@ def _copy_from(engine, entry, attnos, path, fmt, delim, null, header) -> int:
     def batches():
         rows = []
         lineno = 0
-        with f:
+        with src as f:
             records = _csv_records(f, delim) if fmt == "csv" else _text_records(f, delim)
             for lineno, fields, quoted in records:
                 if header and lineno == 1:
@@ -228,19 +274,15 @@ def _parse_csv(text: str, delim):
 
 
 # -- TO ---------------------------------------------------------------------------------------------
-def _copy_to(engine, entry, attnos, path, fmt, delim, null, header) -> int:
+def _copy_to(engine, entry, attnos, dst, fmt, delim, null, header) -> int:
     from minidb.exec.scan import SeqScanNode
     node = SeqScanNode(entry, attnos, [])
     types = [entry.columns[a][1] for a in attnos]
     names = [entry.columns[a][0] for a in attnos]
-    try:
-        f = open(path, "w", newline="", encoding="utf-8")
-    except OSError as e:
-        raise errors.IOError_(f'could not open file "{path}" for writing: {e.strerror}') from None
 
     def body(snap):
         n = 0
-        with f:
+        with dst as f:
             if header:
                 f.write(delim.join(_out_field(x, fmt, delim, null) for x in names) + "\n")
             ectx = ExecContext(engine.session, snap, [])
@@ -266,3 +308,35 @@ def _out_field(v, fmt, delim, null) -> str:
         return v
     return (v.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
             .replace("\r", "\\r"))
+
+
+# -- for clients (cursor.copy, \\copy): the same formats, row by row ----------------------------------
+def format_row(values, fmt: str = "text", delim: str | None = None,
+               null: str | None = None) -> str:
+    """One line of COPY data (with its newline) for Python values: None is NULL, bool is
+    t / f, anything else its ``str()`` (datetime's is PostgreSQL's input form)."""
+    delim = delim or ("," if fmt == "csv" else "\t")
+    null = null if null is not None else ("" if fmt == "csv" else "\\N")
+    out = []
+    for v in values:
+        if v is None:
+            out.append(null)
+            continue
+        text = ("t" if v else "f") if isinstance(v, bool) else str(v)
+        if fmt == "csv" and text == "":
+            out.append('""')
+        else:
+            out.append(_out_field(text, fmt, delim, null))
+    return delim.join(out) + "\n"
+
+
+def parse_rows(text: str, fmt: str = "text", delim: str | None = None,
+               null: str | None = None) -> list[tuple]:
+    """COPY data back into tuples of str (None for NULL), as psycopg's ``Copy.rows()``."""
+    import io
+    delim = delim or ("," if fmt == "csv" else "\t")
+    null = null if null is not None else ("" if fmt == "csv" else "\\N")
+    f = io.StringIO(text, newline="")
+    records = _csv_records(f, delim) if fmt == "csv" else _text_records(f, delim)
+    return [tuple(None if (v == null and not q) else v for v, q in zip(fields, quoted))
+            for _lineno, fields, quoted in records]

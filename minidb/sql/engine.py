@@ -97,6 +97,7 @@ class Engine:
     def __init__(self, session):
         self.session = session
         self.instance = session.instance
+        self.copy_stream = None  # COPY FROM STDIN / TO STDOUT's text stream (minidb.sql.copy)
         self._cache: OrderedDict = OrderedDict()
         self._ssig = (None, -1, ())   # (settings object, its .changes, plan signature)
         self.counters = {"parses": 0, "plans": 0, "plan_cache_hits": 0, "replans": 0,
@@ -162,6 +163,7 @@ class Engine:
     def _run(self, entry: _Entry, params: list) -> Result:
         stmt = entry.stmt
         self.counters["statements"] += 1
+        self.session.instance.check_interrupts()  # 57P01 / 57P02 (minidb.instance)
         xact = self.session.xact
         if xact.state == FAILED and not isinstance(stmt, (ast.CommitStmt, ast.RollbackStmt)):
             raise errors.InFailedSqlTransaction(

@@ -51,7 +51,10 @@ then scans with what it got, as PostgreSQL's Gather does.
 
 Signals: workers and the master ignore SIGINT (a Ctrl-C in a terminal reaches the whole
 process group); a leader cancels its workers through the shared scan slot's CANCEL flag.
-Each checks every ``POLL_S`` that its parent is still there and exits if not.
+Each checks every ``POLL_S`` that its parent is still there and that the instance's death
+pipe has not closed (``minidb.instance``: the owner died), and exits if not; on Linux each
+also asks for SIGKILL when its parent dies (``shmem.set_parent_death_signal``), so nothing
+of the pool outlives the owner and a new opener of the data directory is not kept out.
 
 A worker is killed (SIGKILL) only as a last resort - it did not start, or did not answer a
 cancel within ``lock_wait_timeout_ms`` + 5 s - because a process killed while it holds a
@@ -78,6 +81,7 @@ import time
 import traceback
 
 from minidb.errors import TooManyConnections
+from minidb.shmem import set_parent_death_signal
 from minidb.workers.channel import POLL_S, Channel
 
 P_STATE, P_PID, P_OWNER, P_TASK = 0, 1, 2, 3
@@ -272,15 +276,22 @@ class WorkerPool:
 
 # ---------------------------------------------------------------------------------------------
 # the master
+def _owner_gone(pool: WorkerPool) -> bool:
+    """The instance's owner died (its death pipe reads EOF; see minidb.instance)."""
+    alive = getattr(pool.instance, "owner_alive", None)
+    return alive is not None and not alive()
+
+
 def _master_main(pool: WorkerPool) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_parent_death_signal(signal.SIGKILL)  # nothing of ours may outlive the owner
     owner = pool.owner_pid
     children: dict[int, int] = {}  # pid -> worker index
     try:
         while True:
             msg = pool.control.recv(timeout=POLL_S)
             _reap(pool, children, block=False)
-            if os.getppid() != owner:
+            if os.getppid() != owner or _owner_gone(pool):
                 break  # the instance's process is gone
             if msg is None:
                 continue
@@ -375,6 +386,7 @@ def _stop_workers(pool: WorkerPool, children: dict) -> None:
 # a worker
 def _worker_main(pool: WorkerPool, w: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_parent_death_signal(signal.SIGKILL)  # the master's death (it follows the owner's)
     master = os.getppid()
     inst = pool.instance
     tasks, results = pool.tasks[w], pool.results[w]
@@ -395,7 +407,7 @@ def _worker_main(pool: WorkerPool, w: int) -> None:
         while True:
             msg = tasks.recv(timeout=POLL_S * 5)
             if msg is None:
-                if os.getppid() != master:
+                if os.getppid() != master or _owner_gone(pool):
                     return
                 continue
             if msg[0] == "stop":

@@ -21,7 +21,8 @@ NROWS = 40_000
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    inst = Instance(tmp_path_factory.mktemp("ops") / "data", shared_buffers=512)
+    inst = Instance(tmp_path_factory.mktemp("ops") / "data", shared_buffers=512,
+                    allow_server_files=True)  # COPY from a file below
     s = Session(inst)
     e = Engine(s)
     rnd = random.Random(7)

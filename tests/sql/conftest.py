@@ -51,7 +51,7 @@ def dump(db: DB) -> dict:
 
 @pytest.fixture
 def inst(tmp_path):
-    i = Instance(tmp_path / "data", shared_buffers=256)
+    i = Instance(tmp_path / "data", shared_buffers=256, allow_server_files=True)  # COPY files
     try:
         yield i
     finally:

@@ -18,8 +18,9 @@ stands over a pipe, and blocks reading the pipe; the test kills it with SIGKILL.
 What these do not prove: a crash of the instance's own (opening) process, which loses what
 is only in shared buffers (there is no WAL, by design); a child killed *inside* a
 buffer-manager or proc-array critical section (holding a partition or procarray lock):
-those are multiprocessing locks, which the kernel does not release for a dead holder, so
-the instance would hang there - PostgreSQL answers that case by restarting every backend.
+those are multiprocessing locks, which the kernel does not release for a dead holder -
+tests/storage/test_postmaster.py shows that this sets the instance's crash flag (57P02)
+instead of hanging; PostgreSQL answers that case by restarting every backend.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ itself from ``lexer.tokenize``'s tokens.  Grammar (PostgreSQL's, the parts minid
     VACUUM [(option [, ...])] [VERBOSE] [ANALYZE] [table [, ...]]
     ANALYZE [VERBOSE] [table [, ...]]
     EXPLAIN [ANALYZE] [VERBOSE] statement | EXPLAIN (option [value] [, ...]) statement
-    COPY table [(column [, ...])] {FROM | TO} 'file' [[WITH] (option [value] [, ...])]
+    COPY table [(column [, ...])] {FROM {'file' | STDIN} | TO {'file' | STDOUT}}
+        [[WITH] (option [value] [, ...])]
          (and the old forms: ... [WITH] [CSV] [HEADER] [DELIMITER 'x'] [NULL 'x'])
     TRUNCATE [TABLE] name [, ...] [CASCADE | RESTRICT]
     LOCK [TABLE] [ONLY] name [, ...] [IN lockmode MODE] [NOWAIT]
@@ -377,13 +378,16 @@ def _copy(p: _P) -> ast.Statement:
     direction = p.expect_word("from", "to")
     t = p.next()
     if t.kind == "ident" and t.value in ("stdin", "stdout"):
-        raise NotSupportedError(f"COPY {direction.upper()} {t.value.upper()} is not supported "
-                                "(name a file)")
-    if t.kind == "ident" and t.value == "program":
+        if t.value != ("stdin" if direction == "from" else "stdout"):
+            raise p.error(t, f"expected {'STDIN' if direction == 'from' else 'STDOUT'}")
+        path = None  # the client's stream (minidb.sql.copy)
+    elif t.kind == "ident" and t.value == "program":
         raise NotSupportedError("COPY ... PROGRAM is not supported")
-    if t.kind != "string":
+    elif t.kind != "string":
         raise p.error(t, "expected a file name in quotes")
-    st = ast.CopyStmt(table, cols, direction, t.value)
+    else:
+        path = t.value
+    st = ast.CopyStmt(table, cols, direction, path)
     p.word("with")
     if p.op("("):
         while True:
