@@ -395,8 +395,8 @@ class Instance:
         freed = []
         for slot in np.flatnonzero(pids > 0).tolist():
             pid = int(pids[slot])
-            if pid == os.getpid() or _process_alive(pid):
-                continue
+            if pid <= 0 or pid == os.getpid() or _process_alive(pid):
+                continue  # freed (or being reaped) since the scan above, or alive
             held = self.locks.held_by(pid)
             if held:  # it died inside a critical section: never wait for those locks
                 self.locks.mark_crashed(

@@ -595,7 +595,10 @@ class SharedLocks:
 
     # -- a process that died holding a lock: the crash flag ----------------------------------------
     def held_by(self, pid: int) -> list[str]:
-        """Names of the LWLocks recorded as held by ``pid``."""
+        """Names of the LWLocks recorded as held by ``pid`` (none for a pid <= 0: a free
+        lock's entry is 0)."""
+        if pid <= 0:
+            return []
         idx = np.flatnonzero(self.holders[1:len(self.all_lwlocks) + 1] == pid)
         return [self.all_lwlocks[i].name for i in idx.tolist()]
 

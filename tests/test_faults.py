@@ -184,3 +184,23 @@ def test_unusable_data_directory_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(errors.InsufficientPrivilege, match="Read-only file system") as e:
         Instance(data, max_worker_processes=0)
     assert e.value.sqlstate == "42501" and "postmaster.pid" in str(e.value)
+
+
+def test_a_slot_freed_while_the_reaper_looks_is_no_crash(tmp_path):
+    """The reaper reads a slot's pid after choosing the slot; a client that disconnects in
+    between leaves 0 there.  Pid 0 holds no lock (a free lock's holder entry is 0), so the
+    reaper must neither name every free lock as held nor raise the crash flag (a full run
+    under load once did, with pgbench -C connecting per transaction)."""
+    inst = Instance(str(tmp_path / "d"))
+    try:
+        assert inst.locks.held_by(0) == [] and inst.locks.held_by(-5) == []
+        with inst.locks.stats:
+            assert inst.locks.held_by(os.getpid()) == ["stats"]
+        with inst.connect() as b:
+            slot = b.slot
+            inst.seg.proc_pid[slot] = 0      # what a disconnect leaves behind
+            assert inst.reap_dead_backends() == []
+            assert inst.locks.crashed() is None
+            inst.seg.proc_pid[slot] = os.getpid()
+    finally:
+        inst.close()

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from minidb.catalog import ColumnDef
 from minidb.config import BLCKSZ
+from minidb.errors import DataCorrupted
 from minidb.heap import pgstat
 from minidb.heap.heapam import HeapScan, heap_insert
 from minidb.heap.layout import decode_header
@@ -575,7 +576,10 @@ def test_hot_search_follows_a_redirect_and_stops_at_dead_and_unused(inst):
     with Session(inst) as r:
         assert hot_search(r, rel, root) == (None, None, True)
         assert hot_search(r, rel, (block, 200)) == (None, None, False)     # no such item
-        assert hot_search(r, rel, (block + 5, 1)) == (None, None, False)   # past the end
+        # past the end of the relation: an index (or HOT chain) pointing there is damage,
+        # PostgreSQL's "could not read block N" (XX001), not a silent miss
+        with pytest.raises(DataCorrupted, match="could not read block 5"):
+            hot_search(r, rel, (block + 5, 1))
 
 
 def test_hot_search_stops_at_a_broken_chain(inst):
