@@ -35,7 +35,9 @@ import threading
 
 import numpy as np
 
-from minidb.catalog import Catalog
+from minidb.catalog import Catalog, CatalogCache, at_xact_end, bootstrap
+from minidb.catalog.bootstrap import PG_CLASS
+from minidb.catalog.cache import temp_backend
 from minidb.config import SETTINGS, Settings
 from minidb.errors import (CantChangeParameter, DatabaseInUse, InterfaceError, OperationalError,
                            TooManyConnections)
@@ -55,7 +57,7 @@ REAPER_INTERVAL_S = 0.1
 _HELD_DIRS: dict[tuple[int, int], int] = {}
 _HELD_LOCK = threading.Lock()
 
-FORMAT_VERSION = "minidb 1"
+FORMAT_VERSION = "minidb 2"  # 2: the catalog in heap tables (1: catalog.json)
 VERSION_FILE = "MINIDB_VERSION"
 LOCK_FILE = "postmaster.pid"
 
@@ -67,23 +69,26 @@ class Instance:
         self.datadir = os.path.abspath(datadir)
         self.settings = Settings(settings)
         self.settings.freeze_instance_settings()
-        self._prepare_directory()
+        new = self._prepare_directory()
         self._lock_fd = self._take_lock()
-        try:
-            self.seg = Segment(self.settings)
-            self.locks = SharedLocks(self.settings)
-            self.smgr = Smgr(self.datadir)
-            self.catalog = Catalog(self.datadir, self.locks.catalog, self.seg.control, self.smgr)
-            self.clog = CommitLog(self.datadir, self.locks.clog)
-            self.procarray = ProcArray(self.datadir, self.seg, self.locks, self.clog)
-            self.procarray._on_wait_tick = self.reap_dead_backends
-        except BaseException:
-            self._release_lock()
-            raise
         self.owner_pid = os.getpid()
         self._closed = False
         self._local = threading.Lock()
         self._backends: set[Backend] = set()
+        try:
+            self.seg = Segment(self.settings)
+            self.locks = SharedLocks(self.settings)
+            self.smgr = Smgr(self.datadir)
+            self.clog = CommitLog(self.datadir, self.locks.clog)
+            self.procarray = ProcArray(self.datadir, self.seg, self.locks, self.clog)
+            self.procarray._on_wait_tick = self.reap_dead_backends
+            self.catalog_cache = CatalogCache(self)
+            self.catalog = Catalog(self.catalog_cache)  # runs each call in its own transaction
+            self._open_catalog(new)
+        except BaseException:
+            self._closed = True
+            self._release_lock()
+            raise
         self.reaped: list[tuple[int, int, int]] = []  # (slot, pid, aborted xid) - for tests
         self._stop = threading.Event()
         # The I/O model (io_model) beneath every relation read, and the parallel worker
@@ -107,32 +112,57 @@ class Instance:
         self._reaper.start()
 
     # -- data directory and its lock ----------------------------------------------------------
-    def _prepare_directory(self) -> None:
+    def _open_catalog(self, new: bool) -> None:
+        """A new directory gets its catalog tables (bootstrap); an existing one must have
+        them.  Then the OID counter starts past every OID and file there is."""
+        if new:
+            with temp_backend(self) as b:
+                bootstrap(b)
+                b.xact.commit()
+        elif not self.smgr.exists(PG_CLASS.oid):
+            raise OperationalError(
+                f'data directory "{self.datadir}" has no catalog: the file of pg_class '
+                f"(base/{PG_CLASS.oid}) is missing; the directory is damaged or its "
+                f"initialisation was interrupted")
+        with temp_backend(self) as b:
+            self.catalog_cache.init_next_oid(b)
+
+    def _prepare_directory(self) -> bool:
+        """Check (or create, mode 0700) the directory; True if it is new."""
         vpath = os.path.join(self.datadir, VERSION_FILE)
         if os.path.exists(self.datadir) and not os.path.isdir(self.datadir):
             raise OperationalError(
                 f'"{self.datadir}" is a file, not a data directory: give a directory '
                 f"(created if new)")
         if not os.path.exists(self.datadir):
-            os.makedirs(self.datadir)
+            os.makedirs(self.datadir, mode=0o700)
+            os.chmod(self.datadir, 0o700)
         if os.path.exists(vpath):
             with open(vpath) as f:
                 found = f.read().strip()
             if found != FORMAT_VERSION:
+                old = os.path.exists(os.path.join(self.datadir, "catalog.json"))
                 raise OperationalError(
                     f'data directory "{self.datadir}" was written by "{found}", '
-                    f'this is "{FORMAT_VERSION}"')
+                    f'this is "{FORMAT_VERSION}"'
+                    + (" (its catalog is catalog.json, the format before the catalog moved "
+                       "into heap tables; dump the data with the older minidb and load it "
+                       "into a new directory)" if old else ""))
+            return False
         else:
             if os.listdir(self.datadir):
                 raise OperationalError(
                     f'directory "{self.datadir}" exists, is not empty and is not a minidb '
                     f"data directory (no {VERSION_FILE})")
+            os.chmod(self.datadir, 0o700)
             tmp = vpath + ".tmp"
-            with open(tmp, "w") as f:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
                 f.write(FORMAT_VERSION + "\n")
                 f.flush()
                 os.fsync(f.fileno())
             os.rename(tmp, vpath)
+            return True
 
     def _take_lock(self) -> int:
         # fcntl locks belong to the process: a second lockf from this process would succeed,
@@ -318,12 +348,22 @@ class Backend:
         self.pgstat = TableStats(instance.seg, instance.locks.stats)
         # relfilenode -> the heap block this backend inserted into last (rd_targblock)
         self.heap_targets: dict[int, int] = {}
-        self.xact = Transaction(instance.procarray, slot, settings, on_end=self.pgstat.flush)
+        self.xact = Transaction(instance.procarray, slot, settings, on_end=self._at_xact_end)
         self.closed = False
 
     @property
     def catalog(self) -> Catalog:
-        return self.instance.catalog
+        """This backend's view of the catalog (its own uncommitted DDL included)."""
+        cat = self.__dict__.get("_catalog")
+        if cat is None:
+            cat = self._catalog = Catalog(self.instance.catalog_cache, self)
+        return cat
+
+    def _at_xact_end(self, committed: bool) -> None:
+        try:
+            at_xact_end(self, committed)  # catalog invalidation, pending deletes
+        finally:
+            self.pgstat.flush(committed)
 
     def counters(self) -> dict[str, int]:
         return self.bufmgr.counters()

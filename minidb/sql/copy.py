@@ -42,7 +42,7 @@ _TEXT_ESC = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\", "b": "\b", "f": "\f", 
 
 
 def run_copy(engine, st) -> int:
-    catalog = engine.instance.catalog
+    catalog = engine.session.backend.catalog
     t = catalog.table(st.table)
     cols = [(c.name, parse_type(c.type)) for c in t.columns]
     entry = RangeEntry(0, t.name, t, cols, [c.not_null for c in t.columns])
@@ -86,7 +86,7 @@ def _copy_from(engine, entry, attnos, path, fmt, delim, null, header) -> int:
         raise errors.IOError_(f'could not open file "{path}" for reading: {e.strerror}') from None
     types = [entry.columns[a][1] for a in attnos]
     names = [entry.columns[a][0] for a in attnos]
-    binder = Binder(engine.instance.catalog, default_parser=parse_expression_text)
+    binder = Binder(engine.session.backend.catalog, default_parser=parse_expression_text)
     defaults = binder.defaults(entry)
 
     def batches():

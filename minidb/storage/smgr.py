@@ -46,7 +46,7 @@ class Smgr:
 
     def __init__(self, datadir: str):
         self.base = os.path.join(datadir, "base")
-        os.makedirs(self.base, exist_ok=True)
+        os.makedirs(self.base, mode=0o700, exist_ok=True)
         self._fds: dict[tuple[int, int], int] = {}
         self._seen_nblocks: dict[int, int] = {}   # rfn -> main-fork size seen (has_block)
         self.iomodel = None  # minidb.storage.iomodel.IOModel when io_model is not none
@@ -91,8 +91,10 @@ class Smgr:
         return block < n
 
     def extend(self, rfn: int, fork: int, first_block: int, count: int = 1) -> None:
-        """Write ``count`` zero pages starting at ``first_block`` (which must be the end)."""
-        fd = self._fd(rfn, fork, create=True)
+        """Write ``count`` zero pages starting at ``first_block`` (which must be the end).
+        A main fork is never created here (``create`` does): extending a dropped relation
+        is an error, not a new file nobody names."""
+        fd = self._fd(rfn, fork, create=fork != MAIN_FORKNUM)
         size = os.fstat(fd).st_size
         if size != first_block * BLCKSZ:
             raise IOError_(f'could not extend file "{self.path(rfn, fork)}": expected '
@@ -152,7 +154,15 @@ class Smgr:
                               os.fstat(fd).st_size // BLCKSZ)
 
     def write_blocks(self, rfn: int, fork: int, first_block: int, buffers: list) -> None:
-        fd = self._fd(rfn, fork)
+        """Write consecutive blocks.  The write-back of a buffer whose relation file is
+        gone (a committed DROP or TRUNCATE removed it while another backend still held
+        the buffer) is discarded: its relation no longer exists."""
+        try:
+            fd = self._fd(rfn, fork)
+        except IOError_:
+            if not os.path.exists(self.path(rfn, MAIN_FORKNUM)):
+                return
+            raise
         try:
             got = os.pwritev(fd, buffers, first_block * BLCKSZ)
         except OSError as e:

@@ -23,6 +23,12 @@ hold back pruning; REPEATABLE READ takes one at its first statement and keeps it
 end.  SERIALIZABLE is refused with a clear error (SSI is not implemented); savepoints are
 not supported.
 
+Catalog changes: ``catalog_changed`` says this transaction changed the catalog (its end
+invalidates every process's catalog cache) and ``pending_deletes`` lists (relfilenode,
+at_commit) - a relation file created in the transaction is removed if it aborts, one
+dropped or truncated when it commits.  The ``on_end`` callback (``minidb.catalog.storage``
+via the backend) consumes both once the end is visible in the proc array.
+
 Autocommit is the caller's business: a statement outside ``begin()`` starts an implicit
 transaction, and the caller commits it when the statement ends.
 """
@@ -56,6 +62,8 @@ class Transaction:
         self.start_time: _dt.datetime | None = None
         self._statement_snapshot: Snapshot | None = None
         self._on_end = on_end  # callbacks run at commit/abort (statistics, locks)
+        self.pending_deletes: list[tuple[int, bool]] = []  # (relfilenode, at_commit)
+        self.catalog_changed = False
 
     # -- starting --------------------------------------------------------------------------------
     def begin(self, isolation: str | None = None) -> None:
