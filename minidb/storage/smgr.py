@@ -39,6 +39,7 @@ from minidb.errors import IOError_
 MAIN_FORKNUM = 0
 FSM_FORKNUM = 1
 _FORK_SUFFIX = {MAIN_FORKNUM: "", FSM_FORKNUM: "_fsm"}
+GRAVEYARD = 64
 
 
 class Smgr:
@@ -48,6 +49,10 @@ class Smgr:
         self.base = os.path.join(datadir, "base")
         os.makedirs(self.base, mode=0o700, exist_ok=True)
         self._fds: dict[tuple[int, int], int] = {}
+        # descriptors of unlinked relations, closed only when GRAVEYARD more have come: a
+        # thread of this process may still be in a pread on one, and closing it at once
+        # would let the number be reused by another file under that thread's feet
+        self._graveyard: list[int] = []
         self._seen_nblocks: dict[int, int] = {}   # rfn -> main-fork size seen (has_block)
         self.iomodel = None  # minidb.storage.iomodel.IOModel when io_model is not none
 
@@ -116,12 +121,17 @@ class Smgr:
             self._seen_nblocks.pop(rfn, None)
         os.ftruncate(self._fd(rfn, fork), nblocks * BLCKSZ)
 
+    def _retire(self, fd: int) -> None:
+        self._graveyard.append(fd)
+        while len(self._graveyard) > GRAVEYARD:
+            os.close(self._graveyard.pop(0))
+
     def unlink(self, rfn: int) -> None:
         self._seen_nblocks.pop(rfn, None)
         for fork in _FORK_SUFFIX:
             fd = self._fds.pop((rfn, fork), None)
             if fd is not None:
-                os.close(fd)
+                self._retire(fd)
             try:
                 os.unlink(self.path(rfn, fork))
             except FileNotFoundError:
@@ -133,7 +143,7 @@ class Smgr:
         for fork in _FORK_SUFFIX:
             fd = self._fds.pop((rfn, fork), None)
             if fd is not None:
-                os.close(fd)
+                self._retire(fd)
 
     # -- block I/O --------------------------------------------------------------------------
     def read_blocks(self, rfn: int, fork: int, first_block: int, buffers: list) -> None:
@@ -180,6 +190,7 @@ class Smgr:
             os.fsync(fd)
 
     def close(self) -> None:
-        for fd in self._fds.values():
+        for fd in list(self._fds.values()) + self._graveyard:
             os.close(fd)
         self._fds.clear()
+        self._graveyard.clear()
