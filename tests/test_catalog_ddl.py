@@ -343,8 +343,9 @@ class DDLMachine(RuleBasedStateMachine):
                     assert run(c, f"SELECT count(*) FROM {name}") == [(m["rows"],)]
                     assert (f"{name}_k" in cat.indexes) == m["index"]
                     if m["index"]:
-                        with c.session.instance.connect() as b:
-                            assert ix.check_btree(b, f"{name}_k")["leaf_items"] == m["rows"]
+                        with c.session.instance.connect() as b:  # (aborted rows' entries
+                            # stay until VACUUM: at least one per row)
+                            assert ix.check_btree(b, f"{name}_k")["leaf_items"] >= m["rows"]
                 assert catalog_problems(c) == []
             finally:
                 c.close()
@@ -362,5 +363,5 @@ test_ddl_model = DDLMachine.TestCase
 def test_ddl_model_long():
     from hypothesis.stateful import run_state_machine_as_test
     run_state_machine_as_test(DDLMachine, settings=settings(
-        max_examples=150, stateful_step_count=40, deadline=None,
+        max_examples=100, stateful_step_count=30, deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]))
