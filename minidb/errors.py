@@ -123,6 +123,11 @@ class UndefinedObject(ProgrammingError):
     sqlstate = "42704"
 
 
+class InsufficientPrivilege(ProgrammingError):
+    """Not allowed on this object (a system catalog cannot be dropped or truncated)."""
+    sqlstate = "42501"
+
+
 class DatatypeMismatch(ProgrammingError):
     sqlstate = "42804"
 

@@ -70,7 +70,9 @@ import weakref
 
 import numpy as np
 
-from minidb.catalog import Catalog
+from minidb.catalog import Catalog, CatalogCache, at_xact_end, bootstrap
+from minidb.catalog.bootstrap import PG_CLASS
+from minidb.catalog.cache import temp_backend
 from minidb.config import SETTINGS, Settings
 from minidb.errors import (AdminShutdown, CantChangeParameter, DatabaseInUse,
                            InsufficientPrivilege, InterfaceError, OperationalError,
@@ -94,7 +96,7 @@ ORPHAN_WAIT_S = 2.0  # an opener waits this long for a dead owner's children to 
 _HELD_DIRS: dict[tuple[int, int], int] = {}
 _HELD_LOCK = threading.Lock()
 
-FORMAT_VERSION = "minidb 1"
+FORMAT_VERSION = "minidb 2"  # 2: the catalog in heap tables (1: catalog.json)
 VERSION_FILE = "MINIDB_VERSION"
 LOCK_FILE = "postmaster.pid"
 
@@ -107,40 +109,43 @@ class Instance:
         self.settings = Settings(settings)
         self.settings.freeze_instance_settings()
         try:
-            fresh = self._prepare_directory()
+            new = self._prepare_directory()
         except OSError as e:
             raise _directory_error(self.datadir, e.filename or self.datadir, e) from None
         self._lock_fd = self._take_lock()
         self._death_r = self._death_w = None
         self._orphaned = False  # set in a forked child that saw the owner die
+        self.owner_pid = os.getpid()
+        self._closed = False
+        _OPEN.add(self)  # the fork hook finds it (death pipe, parent-death signal)
+        self._local = threading.Lock()
+        self._backends: set[Backend] = set()
         try:
             self._death_r, self._death_w = os.pipe()
             os.set_blocking(self._death_r, False)
             self.seg = Segment(self.settings)
             self.locks = SharedLocks(self.settings)
             self.smgr = Smgr(self.datadir)
-            self.catalog = Catalog(self.datadir, self.locks.catalog, self.seg.control, self.smgr)
             self.clog = CommitLog(self.datadir, self.seg, self.locks)
             control = os.path.join(self.datadir, CONTROL_FILE)
-            if not fresh and not os.path.exists(control):
+            if not new and not os.path.exists(control):
                 raise OperationalError(
                     f'could not open file "{control}": No such file or directory: the data '
                     f'directory "{self.datadir}" has lost its control file, without which '
                     "transaction ids would be reused and rolled-back rows could show as "
                     "committed; restore the directory from a copy", sqlstate="58P01")
             self.procarray = ProcArray(self.datadir, self.seg, self.locks, self.clog)
-            if fresh and not os.path.exists(control):
+            if new and not os.path.exists(control):
                 # written at creation, so that its absence later always means damage
                 self.procarray._reserve(int(self.seg.control[CTL_XID_LIMIT]))
             self.procarray._on_wait_tick = self.reap_dead_backends
+            self.catalog_cache = CatalogCache(self)
+            self.catalog = Catalog(self.catalog_cache)  # runs each call in its own transaction
+            self._open_catalog(new)
         except BaseException:
+            self._closed = True
             self._release_lock()
             raise
-        self.owner_pid = os.getpid()
-        self._closed = False
-        _OPEN.add(self)  # the fork hook finds it (death pipe, parent-death signal)
-        self._local = threading.Lock()
-        self._backends: set[Backend] = set()
         self.reaped: list[tuple[int, int, int]] = []  # (slot, pid, aborted xid) - for tests
         self._stop = threading.Event()
         # The I/O model (io_model) beneath every relation read, and the parallel worker
@@ -164,35 +169,57 @@ class Instance:
         self._reaper.start()
 
     # -- data directory and its lock ----------------------------------------------------------
+    def _open_catalog(self, new: bool) -> None:
+        """A new directory gets its catalog tables (bootstrap); an existing one must have
+        them.  Then the OID counter starts past every OID and file there is."""
+        if new:
+            with temp_backend(self) as b:
+                bootstrap(b)
+                b.xact.commit()
+        elif not self.smgr.exists(PG_CLASS.oid):
+            raise OperationalError(
+                f'data directory "{self.datadir}" has no catalog: the file of pg_class '
+                f"(base/{PG_CLASS.oid}) is missing; the directory is damaged or its "
+                f"initialisation was interrupted")
+        with temp_backend(self) as b:
+            self.catalog_cache.init_next_oid(b)
+
     def _prepare_directory(self) -> bool:
-        """Create a new directory (True), or check an existing one (False)."""
+        """Check (or create, mode 0700) the directory; True if it is new."""
         vpath = os.path.join(self.datadir, VERSION_FILE)
         if os.path.exists(self.datadir) and not os.path.isdir(self.datadir):
             raise OperationalError(
                 f'"{self.datadir}" is a file, not a data directory: give a directory '
                 f"(created if new)")
         if not os.path.exists(self.datadir):
-            os.makedirs(self.datadir)
+            os.makedirs(self.datadir, mode=0o700)
+            os.chmod(self.datadir, 0o700)
         if os.path.exists(vpath):
             with open(vpath) as f:
                 found = f.read().strip()
             if found != FORMAT_VERSION:
+                old = os.path.exists(os.path.join(self.datadir, "catalog.json"))
                 raise OperationalError(
                     f'data directory "{self.datadir}" was written by "{found}", '
-                    f'this is "{FORMAT_VERSION}"')
+                    f'this is "{FORMAT_VERSION}"'
+                    + (" (its catalog is catalog.json, the format before the catalog moved "
+                       "into heap tables; dump the data with the older minidb and load it "
+                       "into a new directory)" if old else ""))
+            return False
         else:
             if os.listdir(self.datadir):
                 raise OperationalError(
                     f'directory "{self.datadir}" exists, is not empty and is not a minidb '
                     f"data directory (no {VERSION_FILE})")
+            os.chmod(self.datadir, 0o700)
             tmp = vpath + ".tmp"
-            with open(tmp, "w") as f:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
                 f.write(FORMAT_VERSION + "\n")
                 f.flush()
                 os.fsync(f.fileno())
             os.rename(tmp, vpath)
             return True
-        return False
 
     def _take_lock(self) -> int:
         # A second open from this process would conflict with our own flock on its new
@@ -507,13 +534,23 @@ class Backend:
         self.lockmgr = LockManager(instance.seg, instance.locks, slot, settings,
                                    on_wait_tick=instance.procarray._on_wait_tick)
         self.lockmgr.describe = instance.describe_lock_tag
-        self.xact = Transaction(instance.procarray, slot, settings, on_end=self.pgstat.flush,
+        self.xact = Transaction(instance.procarray, slot, settings, on_end=self._at_xact_end,
                                 lockmgr=self.lockmgr)
         self.closed = False
 
     @property
     def catalog(self) -> Catalog:
-        return self.instance.catalog
+        """This backend's view of the catalog (its own uncommitted DDL included)."""
+        cat = self.__dict__.get("_catalog")
+        if cat is None:
+            cat = self._catalog = Catalog(self.instance.catalog_cache, self)
+        return cat
+
+    def _at_xact_end(self, committed: bool) -> None:
+        try:
+            at_xact_end(self, committed)  # catalog invalidation, pending deletes
+        finally:
+            self.pgstat.flush(committed)
 
     def counters(self) -> dict[str, int]:
         return self.bufmgr.counters()

@@ -77,11 +77,11 @@ class Session:
         return self._backend.settings
 
     def rel(self, table: str):
-        return self.instance.catalog.heap_rel(table)
+        return self._backend.catalog.heap_rel(table)
 
     def table_stats(self, table: str) -> dict[str, int]:
         """The table's shared ``pg_stat_user_tables`` counters (published at xact end)."""
-        oid = self.instance.catalog.table(table).oid
+        oid = self._backend.catalog.table(table).oid
         return pgstat.read(self.instance.seg, self.instance.locks.stats, oid)
 
     # -- transaction control ---------------------------------------------------------------------

@@ -155,7 +155,8 @@ MAX_SLOTS = 64  # waiter sets are uint64 bitmasks over backend slots
 
 # control[] entries
 CTL_CLOCK_HAND = 0        # strategy lock: next buffer the clock sweep looks at
-CTL_CATALOG_GEN = 1       # catalog lock: bumped by every catalog change
+CTL_CATALOG_GEN = 1       # catalog lock: bumped by every committed catalog change
+CTL_NEXT_OID = 2          # catalog lock: the next OID / relfilenode to hand out
 CTL_NEXT_XID = 4          # procarray lock: the next xid to assign
 CTL_LATEST_COMPLETED = 5  # procarray lock: newest xid that committed or aborted
 CTL_XID_LIMIT = 6         # procarray lock: xids below this are reserved in pg_control

@@ -16,7 +16,7 @@ from __future__ import annotations
 import minidb.errors as errors
 import minidb.index as ix
 
-__all__ = ["create_index", "drop_index", "insert_entries", "scan_rows", "vacuum_callbacks"]
+__all__ = ["create_index", "drop_index", "rebuild_index", "insert_entries", "scan_rows", "vacuum_callbacks"]
 
 
 def create_index(backend, table: str, name: str, columns, unique: bool = False,
@@ -26,6 +26,10 @@ def create_index(backend, table: str, name: str, columns, unique: bool = False,
 
 def drop_index(backend, name: str) -> None:
     ix.drop_index(backend, name)
+
+
+def rebuild_index(backend, idef) -> None:
+    ix.rebuild_index(backend, idef)
 
 
 def insert_entries(backend, index_names, row, tid) -> None:

@@ -191,8 +191,8 @@ def _vacuum(backend, rel: HeapRel, index_callbacks) -> VacuumResult:
 
     # -- statistics ----------------------------------------------------------------------------
     inst = backend.instance
-    inst.catalog.set_stats(rel.name, nblocks, res.live_tuples)
-    oid = rel.oid or inst.catalog.table(rel.name).oid
+    backend.catalog.set_stats(rel.name, nblocks, res.live_tuples)
+    oid = rel.oid or backend.catalog.table(rel.name).oid
     pgstat.set_live_dead(inst.seg, inst.locks.stats, oid, res.live_tuples, res.dead_tuples,
                          vacuum=True)
     if backend.settings.trace_pruning:

@@ -4,7 +4,8 @@ Public interface (for the executor and the SQL layer):
 
   create_index(backend, table, name, columns, unique=False, primary=False)
                                                catalog entry + build by sorting
-  drop_index(backend, name)                                   catalog, buffers, file
+  drop_index(backend, name)                 catalog rows; the file goes at commit
+  rebuild_index(backend, index_def)         fill a new (empty) index file from its table
   insert_entry(backend, index, row, tid)       after a heap insert / a non-HOT update
   index_scan(backend, index, low, high, *, low_inclusive, high_inclusive, direction)
   lookup_visible(backend, index, key, snapshot) -> [(tid, row)]
@@ -24,7 +25,7 @@ from minidb.index.rel import IndexRel, forget_index, open_index
 from minidb.index.scan import BACKWARD, FORWARD, IndexScan, index_scan, lookup_visible
 from minidb.index.vacuum import bulk_delete, index_vacuum_callbacks
 
-__all__ = ["create_index", "drop_index", "insert_entry", "index_scan", "lookup_visible",
+__all__ = ["create_index", "drop_index", "rebuild_index", "insert_entry", "index_scan", "lookup_visible",
            "bulk_delete", "index_vacuum_callbacks", "check_btree", "dump_btree",
            "open_index", "IndexRel", "IndexScan", "FORWARD", "BACKWARD"]
 
@@ -36,26 +37,26 @@ def create_index(backend, table_name: str, index_name: str, columns, unique: boo
     ``primary`` (a PRIMARY KEY's index) implies ``unique``; NOT NULL is the caller's."""
     unique = unique or primary
     catalog = backend.catalog
-    hrel = catalog.heap_rel(table_name)
-
-    def build(idef):
-        t = catalog.tables[table_name]
-        col_idx = [t.column_index(c) for c in idef.columns]
-        from minidb.index.keys import KeyCodec
-        irel = IndexRel(idef.name, idef.oid, idef.relfilenode, table_name, list(idef.columns),
-                        col_idx, KeyCodec([t.columns[i].type for i in col_idx], idef.columns),
-                        bool(unique))
-        build_index(backend, irel, hrel)
-
     idef = catalog.create_index(index_name, table_name, list(columns), unique=unique,
-                                primary=primary, build=build)
+                                primary=primary, build=lambda idef: rebuild_index(backend, idef))
     return open_index(backend, idef)
 
 
+def rebuild_index(backend, idef) -> None:
+    """Build index ``idef`` (a catalog entry whose file is new and empty) from the rows of
+    its table."""
+    catalog = backend.catalog
+    t = catalog.table(idef.table)
+    col_idx = [t.column_index(c) for c in idef.columns]
+    from minidb.index.keys import KeyCodec
+    irel = IndexRel(idef.name, idef.oid, idef.relfilenode, idef.table, list(idef.columns),
+                    col_idx, KeyCodec([t.columns[i].type for i in col_idx], idef.columns),
+                    bool(idef.unique))
+    build_index(backend, irel, catalog.heap_rel(idef.table))
+
+
 def drop_index(backend, index_name: str) -> None:
-    """DROP INDEX: remove the catalog entry, forget the buffers, unlink the file.  The
-    caller makes sure nobody else uses the index (there is no lock manager yet)."""
+    """DROP INDEX: remove its catalog rows; its file is removed when the transaction
+    commits (``minidb.catalog.storage``)."""
     idef = backend.catalog.drop_index(index_name)
-    backend.bufmgr.drop_relation_buffers(idef.relfilenode)
-    backend.instance.smgr.unlink(idef.relfilenode)
     forget_index(backend, idef.name, idef.relfilenode)

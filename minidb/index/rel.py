@@ -44,7 +44,7 @@ class IndexRel:
         return tuple(row[i] for i in self.col_idx)
 
 
-# catalog object -> {(index name, relfilenode, catalog generation): IndexRel}
+# the process's catalog cache -> {(index name, relfilenode): IndexRel}
 _CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
@@ -54,10 +54,10 @@ def open_index(backend, index) -> IndexRel:
         return index
     catalog = backend.catalog
     idef = catalog.index(index) if isinstance(index, str) else index
-    catalog.refresh()
-    per_cat = _CACHE.get(catalog)
+    owner = backend.instance.catalog_cache
+    per_cat = _CACHE.get(owner)
     if per_cat is None:
-        per_cat = _CACHE[catalog] = {}
+        per_cat = _CACHE[owner] = {}
     key = (idef.name, idef.relfilenode)
     irel = per_cat.get(key)
     if irel is None:
@@ -77,7 +77,7 @@ def open_index(backend, index) -> IndexRel:
 
 def forget_index(backend, name: str, relfilenode: int) -> None:
     """Drop this process's ``IndexRel`` of a dropped index."""
-    per_cat = _CACHE.get(backend.catalog)
+    per_cat = _CACHE.get(backend.instance.catalog_cache)
     if per_cat is not None:
         per_cat.pop((name, relfilenode), None)
 

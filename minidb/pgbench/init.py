@@ -163,7 +163,7 @@ def _generate(session, engine, scale, fillfactor, aps, quiet, say) -> None:
     from minidb.txn.clog import FROZEN_XID
 
     backend = session.backend
-    cat = session.instance.catalog
+    cat = session.backend.catalog
     cat.refresh()
     for t in ("pgbench_accounts", "pgbench_branches", "pgbench_tellers"):
         cat.table(t)  # all exist (UndefinedTable otherwise)

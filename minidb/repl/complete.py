@@ -37,7 +37,7 @@ class SqlCompleter(Completer):
 
     def names(self, text: str) -> tuple[list[str], list[str]]:
         """(relation names, column names) the catalog offers for the buffer ``text``."""
-        cat = self.repl.conn.session.instance.catalog
+        cat = self.repl.conn.session.backend.catalog
         cat.refresh()
         tables = sorted(cat.tables)
         rels = tables + sorted(cat.indexes)

@@ -292,7 +292,7 @@ class MetaCommands:
         return inspect
 
     def _catalog(self):
-        cat = self.conn.session.instance.catalog
+        cat = self.conn.session.backend.catalog
         cat.refresh()
         return cat
 

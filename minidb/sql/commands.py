@@ -9,14 +9,14 @@ ROLLBACK / ABORT            ``session.rollback()``; outside a block: WARNING
 SET TRANSACTION ISOLATION   ``xact.set_isolation`` (before the block's first query)
 SET / RESET / SHOW          the backend's session settings (``minidb.config``); instance
                             settings cannot change (55P02); SHOW ALL lists every setting
-CREATE TABLE                catalog entry + file; PRIMARY KEY -> unique index ``T_pkey`` (its
-                            columns NOT NULL), UNIQUE -> unique index ``T_COLS_key``; if an
-                            index cannot be built the table is dropped again
-DROP TABLE                  its indexes, its buffers (not written), its file, its statistics
+CREATE TABLE                catalog rows + file; PRIMARY KEY -> unique index ``T_pkey`` (its
+                            columns NOT NULL), UNIQUE -> unique index ``T_COLS_key``; one
+                            statement: if an index cannot be built nothing is left
+DROP TABLE                  its catalog rows and its indexes'; the files go at commit
 CREATE [UNIQUE] INDEX       ``minidb.index.create_index`` (default name ``T_COLS_idx``)
 DROP INDEX                  ``minidb.index.drop_index``; a primary key's index is refused
-TRUNCATE                    as PostgreSQL: a new, empty relfilenode for the table, the old
-                            file unlinked; indexes are rebuilt empty
+TRUNCATE                    as PostgreSQL: a new, empty relfilenode for the table and each
+                            index (rebuilt empty); the old files go at commit
 VACUUM [ANALYZE] [t, ...]   ``heap.vacuum.vacuum_table`` with the indexes' callbacks; not in
                             a transaction block (25001); no table: every table
 ANALYZE [t, ...]            ``stats.analyze_table`` under a statement snapshot
@@ -31,8 +31,10 @@ wait for the transactions that read or write the table (or fail with 55P03 on
 ``lock_timeout``), held to the end of the transaction; a statement outside a block runs in
 an implicit transaction committed when it ends, which releases them.
 
-Departures: DDL, SET and TRUNCATE are not transactional (they take effect at once and a
-ROLLBACK does not undo them).
+DDL and TRUNCATE are transactional (``minidb.catalog``): each runs as a statement of the
+session's transaction (an implicit one outside a block), a ROLLBACK undoes it, and an error
+inside a block fails the block (25P02 after, as for DML).  Departure: SET is not
+transactional.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ import minidb.errors as errors
 from minidb.catalog import ColumnDef
 from minidb.config import SETTINGS
 from minidb.exec import indexam
-from minidb.heap import pgstat
 from minidb.sql import ast
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
@@ -170,11 +171,19 @@ def _notice(msg):
     return f"NOTICE:  {msg}"
 
 
+def _ddl(engine, body):
+    """Run ``body()`` as one statement of the session's transaction."""
+    return engine._statement(lambda snap: (body(), True))
+
+
 def _create_table(engine, st: ast.CreateTableStmt):
+    return _ddl(engine, lambda: _create_table_body(engine, st))
+
+
+def _create_table_body(engine, st: ast.CreateTableStmt):
     session = engine.session
     backend = session.backend
     catalog = backend.catalog
-    catalog.refresh()
     if st.name in catalog.tables or st.name in catalog.indexes:
         if st.if_not_exists:
             return _result("CREATE TABLE", messages=[
@@ -208,19 +217,15 @@ def _create_table(engine, st: ast.CreateTableStmt):
             _check_default(engine, c, t)
         defs.append(ColumnDef(c.name, str(t), c.not_null or c.name in pk, c.default))
     catalog.create_table(st.name, defs)
-    try:
-        if pk:
-            indexam.create_index(backend, st.name, _free_name(catalog, f"{st.name}_pkey"), pk,
-                                 unique=True, primary=True)
-        for u in uniques:
-            if u == pk:
-                continue
-            indexam.create_index(backend, st.name,
-                                 _free_name(catalog, f"{st.name}_{'_'.join(u)}_key"), u,
-                                 unique=True)
-    except BaseException:
-        _drop_one_table(backend, st.name)
-        raise
+    if pk:
+        indexam.create_index(backend, st.name, _free_name(catalog, f"{st.name}_pkey"), pk,
+                             unique=True, primary=True)
+    for u in uniques:
+        if u == pk:
+            continue
+        indexam.create_index(backend, st.name,
+                             _free_name(catalog, f"{st.name}_{'_'.join(u)}_key"), u,
+                             unique=True)
     return _result("CREATE TABLE")
 
 
@@ -229,7 +234,7 @@ def _check_default(engine, col, t):
     from minidb.sql.binder import Binder
     from minidb.sql.parser.translate import parse_expression_text
     node = parse_expression_text(col.default)
-    b = Binder(engine.instance.catalog)
+    b = Binder(engine.session.backend.catalog)
     e = b.assignable(b.expr(node, [], ctx=t), t, col.name)
     if not isinstance(compile_expr(e, {}), K):
         pass   # evaluated per row at INSERT time
@@ -245,25 +250,17 @@ def _free_name(catalog, name: str) -> str:
     raise errors.DuplicateTable(f'relation "{name}" already exists')
 
 
-def _drop_one_table(backend, name: str) -> None:
-    catalog = backend.catalog
-    t = catalog.table(name)
-    for iname in list(t.indexes):
-        if iname in catalog.indexes:
-            indexam.drop_index(backend, iname)
-    t = catalog.drop_table(name)
-    backend.bufmgr.drop_relation_buffers(t.relfilenode)
-    backend.instance.smgr.unlink(t.relfilenode)
-    inst = backend.instance
-    pgstat.forget(inst.seg, inst.locks.stats, t.oid)
-
-
 def _drop_table(engine, st: ast.DropTableStmt):
+    return _ddl(engine, lambda: _drop_table_body(engine, st))
+
+
+def _drop_table_body(engine, st: ast.DropTableStmt):
     backend = engine.session.backend
     catalog = backend.catalog
-    catalog.refresh()
     msgs = []
     for name in st.names:
+        if name in catalog.system_tables:
+            catalog.drop_table(name)  # refused: 42501
         if name not in catalog.tables:
             if st.if_exists:
                 msgs.append(_notice(f'table "{name}" does not exist, skipping'))
@@ -281,11 +278,15 @@ def _drop_table(engine, st: ast.DropTableStmt):
                 continue
             locked.append(name)
     for name in locked:
-        _drop_one_table(backend, name)
+        catalog.drop_table(name)
     return _result("DROP TABLE", messages=msgs)
 
 
 def _create_index(engine, st: ast.CreateIndexStmt):
+    return _ddl(engine, lambda: _create_index_body(engine, st))
+
+
+def _create_index_body(engine, st: ast.CreateIndexStmt):
     backend = engine.session.backend
     catalog = backend.catalog
     t = lock_table(engine, st.table, ShareLock)
@@ -307,9 +308,12 @@ def _create_index(engine, st: ast.CreateIndexStmt):
 
 
 def _drop_index(engine, st: ast.DropIndexStmt):
+    return _ddl(engine, lambda: _drop_index_body(engine, st))
+
+
+def _drop_index_body(engine, st: ast.DropIndexStmt):
     backend = engine.session.backend
     catalog = backend.catalog
-    catalog.refresh()
     msgs = []
     todo = []
     for name in st.names:
@@ -337,39 +341,25 @@ def _drop_index(engine, st: ast.DropIndexStmt):
 
 
 def _truncate(engine, st: ast.TruncateStmt):
+    return _ddl(engine, lambda: _truncate_body(engine, st))
+
+
+def _truncate_body(engine, st: ast.TruncateStmt):
     backend = engine.session.backend
     catalog = backend.catalog
-    smgr = backend.instance.smgr
     for name in st.names:
         catalog.table(name)            # all exist, or nothing happens
     for name in st.names:              # wait for every transaction using them
         lock_table(engine, name, AccessExclusiveLock, indexes=True)
     for name in st.names:
-        t = catalog.table(name)
-        saved = [catalog.indexes[i] for i in t.indexes if i in catalog.indexes]
-        for idef in saved:
-            indexam.drop_index(backend, idef.name)
-        old = t.relfilenode
-        with catalog.change():
-            rfn = catalog.allocate_oid()
-            while smgr.exists(rfn):
-                rfn = catalog.allocate_oid()
-            smgr.create(rfn)
-            tt = catalog.tables[name]
-            tt.relfilenode = rfn
-            tt.relpages, tt.reltuples = 0, -1.0
-        backend.bufmgr.drop_relation_buffers(old)
-        smgr.unlink(old)
-        for idef in saved:
-            indexam.create_index(backend, name, idef.name, idef.columns, unique=idef.unique,
-                                 primary=idef.primary)
+        catalog.truncate_table(name, build_index=lambda idef: indexam.rebuild_index(
+            backend, idef))
     return _result("TRUNCATE TABLE")
 
 
 # -- maintenance ---------------------------------------------------------------------------------
 def _tables(engine, names):
     catalog = engine.session.backend.catalog
-    catalog.refresh()
     if not names:
         return sorted(catalog.tables)
     for n in names:

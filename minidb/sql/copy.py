@@ -134,7 +134,7 @@ class _RowsNode(PlanNode):
 def _copy_from(engine, entry, attnos, src, fmt, delim, null, header) -> int:
     types = [entry.columns[a][1] for a in attnos]
     names = [entry.columns[a][0] for a in attnos]
-    binder = Binder(engine.instance.catalog, default_parser=parse_expression_text)
+    binder = Binder(engine.session.backend.catalog, default_parser=parse_expression_text)
     defaults = binder.defaults(entry)
 
     def batches():

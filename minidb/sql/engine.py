@@ -23,10 +23,10 @@ utility.c, small).
      statement's writes belong to a transaction that is rolled back.
 
 Utility statements (transaction control, SET / SHOW / RESET, VACUUM, ANALYZE, COPY,
-CHECKPOINT) and DDL (``ddl``) run here too.  DDL is *not* transactional in minidb: the
-catalog changes at once and a ROLLBACK does not undo it (PostgreSQL's is transactional),
-but it takes PostgreSQL's relation locks (``minidb.sql.locking``), so DROP and TRUNCATE wait
-for the transactions that use the table.
+CHECKPOINT) and DDL (``commands``) run here too.  DDL is transactional, as in PostgreSQL:
+the catalog is heap tables (``minidb.catalog``), so a ROLLBACK undoes CREATE, DROP,
+TRUNCATE and CREATE / DROP INDEX; and every statement takes PostgreSQL's relation locks
+(``minidb.sql.locking``), so DROP and TRUNCATE wait for the transactions that use the table.
 
 Every error raised is a ``minidb.errors`` class; an unexpected Python exception is wrapped
 in InternalError (its traceback chained).
@@ -42,7 +42,6 @@ import minidb.errors as errors
 from minidb.exec.chunk import chunk_to_rows
 from minidb.exec.datatypes import type_name
 from minidb.exec.nodes import ExecContext
-from minidb.shmem import CTL_CATALOG_GEN
 from minidb.sql import ast
 from minidb.sql.binder import Binder
 from minidb.sql.explain import explain_lines
@@ -197,8 +196,9 @@ class Engine:
             self._ssig = (settings, settings.changes, sig)
         return sig
 
-    def _catalog_gen(self) -> int:
-        return int(self.instance.seg.control[CTL_CATALOG_GEN])
+    def _catalog_gen(self):
+        """The catalog version this backend sees (its own uncommitted DDL included)."""
+        return self.session.backend.catalog.version()
 
     def plan_for(self, entry: _Entry, params: list):
         """The plan of a DML statement for these parameters' types (cached), with its
@@ -244,8 +244,7 @@ class Engine:
         return True
 
     def _plan(self, stmt, sig):
-        catalog = self.instance.catalog
-        catalog.refresh()
+        catalog = self.session.backend.catalog
         bound = Binder(catalog, sig, default_parser=parse_expression_text).bind(stmt)
         plan = Planner(catalog, self.session.settings, self.instance.smgr).plan(bound)
         plan.lock_reqs = statement_lock_reqs(bound, catalog)

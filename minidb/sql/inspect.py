@@ -52,7 +52,7 @@ _PD_FLAGS = [(pg.PD_HAS_FREE_LINES, "HAS_FREE_LINES"), (pg.PD_PAGE_FULL, "PAGE_F
 
 
 def _catalog(session):
-    cat = session.instance.catalog
+    cat = session.backend.catalog
     cat.refresh()
     return cat
 

@@ -81,12 +81,12 @@ def lock_table(engine, name: str, mode: int, nowait: bool = False, *, indexes: b
     """Look ``name`` up, lock it in ``mode``, and look again (RangeVarGetRelidExtended):
     returns the table's current definition; UndefinedTable if it is gone.  ``indexes``:
     lock its indexes in the same mode too."""
-    catalog = engine.instance.catalog
+    catalog = engine.session.backend.catalog
     t = catalog.table(name)
     for _ in range(100):
         lock_oid(engine, t.oid, mode, nowait)
         catalog.refresh()
-        now = catalog.tables.get(name)
+        now = catalog.tables.get(name) or catalog.system_tables.get(name)
         if now is None:
             raise errors.UndefinedTable(f'relation "{name}" does not exist')
         if now.oid == t.oid:

@@ -39,6 +39,7 @@ from minidb.errors import IOError_
 MAIN_FORKNUM = 0
 FSM_FORKNUM = 1
 _FORK_SUFFIX = {MAIN_FORKNUM: "", FSM_FORKNUM: "_fsm"}
+GRAVEYARD = 64
 
 
 class Smgr:
@@ -46,8 +47,12 @@ class Smgr:
 
     def __init__(self, datadir: str):
         self.base = os.path.join(datadir, "base")
-        os.makedirs(self.base, exist_ok=True)
+        os.makedirs(self.base, mode=0o700, exist_ok=True)
         self._fds: dict[tuple[int, int], int] = {}
+        # descriptors of unlinked relations, closed only when GRAVEYARD more have come: a
+        # thread of this process may still be in a pread on one, and closing it at once
+        # would let the number be reused by another file under that thread's feet
+        self._graveyard: list[int] = []
         self._seen_nblocks: dict[int, int] = {}   # rfn -> main-fork size seen (has_block)
         self.iomodel = None  # minidb.storage.iomodel.IOModel when io_model is not none
 
@@ -91,8 +96,10 @@ class Smgr:
         return block < n
 
     def extend(self, rfn: int, fork: int, first_block: int, count: int = 1) -> None:
-        """Write ``count`` zero pages starting at ``first_block`` (which must be the end)."""
-        fd = self._fd(rfn, fork, create=True)
+        """Write ``count`` zero pages starting at ``first_block`` (which must be the end).
+        A main fork is never created here (``create`` does): extending a dropped relation
+        is an error, not a new file nobody names."""
+        fd = self._fd(rfn, fork, create=fork != MAIN_FORKNUM)
         size = os.fstat(fd).st_size
         if size != first_block * BLCKSZ:
             raise IOError_(f'could not extend file "{self.path(rfn, fork)}": expected '
@@ -114,12 +121,17 @@ class Smgr:
             self._seen_nblocks.pop(rfn, None)
         os.ftruncate(self._fd(rfn, fork), nblocks * BLCKSZ)
 
+    def _retire(self, fd: int) -> None:
+        self._graveyard.append(fd)
+        while len(self._graveyard) > GRAVEYARD:
+            os.close(self._graveyard.pop(0))
+
     def unlink(self, rfn: int) -> None:
         self._seen_nblocks.pop(rfn, None)
         for fork in _FORK_SUFFIX:
             fd = self._fds.pop((rfn, fork), None)
             if fd is not None:
-                os.close(fd)
+                self._retire(fd)
             try:
                 os.unlink(self.path(rfn, fork))
             except FileNotFoundError:
@@ -131,7 +143,7 @@ class Smgr:
         for fork in _FORK_SUFFIX:
             fd = self._fds.pop((rfn, fork), None)
             if fd is not None:
-                os.close(fd)
+                self._retire(fd)
 
     # -- block I/O --------------------------------------------------------------------------
     def read_blocks(self, rfn: int, fork: int, first_block: int, buffers: list) -> None:
@@ -152,7 +164,15 @@ class Smgr:
                               os.fstat(fd).st_size // BLCKSZ)
 
     def write_blocks(self, rfn: int, fork: int, first_block: int, buffers: list) -> None:
-        fd = self._fd(rfn, fork)
+        """Write consecutive blocks.  The write-back of a buffer whose relation file is
+        gone (a committed DROP or TRUNCATE removed it while another backend still held
+        the buffer) is discarded: its relation no longer exists."""
+        try:
+            fd = self._fd(rfn, fork)
+        except IOError_:
+            if not os.path.exists(self.path(rfn, MAIN_FORKNUM)):
+                return
+            raise
         try:
             got = os.pwritev(fd, buffers, first_block * BLCKSZ)
         except OSError as e:
@@ -170,6 +190,7 @@ class Smgr:
             os.fsync(fd)
 
     def close(self) -> None:
-        for fd in self._fds.values():
+        for fd in list(self._fds.values()) + self._graveyard:
             os.close(fd)
         self._fds.clear()
+        self._graveyard.clear()

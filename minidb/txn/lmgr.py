@@ -383,18 +383,20 @@ class LockManager:
                 for key, oid, bucket, mode in reqs:
                     if key in local:
                         continue
-                    if bucket < 0 or strong[bucket]:
-                        if rest is None:
-                            rest = []
+                    if rest is not None:
+                        # an earlier request took the slow path (it may wait): take the
+                        # later ones after it, in the statement's order, or a waiter
+                        # would sit holding a lock the strong locker it waits for needs
                         rest.append(key)
+                        continue
+                    if bucket < 0 or strong[bucket]:
+                        rest = [key]
                         continue
                     j = fp_of.get(oid)
                     if j is None:
                         j = self._fp_slot_for(oid)
                         if j < 0:
-                            if rest is None:
-                                rest = []
-                            rest.append(key)
+                            rest = [key]
                             continue
                     bit = 1 << mode
                     i = base + j
@@ -407,7 +409,7 @@ class LockManager:
         if rest is not None:
             for tag, mode in rest:
                 if (tag, mode) not in local:
-                    self._acquire_shared(tag, mode, False)
+                    self.acquire(tag, mode, False)
 
     def _fp_slot_for(self, oid: int) -> int:
         """A fast-path slot for ``oid`` (fp lock held): one without live bits."""

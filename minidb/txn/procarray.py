@@ -146,7 +146,7 @@ class ProcArray:
 
     def _reserve(self, limit: int) -> None:
         tmp = self.control_path + ".tmp"
-        with open(tmp, "w") as f:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             json.dump({"xid_limit": limit}, f)
             f.flush()
             os.fsync(f.fileno())

@@ -23,9 +23,17 @@ hold back pruning; REPEATABLE READ takes one at its first statement and keeps it
 end.  SERIALIZABLE is refused with a clear error (SSI is not implemented); savepoints are
 not supported.
 
+Catalog changes: ``catalog_changed`` says this transaction changed the catalog (its end
+invalidates every process's catalog cache) and ``pending_deletes`` lists (relfilenode,
+at_commit) - a relation file created in the transaction is removed if it aborts, one
+dropped or truncated when it commits.  The ``on_end`` callback (``minidb.catalog.storage``
+via the backend) consumes both once the end is visible in the proc array.
+
 Heavyweight locks (``minidb.txn.lmgr``) are transaction-scoped: commit, abort and the
-abort of a failed block release them all, after the transaction has left the proc array
-(so a waiter that gets the lock sees the transaction as ended).
+abort of a failed block release them all, last - after the transaction has left the proc
+array and after the ``on_end`` callback has sent the catalog invalidation and removed the
+pending files (PostgreSQL's order: a waiter that gets an AccessExclusive holder's lock sees
+the transaction ended, the new catalog and no stale buffers of a dropped file).
 
 Autocommit is the caller's business: a statement outside ``begin()`` starts an implicit
 transaction, and the caller commits it when the statement ends.
@@ -61,6 +69,8 @@ class Transaction:
         self.start_time: _dt.datetime | None = None
         self._statement_snapshot: Snapshot | None = None
         self._on_end = on_end  # callbacks run at commit/abort (statistics, locks)
+        self.pending_deletes: list[tuple[int, bool]] = []  # (relfilenode, at_commit)
+        self.catalog_changed = False
 
     # -- starting --------------------------------------------------------------------------------
     def begin(self, isolation: str | None = None) -> None:
@@ -170,15 +180,12 @@ class Transaction:
             return
         xid = self.xid
         self.procarray.end_transaction(self.slot, xid, committed=False)
-        if self.lockmgr is not None:
-            self.lockmgr.release_all()
         self._trace(f"abort xid {xid} (error in a transaction block)")
         self.xid = 0
         self.snapshot = None
         self._statement_snapshot = None
         self.state = FAILED
-        if self._on_end is not None:
-            self._on_end(False)
+        self._after_end(False)
 
     # -- ending ---------------------------------------------------------------------------------
     def commit(self) -> bool:
@@ -205,8 +212,6 @@ class Transaction:
     def _end(self, committed: bool) -> None:
         xid = self.xid
         self.procarray.end_transaction(self.slot, xid, committed)
-        if self.lockmgr is not None:
-            self.lockmgr.release_all()  # after leaving the proc array, as PostgreSQL
         self._trace(f"{'commit' if committed else 'abort'} xid {xid}")
         self.state = IDLE
         self.explicit = False
@@ -214,8 +219,17 @@ class Transaction:
         self.cid = 0
         self.snapshot = None
         self._statement_snapshot = None
-        if self._on_end is not None:
-            self._on_end(committed)
+        self._after_end(committed)
+
+    def _after_end(self, committed: bool) -> None:
+        """The end's callbacks (catalog invalidation, pending deletes, statistics), then the
+        heavyweight locks: released last, even if a callback fails."""
+        try:
+            if self._on_end is not None:
+                self._on_end(committed)
+        finally:
+            if self.lockmgr is not None:
+                self.lockmgr.release_all()
 
     def _trace(self, msg: str) -> None:
         if self.settings.trace_xact:

@@ -324,11 +324,13 @@ def test_index_on_empty_table_drop_and_reopen(tmp_path):
             assert [r for _t, r in ix.lookup_visible(b, "t_a", 42)] == [(42,)]
             rfn = ix.open_index(b, "t_a").relfilenode
             ix.drop_index(b, "t_a")
-            assert not inst.smgr.exists(rfn)
-            assert inst.catalog.heap_rel("t").indexed_columns == frozenset()
+            assert inst.smgr.exists(rfn)  # until the DROP commits
+            assert b.catalog.heap_rel("t").indexed_columns == frozenset()
             with pytest.raises(UndefinedObject):
                 ix.check_btree(b, "t_a")
             b.xact.commit()
+            assert not inst.smgr.exists(rfn)
+            assert inst.catalog.heap_rel("t").indexed_columns == frozenset()
 
 
 def test_trace_btree_prints_splits_kills_and_deletions(instance, capsys):

@@ -32,7 +32,8 @@ dict key -> value, sorted, asserted free of duplicate keys) and ``xid_status(ses
 ("committed", "aborted", "in progress": the last xid that session was seen holding), and
 any name bound by an earlier step.  A step may instead be ``name = expression``: the value
 is bound for the later steps of the permutation (in every session) and not printed.
-``create_table(name, "col type [not null], ...")`` is there for the setup.
+``create_table(name, "col type [not null], ...")``, ``drop_table(name)`` and
+``truncate(name)`` are DDL statements of the session's transaction (rolled back with it).
 ``sql(text, *params)`` runs one SQL statement through a ``minidb.sql.Engine`` on the
 session (same transaction as its method calls): a SELECT gives its rows, anything else its
 status tag.  Step names are
@@ -246,7 +247,7 @@ def write_expected(path: Path, spec: Spec, sections: dict[str, str]) -> None:
 STATUS = {COMMITTED: "committed", ABORTED: "aborted", IN_PROGRESS: "in progress"}
 
 
-def _create_table(inst):
+def _create_table(sess: Session):
     def create_table(name: str, columns: str) -> None:
         defs = []
         for col in columns.split(","):
@@ -254,8 +255,16 @@ def _create_table(inst):
             if rest and " ".join(rest).lower() != "not null":
                 raise SpecError(f"column {cname}: only `not null` may follow the type")
             defs.append(ColumnDef(cname, ctype, bool(rest)))
-        inst.catalog.create_table(name, defs)
+        sess.statement(lambda snap: (sess.backend.catalog.create_table(name, defs), True))
     return create_table
+
+
+def _ddl(sess: Session, method: str):
+    """``drop_table(name)`` / ``truncate(name)``: one DDL statement of the session's
+    transaction (transactional, as the SQL commands)."""
+    def call(name: str) -> None:
+        sess.statement(lambda snap: (getattr(sess.backend.catalog, method)(name), True))
+    return call
 
 
 def _table(sess: Session):
@@ -308,7 +317,8 @@ class Run:
     def namespace(self, sess: Session) -> dict:
         ns = {"RC": RC, "RR": RR, "key": key, "add": add, "setv": setv,
               "table": _table(sess), "xid_status": self.xid_status,
-              "create_table": _create_table(self.inst), "sql": self.sql_for(sess)}
+              "create_table": _create_table(sess), "drop_table": _ddl(sess, "drop_table"),
+              "truncate": _ddl(sess, "truncate_table"), "sql": self.sql_for(sess)}
         ns.update({c: getattr(sess, c) for c in SESSION_CALLS})
         ns.update(self.bound)
         return ns

@@ -152,6 +152,29 @@ def test_wait_and_wakeup_lock_timeout(inst):
     a.close(), b.close()
 
 
+def test_a_statement_takes_its_locks_in_order_when_one_must_wait(inst):
+    """A statement's locks (``lock_prepared``: the table, then its index) are taken in
+    order: when the table's lock must wait behind a strong holder, the index's weak lock is
+    not taken ahead of it through the fast path.  Otherwise the waiter would sit holding
+    the index while the holder, wanting the index too (TRUNCATE locks both), waits for it:
+    a deadlock PostgreSQL never has (a full run of the TRUNCATE + INSERT vs UPDATE + count
+    reproduction met it)."""
+    a, b, c = begun(inst), begun(inst), begun(inst)
+    table, index = L.relation_tag(16384), L.relation_tag(16385)
+    a.lockmgr.acquire(table, AE)
+    reqs = L.prepare_requests([(table, AS), (index, AS)])
+    st = Step(lambda: b.lockmgr.lock_prepared(reqs))
+    poll(lambda: waiting(inst, b), "b waits for the table", st)
+    c.lockmgr.acquire(index, AE, nowait=True)   # b holds nothing on the index yet
+    c.xact.commit()
+    a.lockmgr.acquire(index, AE, nowait=True)   # nor does it block the holder
+    a.xact.commit()
+    st.join()
+    assert b.lockmgr.holds(table, AS) and b.lockmgr.holds(index, AS)
+    b.xact.commit()
+    a.close(), b.close(), c.close()
+
+
 def test_queue_is_fair_and_upgrade_goes_ahead(inst):
     a, b, c = begun(inst), begun(inst), begun(inst)
     tag = L.relation_tag(13)
