@@ -1383,8 +1383,7 @@ class Binder:
 def _no_function(name, args):
     sig = ", ".join(str(a.type) for a in args)
     return errors.UndefinedFunction(
-        f"function {name}({sig}) does not exist: no function matches the given name and "
-        "argument types")
+        f"function {name}({sig}) does not exist")
 
 
 def _ctx_of_type(t):

@@ -34,8 +34,7 @@ TRUNC_FIELDS = {"microseconds", "milliseconds", "second", "minute", "hour", "day
 
 def _sig(name, args):
     s = ", ".join(str(a.type) for a in args)
-    return errors.UndefinedFunction(f"function {name}({s}) does not exist: no function "
-                                    "matches the given name and argument types")
+    return errors.UndefinedFunction(f"function {name}({s}) does not exist")
 
 
 def _num(b, a, want=DOUBLE):
