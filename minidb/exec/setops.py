@@ -130,11 +130,16 @@ class UniqueNode(PlanNode):
 class WorkTableScanNode(PlanNode):
     """The recursive term's read of the rows the previous round produced."""
 
-    def __init__(self, entry, cte):
+    def __init__(self, entry, cte, quals=()):
         keys = [(entry.index, i) for i in range(len(entry.columns))]
         super().__init__([], keys, [t for _, t in entry.columns])
         self.entry = entry
         self.cte = cte
+        self.quals = list(quals)
+
+    def details(self, qualify):
+        from minidb.exec.expr import and_all, deparse
+        return ["Filter: " + deparse(and_all(self.quals), qualify)] if self.quals else []
 
     def title(self):
         name = self.cte.name
@@ -142,9 +147,15 @@ class WorkTableScanNode(PlanNode):
                                               else f" {self.entry.alias}")
 
     def execute(self, ectx):
+        from minidb.exec.compile import truth
+        from minidb.exec.expr import and_all
         data = ectx.worktables.get(id(self.cte))
         if data is not None and data.n:
-            yield Chunk(list(data.cols), data.n)
+            out = Chunk(list(data.cols), data.n)
+            if self.quals:
+                out = out.select(truth(ectx.compile(and_all(self.quals), self.layout()), out))
+            if out.n:
+                yield out
 
 
 class RecursiveUnionNode(PlanNode):

@@ -191,14 +191,27 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
                         stack.extend(x)
             return out
 
-        def visit(node, is_top):
+        def shown(node):
+            while node.hidden and node.children:
+                node = node.children[0]
+            return node
+
+        def reset(node):
             node.initplans = []
             node.subplans = []
+            for ch in node.children:
+                reset(ch)
+
+        def visit(node, is_top):
+            if is_top:
+                reset(node)
+            tgt = shown(node)
             if is_top:
                 for cte in getattr(bound, "ctes", []):
                     if cte.plan is not None and id(cte) not in done:
                         done.add(id(cte))
-                        node.initplans.append((f"CTE {cte.name}", cte.plan))
+                        reset(cte.plan)
+                        tgt.initplans.append((f"CTE {cte.name}", cte.plan))
                         visit(cte.plan, False)
             for e in exprs_of(node):
                 for n in X.walk(e):
@@ -207,12 +220,13 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
                         done.add(id(n.sub))
                         counter[0] += 1
                         n.sub.number = counter[0]
+                        reset(n.sub.root)
                         if not n.outer and n.kind in ("scalar", "exists"):
-                            node.initplans.append(
+                            tgt.initplans.append(
                                 (f"InitPlan {counter[0]} (returns ${counter[0] - 1})",
                                  n.sub.root))
                         else:
-                            node.subplans.append((f"SubPlan {counter[0]}", n.sub.root))
+                            tgt.subplans.append((f"SubPlan {counter[0]}", n.sub.root))
                         visit(n.sub.root, False)
             for ch in node.children:
                 visit(ch, False)
@@ -220,7 +234,8 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
             if cte is not None and getattr(cte, "plan", None) is not None and \
                     id(cte) not in done:
                 done.add(id(cte))
-                node.initplans.append((f"CTE {cte.name}", cte.plan))
+                reset(cte.plan)
+                shown(root).initplans.append((f"CTE {cte.name}", cte.plan))
                 visit(cte.plan, False)
         visit(root, True)
 

@@ -355,13 +355,8 @@ class JoinPaths:
             rows = root.rows if root is not None else 1000.0
             start, total = 0.0, rows * ctc
         elif e.kind == "worktable":
-            node = WorkTableScanNode(e, e.sub)
-            node.quals = []
+            node = WorkTableScanNode(e, e.sub, quals)
             rows, start, total = 100.0, 0.0, 100.0 * ctc
-            if quals:
-                from minidb.exec.subscan import SubqueryScanNode as _S
-                node = _S(node, e, quals, title=None)
-                node._title = None
         else:
             node = FunctionScanNode(e, e.sub, quals)
             rows = 1000.0
