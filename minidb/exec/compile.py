@@ -149,7 +149,7 @@ class _Compiler:
 
     def _SubLink(self, e):
         from minidb.exec.subplan import compile_sublink
-        return compile_sublink(self, e)
+        return compile_sublink(self, e, K, V, evaluate, _DTYPE, _FILL)
 
     def _DistinctFrom(self, e):
         a, b = self.c(e.left), self.c(e.right)

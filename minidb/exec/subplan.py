@@ -66,9 +66,8 @@ def _exists(ectx, sub):
     return run_subplan(ectx, sub, first_only=True).n > 0
 
 
-def _value_set(comp, ectx, sub):
+def _value_set(comp, ectx, sub, evaluate):
     """(sorted distinct non-NULL values, whether a NULL was among them, any rows)."""
-    from minidb.exec.compile import evaluate
     data = run_subplan(ectx, sub)
     if data.n == 0:
         return np.empty(0), False, False
@@ -97,8 +96,9 @@ def _probe(av, am, values, has_null, nonempty, negated, n):
     return r, mask
 
 
-def compile_sublink(comp, e):
-    from minidb.exec.compile import K, V, evaluate
+def compile_sublink(comp, e, K, V, evaluate, dtypes, fills):
+    """The compiled form of SubLink ``e`` (``comp``: the compiler; the other arguments are
+    ``compile.py``'s, passed in so that this module does not import it)."""
     ectx = comp.ectx
     if ectx is None:
         raise errors.NotSupportedError("a subquery is not supported here")
@@ -112,7 +112,7 @@ def compile_sublink(comp, e):
                     else _exists(ectx, sub)
             return K(ectx.initplans[sub], e.type)
         if sub not in ectx.initplans:
-            ectx.initplans[sub] = _value_set(comp, ectx, sub)
+            ectx.initplans[sub] = _value_set(comp, ectx, sub, evaluate)
         values, has_null, nonempty = ectx.initplans[sub]
         a = comp.c(e.arg)
         neg = e.negated
@@ -127,8 +127,8 @@ def compile_sublink(comp, e):
     outer = [comp.c(o) for o in e.outer]
     keys = list(sub.outer_keys)
     arg = comp.c(e.arg) if e.arg is not None else None
-    from minidb.exec.compile import _DTYPE, _FILL
     from minidb.exec.datatypes import family
+    _DTYPE, _FILL = dtypes, fills
     rf = family(e.type)
 
     def correlated(chunk, live):
@@ -167,7 +167,7 @@ def compile_sublink(comp, e):
                 elif e.kind == "exists":
                     vals[idx] = _exists(ectx, sub)
                 else:
-                    values, has_null, nonempty = _value_set(comp, ectx, sub)
+                    values, has_null, nonempty = _value_set(comp, ectx, sub, evaluate)
                     r, m = _probe(av[idx], None if am is None else am[idx], values, has_null,
                                   nonempty, e.negated, len(idx))
                     vals[idx] = r

@@ -50,8 +50,10 @@ def _text(b, a):
 
 
 def _strip(a):
-    from minidb.sql.binder import _strip_char
-    return _strip_char(a)
+    """char(n) compares and computes without its trailing blanks (bpchar)."""
+    if a.type.name == "char":
+        return Func("rtrim_char", (a,), TEXT)
+    return a
 
 
 def bind_function(b, name: str, args: list):

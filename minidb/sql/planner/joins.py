@@ -125,9 +125,10 @@ class JoinPaths:
         need: dict = {}
         exprs = [e for _, e in b.targets] + list(b.group_by) + [e for e, _, _ in b.order_by]
         exprs += list(b.aggs) + list(b.windows) + list(b.srfs) + list(b.distinct_on)
+        outer_joins = any(not isinstance(it, _FromRel()) for it in b.from_items)
         for q in b.quals:
-            if len(_side_keys(q)) != 1 or X.has_sublink(q):
-                exprs.append(q)
+            if len(_side_keys(q)) != 1 or X.has_sublink(q) or outer_joins:
+                exprs.append(q)      # above an outer join, a condition is a Filter there
 
         def tree(n):
             from minidb.sql.binder import FromJoin
