@@ -833,14 +833,23 @@ def _cast_vector(v, m, src, dst, live):
     return out
 
 
+def _case1(s, f):
+    """Case mapping character by character, as PostgreSQL's (towupper): a character whose
+    mapping is several characters (German sharp s) stays as it is."""
+    r = f(s)
+    if len(r) == len(s):
+        return r
+    return "".join(c if len(f(c)) != 1 else f(c) for c in s)
+
+
 def _len(v):
     return np.fromiter(map(len, v), dtype=np.int64, count=len(v))
 
 
 _SCALAR = {
     "abs": lambda v: np.abs(v),
-    "lower": lambda v: np.array([s.lower() for s in v], dtype=object),
-    "upper": lambda v: np.array([s.upper() for s in v], dtype=object),
+    "lower": lambda v: np.array([_case1(s, str.lower) for s in v], dtype=object),
+    "upper": lambda v: np.array([_case1(s, str.upper) for s in v], dtype=object),
     "length": _len,
     "btrim": lambda v: np.array([s.strip(" ") for s in v], dtype=object),
     "rtrim_char": lambda v: np.array([s.rstrip(" ") for s in v], dtype=object),

@@ -128,19 +128,18 @@ def series_lengths(start, stop, step, live=None):
 
 
 def _month_series(start: int, stop: int, months: int, micros: int) -> np.ndarray:
+    """A series with a calendar step: each value is the previous one plus the interval
+    (months first, clamped to the month's last day, then the rest), as PostgreSQL adds."""
     out = []
-    d = int_to_timestamp(int(start))
+    cur = int_to_timestamp(int(start))
     end = int_to_timestamp(int(stop))
     fwd = months > 0 or (months == 0 and micros > 0)
-    k = 0
-    cur = d
     while (cur <= end) if fwd else (cur >= end):
         out.append(timestamp_to_int(cur))
-        k += 1
-        total = d.month - 1 + months * k
-        y, m = d.year + total // 12, total % 12 + 1
-        day = min(d.day, _days_in(y, m))
-        cur = d.replace(year=y, month=m, day=day) + _dt.timedelta(microseconds=micros * k)
+        total = cur.month - 1 + months
+        y, m = cur.year + total // 12, total % 12 + 1
+        cur = cur.replace(year=y, month=m, day=min(cur.day, _days_in(y, m))) + \
+            _dt.timedelta(microseconds=micros)
         if len(out) > 10_000_000:
             raise errors.ProgramLimitExceeded("generate_series result too large")
     return np.array(out, dtype=np.int64)

@@ -137,3 +137,35 @@ def test_unknown_setting_and_instance_setting(db):
         db.x("SET shared_buffers = 100")
     with pytest.raises(errors.InvalidParameterValue):
         db.x("SET random_page_cost = 'fast'")
+
+
+def test_error_positions_and_wording(db):
+    with pytest.raises(errors.SyntaxError_) as ei:
+        db.x("SELECT id, FROM people")
+    assert ei.value.position == 12 and '"FROM"' in str(ei.value)
+    with pytest.raises(errors.SyntaxError_) as ei:
+        db.x("SELECT a, b, FROM t")
+    assert ei.value.sqlstate == "42601"
+    db.x("CREATE TABLE ep (id integer, s text)")
+    with pytest.raises(errors.UndefinedFunction) as ei:
+        db.x("SELECT foo(id, s) FROM ep")
+    assert str(ei.value) == "function foo(integer, text) does not exist"
+    assert ei.value.sqlstate == "42883"
+    for sql, word in [("SELECT random(), setseed(0.1)", None),
+                      ("SELECT * FROM ep LIMIT ALL", None),
+                      ("SELECT generate_series(1, 2)", None)]:
+        db.x(sql)                     # once refused with sqlglot's class names
+    with pytest.raises(errors.NotSupportedError) as ei:
+        db.x("SELECT cbrt(2)")
+    msg = str(ei.value)
+    assert "function cbrt(...) is not supported" == msg
+    with pytest.raises(errors.ProgrammingError) as ei:
+        db.x("SELECT id FROM ep WHERE row_number() OVER () > 1")
+    assert ei.value.sqlstate == "42P20"
+
+
+def test_repl_caret_under_the_position():
+    from minidb.repl.core import caret_lines
+    assert caret_lines("SELECT id, FROM people", 12) == \
+        "\nLINE 1: SELECT id, FROM people\n                   ^"
+    assert caret_lines("SELECT 1\nFROM x WHERE", 21).startswith("\nLINE 2: FROM x WHERE")

@@ -896,6 +896,8 @@ def _function(e) -> ast.FuncE:
     if cls in _FUNCS:
         name, argnames = _FUNCS[cls]
         allowed = set(argnames) | {"ignore_nulls", "charset", "safe"}
+        if cls is exp.Initcap:
+            allowed.add("expression")            # sqlglot's default word delimiters
         _only(e, allowed)
         args = []
         for k in argnames:

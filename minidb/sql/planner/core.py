@@ -354,7 +354,8 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
             return project(node), names, [e.type for e in exprs]
         if b.order_by:
             sorted_path = self._limit(self._sort(node, b.order_by), b)
-            ordered = self._index_order_paths(b) if not b.grouped else []
+            ordered = self._index_order_paths(b) \
+                if not (b.grouped or b.windows or b.srfs) else []
             paths = [sorted_path] + [self._limit(p, b) for p in ordered]
             node = min(paths, key=lambda p: (p.total_cost, p.startup_cost))
             if node is not sorted_path:
