@@ -21,6 +21,14 @@ are ``minidb.exec.expr`` nodes with result types, ready for the planner.  What i
   slot); a base column left over is a GroupingError (42803).
 * **ORDER BY / GROUP BY** accept an output position (``ORDER BY 2``) and an output column
   name, as PostgreSQL does.
+* **Subqueries, joins, set operations.**  Range indexes are unique across the statement
+  (``_Ctx``), so a correlated subquery's outer column becomes ``OuterRef`` with the outer
+  key and its ``SubLink`` lists what it reads from the enclosing query.  The FROM list is
+  a tree of ``FromRel`` / ``FromJoin`` (RIGHT bound as LEFT with the sides swapped);
+  USING / NATURAL merge columns in the ``Scope``.  Window calls and generate_series in the
+  select list are rewritten to ``ColRef(("w", k))`` / ``ColRef(("srf", k))``.  UNION /
+  INTERSECT / EXCEPT give ``BoundSetOp``; WITH gives ``CTEDef`` s (``BoundRecursive`` for
+  WITH RECURSIVE).
 """
 
 from __future__ import annotations

@@ -606,7 +606,8 @@ _FUNCS = {exp.Abs: ("abs", ("this",)), exp.Lower: ("lower", ("this",)),
           exp.Ntile: ("ntile", ("this",)), exp.PercentRank: ("percent_rank", ()),
           exp.CumeDist: ("cume_dist", ()), exp.Log: ("log", ("this", "expression")),
           exp.Chr: ("chr", ("expressions",)), exp.Greatest: ("greatest", ("this", "expressions")),
-          exp.Least: ("least", ("this", "expressions"))}
+          exp.Least: ("least", ("this", "expressions")), exp.Cbrt: ("cbrt", ("this",)),
+          exp.ConcatWs: ("concat_ws", ("expressions",)), exp.Pi: ("pi", ())}
 _INT_RE = re.compile(r"^\d+$")
 _WINDOWS: list = []          # the WINDOW clauses of the SELECTs being translated
 
@@ -895,7 +896,7 @@ def _function(e) -> ast.FuncE:
         return ast.FuncE("generate_series", tuple(args))
     if cls in _FUNCS:
         name, argnames = _FUNCS[cls]
-        allowed = set(argnames) | {"ignore_nulls", "charset", "safe"}
+        allowed = set(argnames) | {"ignore_nulls", "charset", "safe", "coalesce"}
         if cls is exp.Initcap:
             allowed.add("expression")            # sqlglot's default word delimiters
         _only(e, allowed)

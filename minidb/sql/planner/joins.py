@@ -1,5 +1,6 @@
-"""Joins (inner only): the base relations of a SELECT, then the join search (PostgreSQL's
-allpaths.c make_one_rel, joinrels.c and joinpath.c, small).
+"""Joins: the base relations of a SELECT, then the join search (PostgreSQL's allpaths.c
+make_one_rel, joinrels.c and joinpath.c, small), outer joins planned as units, and
+subqueries pulled up into semi and anti joins (prepjointree.c's pull_up_sublinks).
 
 ``_join_tree`` sorts the WHERE / ON conjuncts into restriction clauses of one table,
 join clauses (several tables) and constant ones (kept on the first table's scan), works
@@ -12,6 +13,14 @@ the order.  Each step (``_join_paths``) considers, both ways round, a nested loo
 inner side materialized and a hash join (when an equality links the two sides), plus a
 nested loop whose inner side is an index scan of the new relation keyed by the outer row;
 a cross product only when no clause links the remaining relations.
+
+A member of the search is a table (``BaseRel``), a FROM entry that is not a table
+(``CompRel`` around its Subquery / CTE / Function / WorkTable Scan), or a LEFT or FULL join
+planned by ``_plan_outer`` (conditions pushed into its preserved side from above and into
+its nullable side from its ON clause; Hash Left / Right / Full Join or Nested Loop Left /
+Full Join; the WHERE conditions on its nullable side as its Filter).  ``_semi_join`` puts
+a pulled-up ``EXISTS`` / ``NOT EXISTS`` / ``IN (SELECT ...)`` on top of the result as a
+Hash or Nested Loop Semi / Anti Join, its correlated conditions becoming join conditions.
 """
 
 from __future__ import annotations
