@@ -220,6 +220,8 @@ class JoinPaths:
             target = sub.targets[0][1]
             right = _replace_key(test.right, ("sub", 0), target)
             jq.append(X.Compare("=", test.left, right))
+        for r, cols in self._needed_columns(sub).items():
+            self._need.setdefault(r, set()).update(cols)
         for q in jq:
             for k in X.column_keys(q):
                 if isinstance(k[0], int):
