@@ -69,7 +69,9 @@ class AggNode(PlanNode):
         layout = child.layout()
         args = [None if a.arg is None else ectx.compile(a.arg, layout) for a in self.aggs]
         having = ectx.compile(self.having, self.layout()) if self.having is not None else None
-        if self.group:
+        if not all(_simple(a) for a in self.aggs):
+            out = self._general(ectx, child, layout, args)
+        elif self.group:
             out = self._grouped(ectx, child, layout, args)
         else:
             out = self._plain(ectx, child, args)
@@ -128,6 +130,161 @@ class AggNode(PlanNode):
             v, m = concat(aparts[j], 1).cols[0]
             cols.append(_group_agg(a, v, m, g, ng))
         return Chunk(cols, ng)
+
+
+    # -- FILTER, ORDER BY in the call, string_agg, array_agg, bool_*, stddev, variance ----------
+    def _general(self, ectx, child, layout, args):
+        """Every aggregate computed per group from all of the input's values at once (the
+        forms the streaming states do not cover)."""
+        gcomp = [ectx.compile(g, layout) for g in self.group]
+        extra = [[ectx.compile(x, layout) for x in a.extra] for a in self.aggs]
+        filt = [ectx.compile(a.filter, layout) if a.filter is not None else None
+                for a in self.aggs]
+        order = [[ectx.compile(o, layout) for o in a.order] for a in self.aggs]
+        parts = []
+        n = 0
+        it = child.run(ectx)
+        try:
+            for chunk in it:
+                n += chunk.n
+                row = [_full(evaluate(c, chunk), chunk.n) for c in gcomp]
+                for j, a in enumerate(self.aggs):
+                    row.append(_full(evaluate(args[j], chunk), chunk.n) if args[j] is not None
+                               else (np.zeros(chunk.n, bool), None))
+                    row += [_full(evaluate(c, chunk), chunk.n) for c in extra[j]]
+                    if filt[j] is not None:
+                        tv = truth(filt[j], chunk)
+                        row.append((np.full(chunk.n, bool(tv)) if np.ndim(tv) == 0 else tv,
+                                    None))
+                    row += [_full(evaluate(c, chunk), chunk.n) for c in order[j]]
+                parts.append(Chunk(row, chunk.n))
+        finally:
+            it.close()
+        if n == 0 and self.group:
+            return None
+        width = len(gcomp) + sum(1 + len(extra[j]) + (filt[j] is not None) + len(order[j])
+                                 for j in range(len(self.aggs)))
+        data = concat(parts, width) if parts else Chunk([(np.empty(0), None)] * width, 0)
+        pos = len(gcomp)
+        if self.group:
+            gcols = data.cols[:pos]
+            g, first = factorize(gcols)
+            cols = [(v[first], None if m is None else m[first]) for v, m in gcols]
+        else:
+            g, first = np.zeros(n, np.int64), np.array([0])
+            cols = []
+        ng = len(first)
+        for j, a in enumerate(self.aggs):
+            v, m = data.cols[pos]
+            pos += 1
+            ex = data.cols[pos:pos + len(extra[j])]
+            pos += len(extra[j])
+            keep = np.ones(n, bool)
+            if filt[j] is not None:
+                keep = np.asarray(data.cols[pos][0], dtype=bool)
+                pos += 1
+            ocols = data.cols[pos:pos + len(order[j])]
+            pos += len(order[j])
+            cols.append(_general_agg(a, v, m, ex, keep, ocols, g, ng))
+        return Chunk(cols, ng)
+
+
+def _simple(a) -> bool:
+    return a.name in ("count", "sum", "avg", "min", "max") and a.filter is None and \
+        not a.order and not a.extra
+
+
+def _full(col, n):
+    v, m = col
+    return (np.full(n, v) if np.ndim(v) == 0 else v), m
+
+
+def _general_agg(a, v, m, extra, keep, ocols, g, ng):
+    """One aggregate per group, over the rows where ``keep`` (FILTER)."""
+    from minidb.exec.chunk import column_to_list
+    from minidb.exec.nodes import sort_order
+    name = a.name
+    if a.arg is None:                                  # count(*) FILTER (...)
+        return np.bincount(g[keep], minlength=ng).astype(np.int64), None
+    if _simple_name(name) and not a.order:
+        sel = np.flatnonzero(keep)
+        return _group_agg(a, v[sel], None if m is None else m[sel], g[sel], ng)
+    f = family(a.type)
+    ok = keep if m is None else keep & ~m
+    if name in ("bool_and", "bool_or"):
+        vv = np.asarray(v, dtype=bool)
+        cnt = np.bincount(g[ok], minlength=ng)
+        trues = np.bincount(g[ok & vv], minlength=ng)
+        out = (trues == cnt) if name == "bool_and" else (trues > 0)
+        empty = cnt == 0
+        return out & ~empty, (empty if empty.any() else None)
+    if name in ("stddev", "stddev_samp", "stddev_pop", "variance", "var_samp", "var_pop"):
+        x = np.asarray(v, dtype=np.float64)
+        cnt = np.bincount(g[ok], minlength=ng).astype(np.float64)
+        s1 = np.bincount(g[ok], weights=x[ok], minlength=ng)
+        with np.errstate(all="ignore"):
+            mean = s1 / np.maximum(cnt, 1)
+            dev = np.bincount(g[ok], weights=(x[ok] - mean[g[ok]]) ** 2, minlength=ng)
+            pop = name in ("stddev_pop", "var_pop")
+            denom = cnt if pop else cnt - 1
+            var = dev / np.where(denom > 0, denom, 1)
+        bad = denom <= 0
+        out = np.sqrt(var) if name.startswith("stddev") else var
+        out = np.where(bad, 0.0, out)
+        return out, (bad if bad.any() else None)
+    # string_agg / array_agg: values in ORDER BY order within each group
+    rows = np.flatnonzero(keep if name == "array_agg" else ok)
+    if a.distinct:
+        sub_v = v[rows]
+        code, firsts = factorize([(g[rows], None), (sub_v, None if m is None else m[rows])])
+        rows = rows[np.sort(firsts)]
+        if not a.order:
+            ocols = [(v, m)]
+    keys = [(g[rows], None, False, False)]
+    for (ov, om), d, nf in zip(ocols, a.order_desc or (False,) * len(ocols),
+                               a.order_nf or (False,) * len(ocols)):
+        keys.append((np.asarray(ov)[rows], None if om is None else om[rows], d, nf))
+    if ocols and a.distinct and not a.order:
+        keys = keys[:1] + [(np.asarray(v)[rows], None if m is None else m[rows], False, False)]
+    from minidb.exec.chunk import Chunk as _C
+    order = sort_order(_C([], len(rows)), keys) if len(rows) else np.empty(0, np.int64)
+    rows = rows[order]
+    out = np.empty(ng, dtype=object)
+    mask = np.ones(ng, bool)
+    if name == "string_agg":
+        sep_v, sep_m = extra[0]
+        buckets: dict = {}
+        for r in rows.tolist():
+            gi = g[r]
+            if gi in buckets:
+                sep = "" if (sep_m is not None and sep_m[r]) else sep_v[r]
+                buckets[gi].append(sep)
+            else:
+                buckets[gi] = []
+            buckets[gi].append(v[r])
+        for gi in range(ng):
+            if gi in buckets:
+                out[gi] = "".join(buckets[gi])
+                mask[gi] = False
+            else:
+                out[gi] = ""
+        return out, (mask if mask.any() else None)
+    elem = a.type.elem
+    vals = column_to_list(np.asarray(v)[rows], None if m is None else m[rows], elem)
+    lists: dict = {}
+    for r, x in zip(rows.tolist(), vals):
+        lists.setdefault(int(g[r]), []).append(x)
+    for gi in range(ng):
+        if gi in lists:
+            out[gi] = lists[gi]
+            mask[gi] = False
+        else:
+            out[gi] = None
+    return out, (mask if mask.any() else None)
+
+
+def _simple_name(name) -> bool:
+    return name in ("count", "sum", "avg", "min", "max")
 
 
 class AggState:

@@ -22,8 +22,9 @@ __all__ = ["Chunk", "rows_to_chunk", "chunk_to_rows", "column_to_list", "concat"
            "normalize_columns"]
 
 _DTYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "text": object,
-          "ts": np.int64, "unknown": object}
-_FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0, "unknown": ""}
+          "ts": np.int64, "unknown": object,
+          "array": object}
+_FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0, "unknown": "", "array": None}
 
 
 class Chunk:

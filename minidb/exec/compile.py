@@ -42,6 +42,7 @@ from minidb.exec import datatypes as dt
 from minidb.exec.datatypes import BIGINT, BOOLEAN, TEXT, family
 from minidb.exec.expr import (Arith, BoolOp, Case, Cast, ColRef, Compare, Concat,
                               Const, Expr, Func, InList, IsNull, Like, Neg, Not, Param)
+from minidb.exec.functions import STRICT
 
 __all__ = ["K", "V", "compile_expr", "evaluate", "truth", "bind_param", "broadcast"]
 
@@ -67,8 +68,9 @@ class V:
 
 
 _DTYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "text": object,
-          "ts": np.int64, "unknown": object}
-_FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0, "unknown": ""}
+          "ts": np.int64, "unknown": object,
+          "array": object}
+_FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0, "unknown": "", "array": None}
 
 
 def broadcast(value, type_, n: int):
@@ -124,17 +126,94 @@ def _any_in(cond, live) -> bool:
     return bool((cond & live).any())
 
 
-def compile_expr(e: Expr, layout: dict, params=(), now=None):
+def compile_expr(e: Expr, layout: dict, params=(), now=None, ectx=None):
     """Compile ``e``; ``layout`` maps ColRef keys to column positions in the chunk; ``now``
-    is the transaction's start time (what now() and CURRENT_TIMESTAMP return)."""
-    return _Compiler(layout, params, now).c(e)
+    is the transaction's start time (what now() and CURRENT_TIMESTAMP return); ``ectx``
+    the execution (needed by subqueries, outer references and random())."""
+    return _Compiler(layout, params, now, ectx).c(e)
 
 
 class _Compiler:
-    def __init__(self, layout, params, now=None):
+    def __init__(self, layout, params, now=None, ectx=None):
         self.layout = layout
         self.params = params
         self.now = now
+        self.ectx = ectx
+
+    def _OuterRef(self, e):
+        try:
+            v = self.ectx.outer[e.key]
+        except (AttributeError, KeyError):
+            raise errors.InternalError(f"outer reference {e.ref} has no value") from None
+        return K(v, e.type)
+
+    def _SubLink(self, e):
+        from minidb.exec.subplan import compile_sublink
+        return compile_sublink(self, e, K, V, evaluate, _DTYPE, _FILL)
+
+    def _DistinctFrom(self, e):
+        a, b = self.c(e.left), self.c(e.right)
+        neg = e.negated
+        if isinstance(a, K) and isinstance(b, K):
+            same = (a.value is None and b.value is None) or (
+                a.value is not None and b.value is not None and a.value == b.value)
+            return K(same if neg else not same, BOOLEAN)
+
+        def vf(chunk, live):
+            av, am = evaluate(a, chunk, live)
+            bv, bm = evaluate(b, chunk, live)
+            eq = np.asarray(av == bv, dtype=bool)
+            if am is None and bm is None:
+                same = eq
+            else:
+                an = np.zeros(chunk.n, bool) if am is None else am
+                bn = np.zeros(chunk.n, bool) if bm is None else bm
+                same = (an & bn) | (~an & ~bn & eq)
+            return (same if neg else ~same), None
+        return V(vf, BOOLEAN)
+
+    def _Regex(self, e):
+        a, p = self.c(e.arg), self.c(e.pattern)
+        if _is_null(a) or _is_null(p):
+            return K(None, BOOLEAN)
+        neg, flags = e.negated, re.IGNORECASE if e.case_insensitive else 0
+
+        def rx(pat):
+            try:
+                return re.compile(pat, flags)
+            except re.error as err:
+                raise errors.DataError(f"invalid regular expression: {err}",
+                                       sqlstate="2201B") from None
+        if isinstance(p, K):
+            r = rx(p.value)
+            if isinstance(a, K):
+                return K((r.search(a.value) is not None) != neg, BOOLEAN)
+
+            def vf(chunk, live):
+                v, m = a.fn(chunk, live)
+                out = np.fromiter((r.search(s) is not None for s in v), dtype=bool,
+                                  count=chunk.n)
+                if neg:
+                    out = ~out
+                if m is not None:
+                    out &= ~m
+                return out, m
+            return V(vf, BOOLEAN)
+
+        def vf2(chunk, live):
+            av, am = evaluate(a, chunk, live)
+            pv, pm = evaluate(p, chunk, live)
+            mk = _or_masks(am, pm)
+            out = np.zeros(chunk.n, bool)
+            for i, (s, pat) in enumerate(zip(av, pv)):
+                if mk is None or not mk[i]:
+                    out[i] = rx(pat).search(s) is not None
+            if neg:
+                out = ~out
+            if mk is not None:
+                out &= ~mk
+            return out, mk
+        return V(vf2, BOOLEAN)
 
     def c(self, e):
         m = getattr(self, "_" + type(e).__name__, None)
@@ -340,8 +419,9 @@ class _Compiler:
         if _is_null(a) or _is_null(p):
             return K(None, BOOLEAN)
         neg, ci = e.negated, e.case_insensitive
+        esc = e.escape
         if isinstance(p, K):
-            match = _like_matcher(p.value, ci)
+            match = _like_matcher(p.value, ci, esc)
             if isinstance(a, K):
                 return K(match(a.value) != neg, BOOLEAN)
 
@@ -358,7 +438,7 @@ class _Compiler:
         def vf2(chunk, live):
             av, am = evaluate(a, chunk, live)
             pv, pm = evaluate(p, chunk, live)
-            r = np.fromiter((_like_matcher(pp, ci)(s) for s, pp in zip(av, pv)), dtype=bool,
+            r = np.fromiter((_like_matcher(pp, ci, esc)(s) for s, pp in zip(av, pv)), dtype=bool,
                             count=chunk.n)
             if neg:
                 r = ~r
@@ -390,12 +470,25 @@ class _Compiler:
         if name == "now":
             import datetime as _dt
             return K(dt.to_repr(self.now or _dt.datetime.now(), e.type), e.type)
+        if name == "clock_timestamp":
+            import datetime as _dt
+            return K(dt.to_repr(_dt.datetime.now(), e.type), e.type)
         args = [self.c(x) for x in e.args]
         rt = e.type
         if name == "coalesce":
             return self._coalesce(args, rt)
         if name == "nullif":
             return self._nullif(args[0], args[1], rt)
+        if name in ("concat", "concat_ws"):
+            return self._concat(e, args)
+        if name in ("greatest", "least"):
+            return self._extreme(name, args, rt)
+        if name == "random":
+            return self._random()
+        if name == "setseed":
+            return self._setseed(args[0])
+        if name in STRICT:
+            return self._strict(e, args)
         a = args[0]
         if _is_null(a):
             return K(None, rt)
@@ -412,6 +505,128 @@ class _Compiler:
                 if rt.name == "bigint" and _any_in(np.asarray(v) == dt.INT8_MIN, _and_live(live, m)):
                     raise errors.NumericValueOutOfRange("bigint out of range")
             return r, m
+        return V(vf, rt)
+
+    def _rng(self):
+        sess = getattr(self.ectx, "session", None)
+        g = getattr(sess, "sql_random", None) if sess is not None else None
+        if g is None:
+            g = np.random.default_rng()
+            if sess is not None:
+                sess.sql_random = g
+        return g
+
+    def _random(self):
+        def vf(chunk, live):
+            return self._rng().random(chunk.n), None
+        return V(vf, e_type_double())
+
+    def _setseed(self, a):
+        if not isinstance(a, K):
+            raise errors.NotSupportedError("setseed() of a column is not supported")
+        v = a.value
+        if v is None:
+            return K(None, TEXT)
+        if not -1.0 <= v <= 1.0:
+            raise errors.InvalidParameterValue(f"setseed parameter {v} is out of allowed range "
+                                               "[-1,1]")
+        sess = getattr(self.ectx, "session", None)
+        g = np.random.default_rng(int((v + 1.0) * (2 ** 31)))
+        if sess is not None:
+            sess.sql_random = g
+        return K(None, TEXT)
+
+    def _strict(self, e, args):
+        """A strict function (``functions.STRICT``): NULL if any argument is."""
+        name, rt = e.name, e.type
+        fn = STRICT[name]
+        if any(_is_null(a) for a in args):
+            return K(None, rt)
+        argt = [x.type for x in e.args]
+        if all(isinstance(a, K) for a in args):
+            vals = [np.array([a.value], dtype=_DTYPE[family(t)]) for a, t in zip(args, argt)]
+            r = fn(vals, argt, None)[0]
+            return K(r.item() if isinstance(r, np.generic) else r, rt)
+
+        def vf(chunk, live):
+            vals, mask = [], None
+            for a, t in zip(args, argt):
+                v, m = evaluate(a, chunk, live)
+                vals.append(v)
+                mask = _or_masks(mask, m)
+            r = fn(vals, argt, _and_live(live, mask))
+            f = family(rt)
+            r = np.asarray(r)
+            if r.dtype != _DTYPE[f]:
+                r = r.astype(_DTYPE[f])
+            if mask is not None:
+                r = r.copy()
+                r[mask] = _FILL[f]
+            return r, mask
+        return V(vf, rt)
+
+    def _concat(self, e, args):
+        """concat(...) / concat_ws(sep, ...): NULL arguments are skipped."""
+        types = [x.type for x in e.args]
+        ws = e.name == "concat_ws"
+
+        def text_of(v, t):
+            f = family(t)
+            if f == "bool":
+                return "t" if v else "f"
+            if f == "text":
+                return v
+            return dt.format_value(dt.from_repr(v, t), t)
+
+        def vf(chunk, live):
+            cols = [evaluate(a, chunk, live) for a in args]
+            n = chunk.n
+            out = np.empty(n, dtype=object)
+            lists = [(v.tolist() if isinstance(v, np.ndarray) else list(v), m)
+                     for v, m in cols]
+            mask = None
+            for i in range(n):
+                parts = []
+                for (vals, m), t in zip(lists, types):
+                    if m is not None and m[i]:
+                        parts.append(None)
+                    else:
+                        parts.append(text_of(vals[i], t))
+                if ws:
+                    if parts[0] is None:
+                        if mask is None:
+                            mask = np.zeros(n, bool)
+                        mask[i] = True
+                        out[i] = ""
+                        continue
+                    out[i] = parts[0].join(p for p in parts[1:] if p is not None)
+                else:
+                    out[i] = "".join(p for p in parts if p is not None)
+            return out, mask
+        return V(vf, TEXT)
+
+    def _extreme(self, name, args, rt):
+        """greatest / least: NULLs ignored, NULL only when all are."""
+        f = family(rt)
+        better = np.greater if name == "greatest" else np.less
+
+        def vf(chunk, live):
+            vals = mask = None
+            for a in args:
+                v, m = evaluate(a, chunk, live)
+                v = np.asarray(v, dtype=_DTYPE[f])
+                if vals is None:
+                    vals, mask = v.copy(), (None if m is None else m.copy())
+                    continue
+                ok = np.ones(chunk.n, bool) if m is None else ~m
+                cur_null = np.zeros(chunk.n, bool) if mask is None else mask
+                take = ok & (cur_null | better(v, vals).astype(bool))
+                vals[take] = v[take]
+                if mask is not None:
+                    mask &= ~ok
+            if mask is not None and not mask.any():
+                mask = None
+            return vals, mask
         return V(vf, rt)
 
     def _coalesce(self, args, rt):
@@ -482,6 +697,10 @@ class _Compiler:
                 mask[todo] = False if rm is None else rm[todo]
             return vals, (mask if mask.any() else None)
         return V(vf, rt)
+
+
+def e_type_double():
+    return dt.DOUBLE
 
 
 def _is_null(c) -> bool:
@@ -614,37 +833,48 @@ def _cast_vector(v, m, src, dst, live):
     return out
 
 
+def _case1(s, f):
+    """Case mapping character by character, as PostgreSQL's (towupper): a character whose
+    mapping is several characters (German sharp s) stays as it is."""
+    r = f(s)
+    if len(r) == len(s):
+        return r
+    return "".join(c if len(f(c)) != 1 else f(c) for c in s)
+
+
 def _len(v):
     return np.fromiter(map(len, v), dtype=np.int64, count=len(v))
 
 
 _SCALAR = {
     "abs": lambda v: np.abs(v),
-    "lower": lambda v: np.array([s.lower() for s in v], dtype=object),
-    "upper": lambda v: np.array([s.upper() for s in v], dtype=object),
+    "lower": lambda v: np.array([_case1(s, str.lower) for s in v], dtype=object),
+    "upper": lambda v: np.array([_case1(s, str.upper) for s in v], dtype=object),
     "length": _len,
     "btrim": lambda v: np.array([s.strip(" ") for s in v], dtype=object),
     "rtrim_char": lambda v: np.array([s.rstrip(" ") for s in v], dtype=object),
 }
 
 
-def _like_matcher(pattern: str, ci: bool):
-    """A function str -> bool for a LIKE pattern (backslash escapes, as PostgreSQL)."""
-    key = (pattern, ci)
+def _like_matcher(pattern: str, ci: bool, esc: str = "\\"):
+    """A function str -> bool for a LIKE pattern (``esc`` escapes, backslash by default,
+    as PostgreSQL; "" for none)."""
+    key = (pattern, ci, esc)
     m = _LIKE_CACHE.get(key)
     if m is not None:
         return m
-    plain = not any(ch in pattern for ch in "%_\\")
+    specials = "%_" + esc
+    plain = not any(ch in pattern for ch in specials)
     if plain and not ci:
         m = pattern.__eq__
-    elif (not ci and pattern.endswith("%") and not any(ch in pattern[:-1] for ch in "%_\\")):
+    elif (not ci and pattern.endswith("%") and not any(ch in pattern[:-1] for ch in specials)):
         prefix = pattern[:-1]
         m = lambda s: s.startswith(prefix)  # noqa: E731
     else:
         out, i = [], 0
         while i < len(pattern):
             ch = pattern[i]
-            if ch == "\\" and i + 1 < len(pattern):
+            if esc and ch == esc and i + 1 < len(pattern):
                 out.append(re.escape(pattern[i + 1]))
                 i += 2
                 continue

@@ -66,9 +66,30 @@ def _unknown():
 
 UNKNOWN = _Unknown()
 
+
+class ArrayType:
+    """An array of ``elem`` (array_agg's result): a Python list per value."""
+    name = "array"
+    length = None
+    fixed = False
+
+    def __init__(self, elem):
+        self.elem = elem
+
+    def __str__(self):
+        return f"{self.elem}[]"
+
+    __repr__ = __str__
+
+    def __eq__(self, other):
+        return isinstance(other, ArrayType) and other.elem == self.elem
+
+    def __hash__(self):
+        return hash(("array", str(self.elem)))
+
 _FAMILY = {"integer": "int", "bigint": "int", "double precision": "float",
            "boolean": "bool", "char": "text", "varchar": "text", "text": "text",
-           "timestamp": "ts", "unknown": "unknown"}
+           "timestamp": "ts", "unknown": "unknown", "array": "array"}
 
 
 def family(t) -> str:
@@ -77,6 +98,8 @@ def family(t) -> str:
 
 def type_name(t) -> str:
     """The type name a result column reports (PEP 249 type_code): the canonical name."""
+    if isinstance(t, ArrayType):
+        return str(t)
     return "text" if t is UNKNOWN else t.name
 
 

@@ -18,7 +18,8 @@ from minidb.exec.datatypes import BOOLEAN, TEXT, family
 
 __all__ = ["Expr", "ColRef", "Const", "Param", "Arith", "Neg", "Concat", "Compare",
            "BoolOp", "Not", "IsNull", "InList", "Like", "Cast", "Func", "Case", "AggCall",
-           "walk", "children", "column_keys", "deparse", "conjuncts", "and_all"]
+           "DistinctFrom", "Regex", "OuterRef", "SubPlan", "SubLink", "WinCall", "SRFCall",
+           "walk", "children", "column_keys", "deparse", "conjuncts", "and_all", "has_sublink"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,6 +113,26 @@ class Like(Expr):
     negated: bool = False
     case_insensitive: bool = False
     type: Any = BOOLEAN
+    escape: Any = "\\"       # the escape character ("" for none)
+
+
+@dataclass(frozen=True)
+class Regex(Expr):
+    """``arg ~ pattern`` (POSIX regular expression, Python's ``re`` here)."""
+    arg: Expr
+    pattern: Expr
+    negated: bool = False
+    case_insensitive: bool = False
+    type: Any = BOOLEAN
+
+
+@dataclass(frozen=True)
+class DistinctFrom(Expr):
+    """``left IS [NOT] DISTINCT FROM right``: equality where NULL equals NULL; never NULL."""
+    left: Expr
+    right: Expr
+    negated: bool = False     # True: IS NOT DISTINCT FROM
+    type: Any = BOOLEAN
 
 
 @dataclass(frozen=True)
@@ -136,10 +157,83 @@ class Case(Expr):
 
 @dataclass(frozen=True)
 class AggCall(Expr):
-    name: str           # count sum avg min max
-    arg: Expr | None    # None: count(*)
+    name: str           # count sum avg min max string_agg array_agg bool_and bool_or
+    arg: Expr | None    # None: count(*)    stddev stddev_pop variance var_pop
     distinct: bool
     type: Any
+    extra: tuple = ()          # further arguments (string_agg's delimiter)
+    filter: Any = None         # FILTER (WHERE ...)
+    order: tuple = ()          # ORDER BY inside the call: expressions
+    order_desc: tuple = ()
+    order_nf: tuple = ()
+
+
+@dataclass(frozen=True)
+class OuterRef(Expr):
+    """A column of an enclosing query read by a correlated subquery: a parameter of the
+    subquery's plan, set by the SubLink that runs it (``ExecContext.outer``)."""
+    ref: ColRef
+    type: Any
+
+    @property
+    def key(self):
+        return self.ref.key
+
+
+class SubPlan:
+    """A subquery's plan holder (mutable, compared by identity): the binder fills
+    ``bound``, the planner ``root``/``names``/``types``; ``number`` is EXPLAIN's."""
+
+    def __init__(self, bound):
+        self.bound = bound
+        self.root = None
+        self.names = []
+        self.types = []
+        self.number = 0
+
+    def __repr__(self):
+        return f"SubPlan({self.number})"
+
+
+@dataclass(frozen=True)
+class SubLink(Expr):
+    """A subquery used as an expression: ``scalar`` (its one value, NULL if no row),
+    ``exists``, ``in`` (``arg IN (subquery)`` with SQL's NULL rules; ``negated`` NOT IN).
+    ``outer``: the enclosing query's columns the subquery reads (empty: uncorrelated,
+    run once per execution as an InitPlan)."""
+    kind: str
+    sub: SubPlan
+    arg: Expr | None
+    negated: bool
+    outer: tuple
+    type: Any = BOOLEAN
+    test: Any = None           # IN: Compare("=", arg, subquery's column) as bound
+
+
+@dataclass(frozen=True)
+class WinCall(Expr):
+    """A window function call ``name(args) OVER (PARTITION BY .. ORDER BY ..)`` (the
+    default frame: RANGE UNBOUNDED PRECEDING .. CURRENT ROW with ORDER BY, else the whole
+    partition)."""
+    name: str
+    args: tuple
+    partition: tuple
+    order: tuple
+    order_desc: tuple
+    order_nf: tuple
+    type: Any
+
+
+@dataclass(frozen=True)
+class SRFCall(Expr):
+    """A set-returning function in the select list (generate_series): ProjectSet."""
+    name: str
+    args: tuple
+    type: Any
+
+
+def has_sublink(e) -> bool:
+    return e is not None and any(isinstance(n, (SubLink, OuterRef)) for n in walk(e))
 
 
 def walk(e: Expr):
@@ -150,8 +244,16 @@ def walk(e: Expr):
 
 
 def children(e: Expr) -> tuple:
-    if isinstance(e, (Arith, Concat, Compare)):
+    if isinstance(e, (Arith, Concat, Compare, DistinctFrom)):
         return (e.left, e.right)
+    if isinstance(e, Regex):
+        return (e.arg, e.pattern)
+    if isinstance(e, SubLink):
+        return ((e.arg,) if e.arg is not None else ()) + tuple(e.outer)
+    if isinstance(e, WinCall):
+        return tuple(e.args) + tuple(e.partition) + tuple(e.order)
+    if isinstance(e, SRFCall):
+        return tuple(e.args)
     if isinstance(e, (Neg, Not, IsNull, Cast)):
         return (e.arg,)
     if isinstance(e, (BoolOp, Func)):
@@ -168,7 +270,8 @@ def children(e: Expr) -> tuple:
             out.append(e.default)
         return tuple(out)
     if isinstance(e, AggCall):
-        return () if e.arg is None else (e.arg,)
+        out = (() if e.arg is None else (e.arg,)) + tuple(e.extra) + tuple(e.order)
+        return out + ((e.filter,) if e.filter is not None else ())
     return ()
 
 
@@ -236,8 +339,37 @@ def deparse(e: Expr, qualify: bool = False, top: bool = True) -> str:
         return f"CASE {parts}{els} END"
     if isinstance(e, AggCall):
         if e.arg is None:
-            return f"{e.name}(*)"
-        return f"{e.name}({'DISTINCT ' if e.distinct else ''}{d(e.arg)})"
+            s = f"{e.name}(*)"
+        else:
+            args = ", ".join(d(a) for a in (e.arg,) + tuple(e.extra))
+            order = ""
+            if e.order:
+                order = " ORDER BY " + ", ".join(
+                    d(o) + (" DESC" if ds else "") for o, ds in zip(e.order, e.order_desc))
+            s = f"{e.name}({'DISTINCT ' if e.distinct else ''}{args}{order})"
+        if e.filter is not None:
+            s += f" FILTER (WHERE {d(e.filter)})"
+        return s
+    if isinstance(e, DistinctFrom):
+        return f"({d(e.left)} IS {'NOT ' if e.negated else ''}DISTINCT FROM {d(e.right)})"
+    if isinstance(e, Regex):
+        op = ("!" if e.negated else "") + ("~*" if e.case_insensitive else "~")
+        return f"({d(e.arg)} {op} {d(e.pattern)})"
+    if isinstance(e, OuterRef):
+        return deparse(e.ref, True, False)
+    if isinstance(e, SubLink):
+        n = e.sub.number
+        if not e.outer and e.kind in ("scalar", "exists"):
+            return f"${n - 1}"
+        if e.kind == "in" and not e.outer:
+            s = f"(hashed SubPlan {n})"
+            return f"(NOT {s})" if e.negated else s
+        s = f"(SubPlan {n})"
+        return f"(NOT {s})" if e.negated else s
+    if isinstance(e, WinCall):
+        return f"{e.name}({', '.join(d(a) for a in e.args)}) OVER (?)"
+    if isinstance(e, SRFCall):
+        return f"{e.name}({', '.join(d(a) for a in e.args)})"
     return repr(e)
 
 

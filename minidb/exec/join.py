@@ -1,7 +1,17 @@
-"""Join nodes (inner joins): nested loop, nested loop over an index, hash join.
+"""Join nodes: nested loop, nested loop over an index, hash join; inner, outer (left,
+right, full), semi and anti joins.
 
 Every join's output row is the outer row's columns followed by the inner row's, and its
-``tids`` the union of both sides'.
+``tids`` the union of both sides'.  A semi or anti join returns the outer row's columns
+only.
+
+**Join types** (PostgreSQL's JoinType; the ``jointype`` of the hash join and nested loop):
+``left`` adds each outer row no inner row matched, its inner columns NULL; ``right`` adds
+each inner row no outer row matched (a flag per inner row, set while probing), outer
+columns NULL; ``full`` both; ``semi`` returns each outer row that has a match once
+(EXISTS, IN); ``anti`` each outer row without one (NOT EXISTS).  "Matched" means the
+join condition - hash keys and Join Filter - is TRUE; a ``Filter`` (a WHERE condition
+that must see the NULL-extended rows) is applied to the join's output.
 
 **Nested Loop** materializes the inner input once, then for each outer batch forms the
 cross product with it in pieces of at most ``NESTLOOP_PIECE`` pairs (numpy ``repeat`` and
@@ -31,9 +41,91 @@ from minidb.exec.compile import K, evaluate, truth
 from minidb.exec.expr import and_all, deparse
 from minidb.exec.nodes import PassThroughNode, PlanNode
 
-__all__ = ["NestLoopNode", "IndexNestLoopNode", "HashJoinNode", "HashNode", "NESTLOOP_PIECE"]
+__all__ = ["NestLoopNode", "IndexNestLoopNode", "HashJoinNode", "HashNode", "NESTLOOP_PIECE",
+           "null_columns"]
 
 NESTLOOP_PIECE = 1 << 18
+_JOIN_WORD = {"inner": "", "left": " Left", "right": " Right", "full": " Full",
+              "semi": " Semi", "anti": " Anti"}
+_DT = {"int": np.int64, "float": np.float64, "bool": np.bool_, "text": object, "ts": np.int64,
+       "unknown": object, "array": object}
+_FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0, "unknown": "",
+         "array": None}
+
+
+def null_columns(types, n: int) -> list:
+    """``n`` rows of NULLs for columns of ``types`` (the NULL-extended side of an outer
+    join)."""
+    out = []
+    for t in types:
+        f = family(t)
+        out.append((np.full(n, _FILL[f], dtype=_DT[f]), np.ones(n, dtype=bool)))
+    return out
+
+
+def _extend(chunk: Chunk, types, right: bool) -> Chunk:
+    """``chunk``'s rows with NULL columns of ``types`` after them (or before: ``right``)."""
+    nulls = null_columns(types, chunk.n)
+    cols = (nulls + list(chunk.cols)) if right else (list(chunk.cols) + nulls)
+    return Chunk(cols, chunk.n, chunk.tids)
+
+
+class _JoinMixin:
+    """What the join nodes share: the join type and its output."""
+
+    def _init_join(self, outer, inner, jointype, filter_quals):
+        self.jointype = jointype
+        self.filter = list(filter_quals or [])
+        if jointype in ("semi", "anti"):
+            self.keys = list(outer.keys)
+            self.types = list(outer.types)
+
+    def _filter_details(self, qualify):
+        return ["Filter: " + deparse(and_all(self.filter), qualify)] if self.filter else []
+
+    def _post(self, ectx):
+        return _compile_filter(ectx, self.filter, self.layout()) if self.filter else None
+
+    def _emit(self, oc, oi, ii, keep_q, inner_all, inner_types, matched_inner, post):
+        """The output for one outer batch given its candidate pairs (oi, ii)."""
+        jt = self.jointype
+        if len(oi):
+            combined = join_chunks(oc, oi, inner_all, ii)
+            if keep_q is not None:
+                k = truth(keep_q, combined) if not isinstance(keep_q, K) else bool(keep_q.value)
+                if np.ndim(k) == 0:
+                    k = np.full(len(oi), bool(k))
+                oi, ii = oi[k], ii[k]
+                combined = combined.take(np.flatnonzero(k)) if not k.all() else combined
+        else:
+            combined = None
+        if matched_inner is not None and len(ii):
+            matched_inner[ii] = True
+        if jt == "semi":
+            return oc.take(np.unique(oi)) if len(oi) else None
+        if jt == "anti":
+            hit = np.zeros(oc.n, bool)
+            hit[oi] = True
+            return oc.take(np.flatnonzero(~hit)) if not hit.all() else None
+        parts = []
+        if combined is not None and combined.n:
+            parts.append(combined)
+        if jt in ("left", "full"):
+            hit = np.zeros(oc.n, bool)
+            hit[oi] = True
+            if not hit.all():
+                parts.append(_extend(oc.take(np.flatnonzero(~hit)), inner_types, False))
+        if not parts:
+            return None
+        out = parts[0] if len(parts) == 1 else concat(parts, len(self.keys))
+        return _apply(post, out) if post is not None else out
+
+    def _unmatched_inner(self, inner_all, matched, outer_types, post):
+        rest = np.flatnonzero(~matched)
+        if not len(rest):
+            return None
+        out = _extend(inner_all.take(rest), outer_types, True)
+        return _apply(post, out) if post is not None else out
 
 
 def join_chunks(a: Chunk, ai, b: Chunk, bi) -> Chunk:
@@ -64,45 +156,54 @@ def _apply(q, chunk):
     return chunk.select(truth(q, chunk))
 
 
-class NestLoopNode(PlanNode):
-    label = "Nested Loop"
+class NestLoopNode(_JoinMixin, PlanNode):
 
-    def __init__(self, outer, inner, quals):
+    def __init__(self, outer, inner, quals, jointype="inner", filter_quals=()):
         super().__init__([outer, inner], outer.keys + inner.keys, outer.types + inner.types)
         self.quals = list(quals)
+        self._init_join(outer, inner, jointype, filter_quals)
+
+    @property
+    def label(self):
+        return f"Nested Loop{_JOIN_WORD[self.jointype]}"
 
     def details(self, qualify):
-        return ["Join Filter: " + deparse(and_all(self.quals), qualify)] if self.quals else []
+        out = ["Join Filter: " + deparse(and_all(self.quals), qualify)] if self.quals else []
+        return out + self._filter_details(qualify)
 
     def execute(self, ectx):
         outer, inner = self.children
+        jt = self.jointype
         it = inner.run(ectx)
         try:
             inner_all = concat(list(it), len(inner.keys))
         finally:
             it.close()
-        if inner_all.n == 0:
-            return
-        q = _compile_filter(ectx, self.quals, self.layout())
+        full_layout = {k: i for i, k in enumerate(outer.keys + inner.keys)}
+        q = _compile_filter(ectx, self.quals, full_layout)
+        post = self._post(ectx)
         ni = inner_all.n
-        step = max(1, NESTLOOP_PIECE // ni)
-        removed = 0
+        if ni == 0 and jt in ("inner", "semi", "right"):
+            return
+        matched = np.zeros(ni, bool) if jt in ("right", "full") else None
+        step = max(1, NESTLOOP_PIECE // max(ni, 1))
         it = outer.run(ectx)
         try:
             for oc in it:
                 for s in range(0, oc.n, step):
                     e = min(s + step, oc.n)
-                    oi = np.repeat(np.arange(s, e), ni)
+                    piece = oc if (s == 0 and e == oc.n) else oc.take(np.arange(s, e))
+                    oi = np.repeat(np.arange(e - s), ni)
                     ii = np.tile(np.arange(ni), e - s)
-                    combined = join_chunks(oc, oi, inner_all, ii)
-                    out = _apply(q, combined)
-                    removed += combined.n - out.n
-                    if out.n:
+                    out = self._emit(piece, oi, ii, q, inner_all, inner.types, matched, post)
+                    if out is not None and out.n:
                         yield out
+            if matched is not None:
+                out = self._unmatched_inner(inner_all, matched, outer.types, post)
+                if out is not None and out.n:
+                    yield out
         finally:
             it.close()
-            if self.quals:
-                ectx.note(self, "Rows Removed by Join Filter", removed)
 
 
 class IndexNestLoopNode(PlanNode):
@@ -153,52 +254,77 @@ class HashNode(PassThroughNode):
     label = "Hash"
 
 
-class HashJoinNode(PlanNode):
-    label = "Hash Join"
+class HashJoinNode(_JoinMixin, PlanNode):
 
-    def __init__(self, outer, hash_node, outer_keys, inner_keys, conds, quals):
+    def __init__(self, outer, hash_node, outer_keys, inner_keys, conds, quals,
+                 jointype="inner", filter_quals=()):
         super().__init__([outer, hash_node], outer.keys + hash_node.keys,
                          outer.types + hash_node.types)
         self.outer_keys = list(outer_keys)
         self.inner_keys = list(inner_keys)
         self.conds = list(conds)           # the equalities, for EXPLAIN
         self.quals = list(quals)
+        self._init_join(outer, hash_node, jointype, filter_quals)
+
+    @property
+    def label(self):
+        return f"Hash{_JOIN_WORD[self.jointype]} Join"
 
     def details(self, qualify):
         out = ["Hash Cond: " + deparse(and_all(self.conds), qualify)]
         if self.quals:
             out.append("Join Filter: " + deparse(and_all(self.quals), qualify))
-        return out
+        return out + self._filter_details(qualify)
 
     def execute(self, ectx):
         outer, hnode = self.children
+        jt = self.jointype
         it = hnode.run(ectx)
         try:
             build = concat(list(it), len(hnode.keys))
         finally:
             it.close()
-        if build.n == 0:
+        if build.n == 0 and jt in ("inner", "semi", "right"):
             return
         ilayout, olayout = hnode.layout(), outer.layout()
         bkeys = [evaluate(ectx.compile(e, ilayout), build) for e in self.inner_keys]
         okc = [ectx.compile(e, olayout) for e in self.outer_keys]
-        q = _compile_filter(ectx, self.quals, self.layout())
+        full_layout = {k: i for i, k in enumerate(outer.keys + hnode.keys)}
+        q = _compile_filter(ectx, self.quals, full_layout)
+        post = self._post(ectx)
         fams = [family(e.type) for e in self.inner_keys + self.outer_keys]
         vector = len(self.inner_keys) == 1 and all(f in ("int", "float", "bool", "ts")
                                                    for f in fams)
-        if vector:
+        if build.n == 0:
+            probe = None
+        elif vector:
             probe = self._sorted_probe(bkeys[0], fams)
         else:
             probe = self._dict_probe(bkeys)
+        matched = np.zeros(build.n, bool) if jt in ("right", "full") else None
+        empty = np.empty(0, np.int64)
         it = outer.run(ectx)
         try:
             for oc in it:
-                okeys = [evaluate(c, oc) for c in okc]
-                oi, ii = probe(okeys)
-                if not len(oi):
-                    continue
-                out = _apply(q, join_chunks(oc, oi, build, ii))
-                if out.n:
+                if probe is None:
+                    oi = ii = empty
+                else:
+                    okeys = [evaluate(c, oc) for c in okc]
+                    okeys = [(np.full(oc.n, v) if np.ndim(v) == 0 else v, m) for v, m in okeys]
+                    oi, ii = probe(okeys)
+                if jt == "inner":
+                    if not len(oi):
+                        continue
+                    out = _apply(q, join_chunks(oc, oi, build, ii))
+                    if post is not None:
+                        out = _apply(post, out)
+                else:
+                    out = self._emit(oc, oi, ii, q, build, hnode.types, matched, post)
+                if out is not None and out.n:
+                    yield out
+            if matched is not None:
+                out = self._unmatched_inner(build, matched, outer.types, post)
+                if out is not None and out.n:
                     yield out
         finally:
             it.close()

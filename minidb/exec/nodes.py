@@ -67,9 +67,13 @@ class ExecContext:
         self._pruners: dict = {}
         self.rows_affected = 0      # INSERT / UPDATE / DELETE
         self.wrote = False          # SELECT FOR UPDATE locked rows
+        self.outer: dict = {}       # outer-reference key -> value (correlated subqueries)
+        self.initplans: dict = {}   # SubPlan -> its value, once per execution
+        self.ctes: dict = {}        # CTE -> its rows, once per execution
+        self.worktables: dict = {}  # recursive CTE -> the working table
 
     def compile(self, e, layout):
-        return compile_expr(e, layout, self.params, self.session.xact.start_time)
+        return compile_expr(e, layout, self.params, self.session.xact.start_time, self)
 
     def pruner(self, rel) -> PagePruner:
         """The opportunistic-pruning hook for scans of ``rel``: one ``PagePruner`` per

@@ -211,7 +211,7 @@ class Repl(MetaCommands):
             cause = e.__cause__ or e
             self.out.flush()
             traceback.print_exception(type(cause), cause, cause.__traceback__, file=self.err)
-        self.error(f"ERROR:  {e}")
+        self.error(f"ERROR:  {e}" + caret_lines(self.last_query, getattr(e, "position", None)))
 
     def run_meta(self, line: str, scanner: QueryScanner | None = None) -> bool:
         """Run one backslash command (``line`` starts with the backslash); False if it
@@ -382,3 +382,18 @@ def _blank(text: str) -> bool:
     """Nothing but blanks and comments (nothing to run)."""
     from minidb.sql.parser.lexer import strip_comments
     return not strip_comments(text).strip()
+
+
+def caret_lines(query, position) -> str:
+    """psql's pointer to an error's position: ``LINE n: <that line>`` and a caret under
+    the character (``position`` is 1-based in ``query``, as the error carries it)."""
+    if not query or not position or position < 1:
+        return ""
+    pos = min(position - 1, len(query))
+    start = query.rfind("\n", 0, pos) + 1
+    end = query.find("\n", pos)
+    line = query[start:end if end >= 0 else len(query)]
+    lineno = query.count("\n", 0, pos) + 1
+    head = f"LINE {lineno}: "
+    return f"\n{head}{line}\n{' ' * (len(head) + pos - start)}^"
+

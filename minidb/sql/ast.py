@@ -17,9 +17,14 @@ Expressions::
     IsBoolE(arg, value, negated)     x IS [NOT] TRUE/FALSE
     BetweenE(arg, low, high, negated)
     InE(arg, items, negated)
-    LikeE(arg, pattern, negated, case_insensitive)
+    LikeE(arg, pattern, negated, case_insensitive, escape)
+    RegexE(arg, pattern, negated, case_insensitive)     x ~ p, x !~ p, x ~* p
+    DistinctFromE(left, right, negated)                 x IS [NOT] DISTINCT FROM y
     CastE(arg, type_name)            CAST(x AS t), x::t
-    FuncE(name, args, distinct, star)   count(*), sum(x), lower(x) ...
+    FuncE(name, args, distinct, star, filter, order)   count(*), sum(x) FILTER (WHERE ..),
+                                     string_agg(x, ',' ORDER BY y), lower(x) ...
+    WindowE(func, partition, order)  f(...) OVER (PARTITION BY .. ORDER BY ..)
+    SubqueryE(kind, query, arg, negated)   (SELECT ..), EXISTS (..), x [NOT] IN (SELECT ..)
     CaseE(operand, whens, default)
     StarE(table)                     * or t.*  (select list only)
     DefaultE()                       DEFAULT   (INSERT VALUES, UPDATE SET)
@@ -103,6 +108,22 @@ class LikeE(Node):
     pattern: Node
     negated: bool = False
     case_insensitive: bool = False
+    escape: Node | None = None
+
+
+@dataclass(frozen=True)
+class RegexE(Node):
+    arg: Node
+    pattern: Node
+    negated: bool = False
+    case_insensitive: bool = False
+
+
+@dataclass(frozen=True)
+class DistinctFromE(Node):
+    left: Node
+    right: Node
+    negated: bool = False      # True: IS NOT DISTINCT FROM
 
 
 @dataclass(frozen=True)
@@ -117,6 +138,23 @@ class FuncE(Node):
     args: tuple
     distinct: bool = False
     star: bool = False
+    filter: Node | None = None        # aggregate FILTER (WHERE ...)
+    order: tuple = ()                 # aggregate ORDER BY (OrderItem, ...)
+
+
+@dataclass(frozen=True)
+class WindowE(Node):
+    func: FuncE
+    partition: tuple = ()
+    order: tuple = ()                 # (OrderItem, ...)
+
+
+@dataclass(frozen=True, eq=False)
+class SubqueryE(Node):
+    kind: str                         # scalar | exists | in
+    query: Any                        # SelectStmt or SetOpStmt
+    arg: Node | None = None           # the left side of IN
+    negated: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,13 +180,39 @@ class DefaultE(Node):
 class TableRef:
     name: str
     alias: str | None = None
+    col_aliases: list | None = None
+
+
+@dataclass
+class SubqueryRef:
+    query: Any            # SelectStmt or SetOpStmt
+    alias: str | None
+    col_aliases: list | None = None
+
+
+@dataclass
+class FunctionRef:
+    func: Any             # FuncE (generate_series)
+    alias: str | None
+    col_aliases: list | None = None
 
 
 @dataclass
 class JoinRef:
-    left: Any             # TableRef or JoinRef
+    left: Any             # TableRef, SubqueryRef, FunctionRef or JoinRef
     right: Any
-    on: Node | None       # None: CROSS JOIN (or a comma)
+    on: Node | None       # None: CROSS JOIN (or a comma), or USING / NATURAL
+    kind: str = "inner"   # inner left right full
+    using: list | None = None
+    natural: bool = False
+
+
+@dataclass
+class CTE:
+    name: str
+    columns: list | None
+    query: Any            # SelectStmt or SetOpStmt
+    recursive: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,7 +240,23 @@ class SelectStmt(Statement):
     limit: Node | None = None
     offset: Node | None = None
     distinct: bool = False
+    distinct_on: list = field(default_factory=list)
     for_update: bool = False
+    with_: list = field(default_factory=list)    # [CTE]
+    nparams: int = 0
+    tag: str = "SELECT"
+
+
+@dataclass
+class SetOpStmt(Statement):
+    op: str                            # union intersect except
+    all: bool
+    left: Any                          # SelectStmt or SetOpStmt
+    right: Any
+    order_by: list = field(default_factory=list)
+    limit: Node | None = None
+    offset: Node | None = None
+    with_: list = field(default_factory=list)
     nparams: int = 0
     tag: str = "SELECT"
 
@@ -186,7 +266,7 @@ class InsertStmt(Statement):
     table: str
     columns: list | None               # None: all columns in order
     values: list | None = None         # [[expr, ...], ...]
-    select: SelectStmt | None = None
+    select: Any = None                 # SelectStmt or SetOpStmt
     nparams: int = 0
     tag: str = "INSERT"
 

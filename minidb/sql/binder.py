@@ -21,6 +21,14 @@ are ``minidb.exec.expr`` nodes with result types, ready for the planner.  What i
   slot); a base column left over is a GroupingError (42803).
 * **ORDER BY / GROUP BY** accept an output position (``ORDER BY 2``) and an output column
   name, as PostgreSQL does.
+* **Subqueries, joins, set operations.**  Range indexes are unique across the statement
+  (``_Ctx``), so a correlated subquery's outer column becomes ``OuterRef`` with the outer
+  key and its ``SubLink`` lists what it reads from the enclosing query.  The FROM list is
+  a tree of ``FromRel`` / ``FromJoin`` (RIGHT bound as LEFT with the sides swapped);
+  USING / NATURAL merge columns in the ``Scope``.  Window calls and generate_series in the
+  select list are rewritten to ``ColRef(("w", k))`` / ``ColRef(("srf", k))``.  UNION /
+  INTERSECT / EXCEPT give ``BoundSetOp``; WITH gives ``CTEDef`` s (``BoundRecursive`` for
+  WITH RECURSIVE).
 """
 
 from __future__ import annotations
@@ -32,17 +40,82 @@ import minidb.errors as errors
 from minidb.exec import datatypes as dtm
 from minidb.exec.datatypes import (BIGINT, BOOLEAN, DOUBLE, INTEGER, TEXT, TIMESTAMP, UNKNOWN,
                                    family)
+from minidb.exec.datatypes import ArrayType
 from minidb.exec.expr import (AggCall, Arith, BoolOp, Case, Cast, ColRef, Compare, Concat,
-                              Const, Func, InList, IsNull, Like, Neg, Not, Param, walk)
+                              Const, DistinctFrom, Func, InList, IsNull, Like, Neg, Not,
+                              OuterRef, Param, Regex, SRFCall, SubLink, SubPlan, WinCall, walk)
 from minidb.exec.modify import DEFAULT
 from minidb.sql import ast
 from minidb.types import parse_type
 
-__all__ = ["Binder", "RangeEntry", "BoundSelect", "BoundInsert", "BoundUpdate",
-           "BoundDelete", "DEFAULT"]
+__all__ = ["Binder", "RangeEntry", "BoundSelect", "BoundSetOp", "BoundInsert", "BoundUpdate",
+           "BoundDelete", "DEFAULT", "FromRel", "FromJoin", "CTEDef"]
 
-_AGG_NAMES = {"count", "sum", "avg", "min", "max"}
-_SCALAR_FUNCS = {"abs", "lower", "upper", "length", "coalesce", "nullif", "btrim", "now"}
+_AGG_NAMES = {"count", "sum", "avg", "min", "max", "string_agg", "array_agg", "bool_and",
+              "bool_or", "every", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
+              "var_pop"}
+_WINDOW_ONLY = {"row_number", "rank", "dense_rank", "lag", "lead", "first_value", "last_value",
+                "ntile", "percent_rank", "cume_dist"}
+
+
+class _Ctx:
+    """What the binders of one statement share: range-table numbering (unique across
+    subqueries, so a correlated subquery's outer columns keep their keys), the tables read
+    (for locks), the subquery plans to make, the WITH lists in scope."""
+
+    def __init__(self):
+        self.next_rel = 0
+        self.tables: dict = {}            # oid -> TableDef
+        self.subplans: list = []          # SubPlan holders
+        self.ctes: list = []              # stack of {name: CTEDef}
+        self.cte_defs: list = []
+
+
+class Scope(list):
+    """The range entries visible to expressions, plus JOIN ... USING's merged columns
+    (``merged``: name -> expression) and the columns ``*`` expands to (``star``)."""
+
+    def __init__(self, entries=()):
+        super().__init__(entries)
+        self.merged: dict = {}
+        self.star: list = []
+
+
+@dataclass
+class CTEDef:
+    """A WITH query: bound once, planned once, read by every CTE Scan that names it."""
+    name: str
+    columns: list                     # [(name, SqlType)]
+    bound: object                     # BoundSelect / BoundSetOp (/ BoundRecursive)
+    recursive: bool = False
+    plan: object = None               # the planner's SubPlan-like holder
+    number: int = 0
+
+
+@dataclass
+class FromRel:
+    index: int
+
+
+@dataclass
+class FromJoin:
+    kind: str                         # inner left full semi anti
+    left: object
+    right: object
+    quals: list
+
+
+@dataclass
+class BoundRecursive:
+    """WITH RECURSIVE's query: the non-recursive term, then the recursive one run on the
+    work table until it returns nothing."""
+    left: object
+    right: object
+    all: bool
+    names: list
+    types: list
+    cte: object = None
+    param_types: dict = field(default_factory=dict)
 
 
 
@@ -51,9 +124,12 @@ _SCALAR_FUNCS = {"abs", "lower", "upper", "length", "coalesce", "nullif", "btrim
 class RangeEntry:
     index: int
     alias: str
-    table: object            # catalog.TableDef
+    table: object            # catalog.TableDef (None for the kinds below)
     columns: list            # [(name, SqlType)]
     not_null: list           # [bool]
+    kind: str = "table"      # table subquery cte function worktable
+    sub: object = None       # subquery: its bound query; cte: CTEDef; function: (name, args)
+    hidden: set = field(default_factory=set)   # names merged by USING (unqualified lookup)
 
     def attno(self, name: str) -> int:
         for i, (n, _) in enumerate(self.columns):
@@ -82,6 +158,40 @@ class BoundSelect:
     offset: object = None
     for_update: bool = False
     param_types: dict = field(default_factory=dict)
+    from_items: list = field(default_factory=list)   # FromRel / FromJoin (comma list)
+    windows: list = field(default_factory=list)      # WinCalls, read as ColRef(("w", k))
+    srfs: list = field(default_factory=list)         # SRFCalls, read as ColRef(("srf", k))
+    distinct_on: list = field(default_factory=list)  # Exprs over the input
+    tables: list = field(default_factory=list)       # every table the statement reads
+    subplans: list = field(default_factory=list)
+    ctes: list = field(default_factory=list)
+
+    @property
+    def names(self):
+        return [n for n, _ in self.targets]
+
+    @property
+    def types(self):
+        return [e.type for _, e in self.targets]
+
+
+@dataclass
+class BoundSetOp:
+    op: str                           # union intersect except
+    all: bool
+    left: object
+    right: object
+    names: list
+    types: list
+    order_by: list = field(default_factory=list)     # over ColRef(("out", i))
+    limit: object = None
+    offset: object = None
+    param_types: dict = field(default_factory=dict)
+    tables: list = field(default_factory=list)
+    subplans: list = field(default_factory=list)
+    ctes: list = field(default_factory=list)
+    rtable: list = field(default_factory=list)
+    for_update: bool = False
 
 
 @dataclass
@@ -117,52 +227,220 @@ def _dup_alias(name):
 class Binder:
     """Binds one statement.  ``param_sig``: the Python types of the parameter values."""
 
-    def __init__(self, catalog, param_sig=(), default_parser=None):
+    def __init__(self, catalog, param_sig=(), default_parser=None, parent=None,
+                 parent_scope=None, ctx=None):
         self.catalog = catalog
         self.param_sig = tuple(param_sig)
         self.param_types: dict[int, object] = {}
         self.default_parser = default_parser
+        self.parent = parent              # the enclosing query's binder (a subquery)
+        self.parent_scope = parent_scope
+        self.ctx = ctx if ctx is not None else _Ctx()
+        self.outer_refs: list = []        # enclosing queries' columns this query reads
+        self._win_ok = False
+        self._srf_ok = False
 
+    def _child(self, scope=None, correlated=True) -> "Binder":
+        """A binder for a subquery of this query (sharing parameters and numbering)."""
+        c = Binder(self.catalog, self.param_sig, self.default_parser,
+                   parent=self if correlated else self.parent,
+                   parent_scope=scope if correlated else self.parent_scope, ctx=self.ctx)
+        c.param_types = self.param_types
+        return c
+
+    def _finish(self, b):
+        b.tables = list(self.ctx.tables.values())
+        b.subplans = list(self.ctx.subplans)
+        b.ctes = list(self.ctx.cte_defs)
+        b.param_types = dict(self.param_types)
+        return b
     # -- statements ------------------------------------------------------------------------------
     def bind(self, stmt):
-        if isinstance(stmt, ast.SelectStmt):
-            return self.select(stmt)
+        if isinstance(stmt, (ast.SelectStmt, ast.SetOpStmt)):
+            return self._finish(self.query(stmt))
         if isinstance(stmt, ast.InsertStmt):
-            return self.insert(stmt)
-        if isinstance(stmt, ast.UpdateStmt):
-            return self.update(stmt)
-        if isinstance(stmt, ast.DeleteStmt):
-            return self.delete(stmt)
-        raise errors.InternalError(f"cannot bind {type(stmt).__name__}")
+            b = self.insert(stmt)
+        elif isinstance(stmt, ast.UpdateStmt):
+            b = self.update(stmt)
+        elif isinstance(stmt, ast.DeleteStmt):
+            b = self.delete(stmt)
+        else:
+            raise errors.InternalError(f"cannot bind {type(stmt).__name__}")
+        b.tables = list(self.ctx.tables.values())
+        b.subplans = list(self.ctx.subplans)
+        b.ctes = list(self.ctx.cte_defs)
+        return b
 
-    def _entry(self, index: int, name: str, alias: str | None) -> RangeEntry:
+    def _entry(self, index: int, name: str, alias: str | None, col_aliases=None) -> RangeEntry:
+        index = self.ctx.next_rel
+        self.ctx.next_rel += 1
+        for frame in reversed(self.ctx.ctes):
+            cte = frame.get(name)
+            if cte is not None:
+                cols = _renamed(list(cte.columns), col_aliases, alias or name)
+                kind = "worktable" if cte.bound is None else "cte"
+                return RangeEntry(index, alias or name, None, cols, [False] * len(cols), kind,
+                                  cte)
         t = self.catalog.table(name)
-        cols = [(c.name, parse_type(c.type)) for c in t.columns]
+        self.ctx.tables[t.oid] = t
+        cols = _renamed([(c.name, parse_type(c.type)) for c in t.columns], col_aliases,
+                        alias or name)
         return RangeEntry(index, alias or name, t, cols, [c.not_null for c in t.columns])
 
+    def query(self, s):
+        if isinstance(s, ast.SetOpStmt):
+            return self.setop(s)
+        return self.select(s)
+
+    def _push_ctes(self, with_) -> bool:
+        if not with_:
+            return False
+        frame: dict = {}
+        self.ctx.ctes.append(frame)
+        for c in with_:
+            if c.name in frame:
+                raise errors.ProgrammingError(
+                    f'WITH query name "{c.name}" specified more than once', sqlstate="42712")
+            child = self._child(correlated=False)
+            child.outer_refs = self.outer_refs
+            if c.recursive and isinstance(c.query, ast.SetOpStmt) and c.query.op == "union" \
+                    and _names_table(c.query.right, c.name):
+                bound = child._recursive(c, frame)
+            else:
+                bound = child.query(c.query)
+                cols = list(zip(bound.names, bound.types))
+                if c.columns:
+                    if len(c.columns) > len(cols):
+                        raise errors.ProgrammingError(
+                            f'WITH query "{c.name}" has {len(cols)} columns available but '
+                            f'{len(c.columns)} columns specified', sqlstate="42P10")
+                    cols = [(c.columns[i] if i < len(c.columns) else n, t)
+                            for i, (n, t) in enumerate(cols)]
+                frame[c.name] = CTEDef(c.name, cols, bound)
+            self.ctx.cte_defs.append(frame[c.name])
+        return True
+
+    def _recursive(self, c, frame):
+        """WITH RECURSIVE name AS (non-recursive UNION [ALL] recursive)."""
+        q = c.query
+        left = self.query(q.left)
+        cols = list(zip(left.names, left.types))
+        if c.columns:
+            if len(c.columns) != len(cols):
+                raise errors.ProgrammingError(
+                    f'WITH query "{c.name}" has {len(cols)} columns available but '
+                    f'{len(c.columns)} columns specified', sqlstate="42P10")
+            cols = [(c.columns[i], t) for i, (_, t) in enumerate(cols)]
+        work = CTEDef(c.name, cols, None, True)
+        frame[c.name] = work
+        right = self._child(correlated=False)
+        right.outer_refs = self.outer_refs
+        rb = right.query(q.right)
+        if len(rb.types) != len(cols):
+            raise errors.ProgrammingError("each UNION query must have the same number of "
+                                          "columns", sqlstate="42601")
+        for (n, t), u in zip(cols, rb.types):
+            if family(t) != family(u) and not {family(t), family(u)} <= {"int", "float"}:
+                raise errors.DatatypeMismatch(
+                    f'recursive query "{c.name}" column has type {t} in non-recursive term '
+                    f"but type {u} overall")
+        rec = BoundRecursive(left, rb, q.all, [n for n, _ in cols], [t for _, t in cols])
+        cte = CTEDef(c.name, cols, rec, True)
+        rec.cte = work
+        work.plan = None
+        frame[c.name] = cte
+        cte.work = work
+        return rec
+
+    def setop(self, s: ast.SetOpStmt) -> BoundSetOp:
+        pushed = self._push_ctes(s.with_)
+        try:
+            left = self.query(s.left)
+            right = self.query(s.right)
+            word = s.op.upper()
+            if len(left.types) != len(right.types):
+                raise errors.ProgrammingError(
+                    f"each {word} query must have the same number of columns", sqlstate="42601")
+            types = []
+            for a, b_ in zip(left.types, right.types):
+                t = self._common([a, b_], word)
+                types.append(TEXT if family(t) == "text" else t)
+            b = BoundSetOp(s.op, s.all, left, right, list(left.names), types)
+            outs = [ColRef(("out", i), t, n, "") for i, (n, t) in enumerate(zip(b.names, types))]
+            for o in s.order_by:
+                e = o.expr
+                if isinstance(e, ast.Lit) and e.kind == "int":
+                    if not 1 <= e.value <= len(outs):
+                        raise errors.InvalidColumnReference(
+                            f"ORDER BY position {e.value} is not in select list")
+                    ex = outs[e.value - 1]
+                elif isinstance(e, ast.Name) and len(e.parts) == 1 and e.parts[0] in b.names:
+                    ex = outs[b.names.index(e.parts[0])]
+                else:
+                    raise errors.NotSupportedError(
+                        f"invalid {word} ORDER BY clause: only result column names can be "
+                        "used, not expressions or functions")
+                nf = o.nulls_first if o.nulls_first is not None else o.desc
+                b.order_by.append((ex, o.desc, nf))
+            if s.limit is not None:
+                b.limit = self._limit(s.limit, "LIMIT")
+            if s.offset is not None:
+                b.offset = self._limit(s.offset, "OFFSET")
+            b.param_types = dict(self.param_types)
+            return b
+        finally:
+            if pushed:
+                self.ctx.ctes.pop()
+
     def select(self, s: ast.SelectStmt) -> BoundSelect:
+        pushed = self._push_ctes(s.with_)
+        try:
+            return self._select(s)
+        finally:
+            if pushed:
+                self.ctx.ctes.pop()
+
+    def _select(self, s: ast.SelectStmt) -> BoundSelect:
         # binding order matters: a parameter's type is fixed by its first context
-        rtable, quals = self._from_list(s.from_)
-        scope = rtable
+        items, quals, scope = self._from_list(s.from_)
+        rtable = list(scope)
         if s.where is not None:
             quals.extend(_conjuncts(self.boolean(s.where, scope, "WHERE")))
-        targets = self._targets(s.targets, scope)
+        self._win_ok = self._srf_ok = True
+        try:
+            targets = self._targets(s.targets, scope)
+        finally:
+            self._srf_ok = False
         b = BoundSelect(rtable=rtable, quals=quals, targets=targets, for_update=s.for_update)
+        b.from_items = items
         # GROUP BY (positions and output names allowed)
+        self._win_ok = False
         group = [self._group_item(g, scope, targets) for g in s.group_by]
         # ORDER BY
         order = []
-        for o in s.order_by:
-            ex = self._order_item(o.expr, scope, targets)
-            nf = o.nulls_first if o.nulls_first is not None else o.desc
-            order.append((ex, o.desc, nf))
+        self._win_ok = True
+        try:
+            for o in s.order_by:
+                ex = self._order_item(o.expr, scope, targets)
+                nf = o.nulls_first if o.nulls_first is not None else o.desc
+                order.append((ex, o.desc, nf))
+            don = [self._order_item(d, scope, targets) for d in s.distinct_on]
+        finally:
+            self._win_ok = False
         having = self.boolean(s.having, scope, "HAVING", agg_ok=True) \
             if s.having is not None else None
-        b.order_by = self._aggregation(b, group, order, having)
+        b.order_by = self._aggregation(b, group, order, having, don)
+        self._windows(b)
+        self._set_returning(b)
         if s.distinct:
             self._distinct(b)
-        if s.for_update and len(rtable) != 1:
+        if b.distinct_on:
+            self._check_distinct_on(b)
+        if s.for_update and (len(rtable) != 1 or rtable[0].kind != "table"):
             raise errors.NotSupportedError("FOR UPDATE is supported on a single table only")
+        if s.for_update and (b.windows or b.distinct_on or b.srfs):
+            raise errors.NotSupportedError("FOR UPDATE is not allowed with window functions, "
+                                           "DISTINCT ON or set-returning functions")
         if s.limit is not None:
             b.limit = self._limit(s.limit, "LIMIT")
         if s.offset is not None:
@@ -170,56 +448,232 @@ class Binder:
         b.param_types = dict(self.param_types)
         return b
 
-    def _from_list(self, items) -> tuple[list, list]:
-        """The range table of a FROM list (joins flattened, left to right) and the
-        conjuncts of its JOIN ... ON conditions, each bound in the scope of the tables
-        to its left."""
-        rtable: list[RangeEntry] = []
+    def _windows(self, b):
+        """Window calls of the select list and ORDER BY -> ColRef(("w", k)) over the
+        WindowAgg nodes' output."""
+        wins = []
+        for ex in [t for _, t in b.targets] + [e for e, _, _ in b.order_by]:
+            for n in walk(ex):
+                if isinstance(n, WinCall) and n not in wins:
+                    wins.append(n)
+        if not wins:
+            return
+        b.windows = wins
+        m = {w: ColRef(("w", k), w.type, w.name, "") for k, w in enumerate(wins)}
+        b.targets = [(n, _replace(e, m)) for n, e in b.targets]
+        b.order_by = [(_replace(e, m), d, nf) for e, d, nf in b.order_by]
+        b.distinct_on = [_replace(e, m) for e in b.distinct_on]
+
+    def _set_returning(self, b):
+        srfs = []
+        for _, t in b.targets:
+            for n in walk(t):
+                if isinstance(n, SRFCall) and n not in srfs:
+                    srfs.append(n)
+        if not srfs:
+            return
+        for _, t in b.targets:
+            if isinstance(t, SRFCall):
+                continue
+            for n in walk(t):
+                if isinstance(n, SRFCall):
+                    raise errors.NotSupportedError(
+                        f"{n.name}() inside an expression of the select list is not "
+                        "supported (put it in FROM)")
+        b.srfs = srfs
+        m = {f: ColRef(("srf", k), f.type, f.name, "") for k, f in enumerate(srfs)}
+        b.targets = [(n, _replace(e, m)) for n, e in b.targets]
+        b.order_by = [(_replace(e, m), d, nf) for e, d, nf in b.order_by]
+
+    def _check_distinct_on(self, b):
+        keys = b.distinct_on
+        lead = [e for e, _, _ in b.order_by[:len(keys)]]
+        if b.order_by and (len(lead) < len(keys) and any(e not in keys for e in lead)
+                           or len(lead) == len(keys) and set(lead) != set(keys)):
+            raise errors.ProgrammingError(
+                "SELECT DISTINCT ON expressions must match initial ORDER BY expressions",
+                sqlstate="42P10")
+
+    def _from_list(self, items):
+        """The FROM list: its items as a tree (``FromRel`` / ``FromJoin``; RIGHT joins are
+        turned into LEFT joins with the sides swapped), the conjuncts of the top level's
+        inner JOIN ... ON conditions, and the scope (entries, USING's merged columns,
+        ``*``'s columns)."""
+        scope = Scope()
         quals: list = []
 
-        def add_item(item):
+        def add(item, top):
             if isinstance(item, ast.TableRef):
                 alias = item.alias or item.name
-                if any(e.alias == alias for e in rtable):
+                if any(e.alias == alias for e in scope):
                     raise _dup_alias(alias)
-                rtable.append(self._entry(len(rtable), item.name, item.alias))
-                return
-            add_item(item.left)
-            add_item(item.right)
-            if item.on is not None:
-                quals.extend(_conjuncts(self.boolean(item.on, list(rtable), "JOIN/ON")))
+                e = self._entry(0, item.name, item.alias, item.col_aliases)
+                scope.append(e)
+                return FromRel(e.index), [(n, e.colref(i)) for i, (n, _) in
+                                          enumerate(e.columns)]
+            if isinstance(item, ast.SubqueryRef):
+                if any(e.alias == item.alias for e in scope):
+                    raise _dup_alias(item.alias)
+                child = self._child(correlated=False)
+                child.outer_refs = self.outer_refs
+                bq = child.query(item.query)
+                cols = _renamed(list(zip(bq.names, bq.types)), item.col_aliases, item.alias)
+                e = RangeEntry(self.ctx.next_rel, item.alias, None, cols, [False] * len(cols),
+                               "subquery", bq)
+                self.ctx.next_rel += 1
+                scope.append(e)
+                return FromRel(e.index), [(n, e.colref(i)) for i, (n, _) in
+                                          enumerate(e.columns)]
+            if isinstance(item, ast.FunctionRef):
+                return self._function_rel(item, scope)
+            ln, lcols = add(item.left, False)
+            rn, rcols = add(item.right, False)
+            kind = item.kind
+            using = item.using
+            if item.natural:
+                rnames = {n for n, _ in rcols}
+                using = [n for n, _ in lcols if n in rnames]
+            if using is not None:
+                conds, merged_cols = [], []
+                for name in using:
+                    lx = [x for n, x in lcols if n == name]
+                    rx = [x for n, x in rcols if n == name]
+                    for side, hits in (("left", lx), ("right", rx)):
+                        if not hits:
+                            raise errors.UndefinedColumn(
+                                f'column "{name}" specified in USING clause does not exist '
+                                f"in {side} table")
+                        if len(hits) > 1:
+                            raise errors.AmbiguousColumn(
+                                f'common column name "{name}" appears more than once in '
+                                f"{side} table")
+                    cmp = self._compare("=", lx[0], rx[0])
+                    conds.append(cmp)
+                    if kind == "full":
+                        t = self._common([lx[0].type, rx[0].type], "JOIN/USING")
+                        merged = Func("coalesce", (lx[0], rx[0]), t)
+                    else:
+                        merged = rx[0] if kind == "right" else lx[0]
+                    merged_cols.append((name, merged))
+                    scope.merged[name] = merged
+                    for x in (lx[0], rx[0]):
+                        for ent in scope:
+                            if isinstance(x, ColRef) and x.key[0] == ent.index:
+                                ent.hidden.add(name)
+                cols = merged_cols + [(n, x) for n, x in lcols if n not in using] + \
+                    [(n, x) for n, x in rcols if n not in using]
+                on = conds
+            else:
+                on = _conjuncts(self.boolean(item.on, scope, "JOIN/ON")) \
+                    if item.on is not None else []
+                cols = lcols + rcols
+            if kind == "right":
+                return FromJoin("left", rn, ln, on), cols
+            return FromJoin(kind, ln, rn, on), cols
 
+        tree = []
         for item in items:
-            add_item(item)
-        return rtable, quals
+            node, cols = add(item, True)
+            tree.append(node)
+            scope.star.extend(cols)
+        # inner joins at the top level: their ON conditions are WHERE conditions
+        flat = []
+
+        def flatten(n):
+            if isinstance(n, FromJoin) and n.kind == "inner":
+                flatten(n.left)
+                flatten(n.right)
+                quals.extend(n.quals)
+            else:
+                flat.append(n)
+        for n in tree:
+            flatten(n)
+        return flat, quals, scope
+
+    def _function_rel(self, item, scope):
+        f = item.func
+        if f.name != "generate_series":
+            raise errors.NotSupportedError(f"function {f.name}() in FROM is not supported "
+                                           "(generate_series is)")
+        if f.filter is not None or f.distinct or f.star:
+            raise errors.ProgrammingError("syntax error in FROM function call", sqlstate="42601")
+        call = self._generate_series(f, Scope())
+        alias = item.alias or "generate_series"
+        if any(e.alias == alias for e in scope):
+            raise _dup_alias(alias)
+        colname = (item.col_aliases or [item.alias or "generate_series"])[0]
+        if item.col_aliases and len(item.col_aliases) > 1:
+            raise errors.ProgrammingError(f'table "{alias}" has 1 columns available but '
+                                          f"{len(item.col_aliases)} columns specified",
+                                          sqlstate="42P10")
+        e = RangeEntry(self.ctx.next_rel, alias, None, [(colname, call.type)], [False],
+                       "function", call)
+        self.ctx.next_rel += 1
+        scope.append(e)
+        return FromRel(e.index), [(colname, e.colref(0))]
+
+    def _generate_series(self, f, scope) -> SRFCall:
+        args = [self.expr(a, scope) for a in f.args]
+        types = [a.type for a in args]
+        sig = ", ".join(str(t) for t in types)
+        if len(args) not in (2, 3):
+            raise errors.UndefinedFunction(f"function generate_series({sig}) does not exist")
+        if any(family(t) == "ts" for t in types[:2]) or (
+                all(t is UNKNOWN for t in types[:2]) and len(args) == 3):
+            a0 = self._coerce_unknown(args[0], TIMESTAMP) if types[0] is UNKNOWN else args[0]
+            a1 = self._coerce_unknown(args[1], TIMESTAMP) if types[1] is UNKNOWN else args[1]
+            if family(a0.type) != "ts" or family(a1.type) != "ts" or len(args) != 3:
+                raise errors.UndefinedFunction(f"function generate_series({sig}) does not exist")
+            step = args[2]
+            if not isinstance(step, Const) or not isinstance(step.value, str):
+                raise errors.NotSupportedError("generate_series over timestamps needs an "
+                                               "interval literal as its step ('1 day')")
+            return SRFCall("generate_series", (a0, a1, Const(_interval(step.value), UNKNOWN)),
+                           TIMESTAMP)
+        conv = []
+        for a in args:
+            if a.type is UNKNOWN:
+                a = self._coerce_unknown(a, INTEGER)
+            if family(a.type) not in ("int", "float"):
+                raise errors.UndefinedFunction(f"function generate_series({sig}) does not exist")
+            conv.append(a)
+        t = conv[0].type
+        for a in conv[1:]:
+            t = dtm.common_numeric(t, a.type)
+        return SRFCall("generate_series", tuple(conv), t)
 
     def _targets(self, items, scope) -> list:
         """The select list as [(output name, Expr)], ``*`` and ``t.*`` expanded."""
         targets = []
         for node, alias in items:
             if isinstance(node, ast.StarE):
-                ents = scope if node.table is None else [self._find_entry(scope, node.table)]
-                if not ents:
-                    raise errors.ProgrammingError("SELECT * with no tables specified is not valid",
-                                                  sqlstate="42601")
-                for e in ents:
-                    for i in range(len(e.columns)):
-                        targets.append((e.columns[i][0], e.colref(i)))
+                if node.table is None:
+                    cols = scope.star if isinstance(scope, Scope) else \
+                        [(c[0], e.colref(i)) for e in scope for i, c in enumerate(e.columns)]
+                    if not cols and not scope:
+                        raise errors.ProgrammingError(
+                            "SELECT * with no tables specified is not valid", sqlstate="42601")
+                    targets.extend(cols)
+                    continue
+                e = self._find_entry(scope, node.table)
+                for i in range(len(e.columns)):
+                    targets.append((e.columns[i][0], e.colref(i)))
                 continue
             ex = self.expr(node, scope, agg_ok=True)
             targets.append((alias or _default_name(node), ex))
         return targets
 
-    def _aggregation(self, b: BoundSelect, group, order, having) -> list:
+    def _aggregation(self, b: BoundSelect, group, order, having, distinct_on=()) -> list:
         """Collects the aggregate calls of the select list, ORDER BY and HAVING; with
         GROUP BY, aggregates or HAVING, marks ``b`` grouped and rewrites what is above the
         aggregation to read its output.  Returns the (rewritten) ORDER BY."""
         aggs = []
-        for ex in [t for _, t in b.targets] + [e for e, _, _ in order] + \
+        for ex in [t for _, t in b.targets] + [e for e, _, _ in order] + list(distinct_on) + \
                 ([having] if having is not None else []):
             for n in walk(ex):
                 if isinstance(n, AggCall) and n not in aggs:
                     aggs.append(n)
+        b.distinct_on = list(distinct_on)
         if group or aggs or having is not None:
             b.grouped = True
             b.group_by = group
@@ -227,6 +681,7 @@ class Binder:
             rw = _GroupRewriter(group, aggs)
             b.targets = [(n, rw.rewrite(e)) for n, e in b.targets]
             order = [(rw.rewrite(e), d, nf) for e, d, nf in order]
+            b.distinct_on = [rw.rewrite(e) for e in distinct_on]
             b.having = rw.rewrite(having) if having is not None else None
             if b.for_update:
                 raise errors.NotSupportedError(
@@ -329,9 +784,13 @@ class Binder:
             if width is not None and width < len(attnos):
                 attnos = attnos[:width]
         else:
-            sel = Binder(self.catalog, self.param_sig, self.default_parser)
+            sel = Binder(self.catalog, self.param_sig, self.default_parser, ctx=self.ctx)
             sel.param_types = self.param_types
-            bs = sel.select(s.select)
+            q = s.select
+            if isinstance(q, ast.SetOpStmt) or (isinstance(q, ast.SelectStmt) and q.with_):
+                q = ast.SelectStmt(targets=[(ast.StarE(None), None)],
+                                   from_=[ast.SubqueryRef(q, "*SELECT*", None)])
+            bs = sel._finish(sel.select(q))
             if len(bs.targets) > len(attnos):
                 raise errors.SyntaxError_("INSERT has more expressions than target columns")
             if len(bs.targets) < len(attnos):
@@ -400,13 +859,17 @@ class Binder:
             raise errors.GroupingError(f"aggregate functions are not allowed in {what}")
         return e
 
+    def expr(self, n, scope, ctx=None, agg_ok=False):
+        e = self._expr(n, scope, ctx, agg_ok)
+        return e
+
     def _find_entry(self, scope, name: str) -> RangeEntry:
         for e in scope:
             if e.alias == name:
                 return e
         raise errors.UndefinedTable(f'missing FROM-clause entry for table "{name}"')
 
-    def expr(self, n, scope, ctx=None, agg_ok=False):
+    def _expr(self, n, scope, ctx=None, agg_ok=False):
         x = lambda node, c=None: self.expr(node, scope, c, agg_ok)  # noqa: E731
         if isinstance(n, ast.Name):
             return self._column(n, scope)
@@ -459,7 +922,31 @@ class Binder:
             p = x(n.pattern, TEXT)
             a = self._text_arg(a, "LIKE")
             p = self._text_arg(p, "LIKE")
-            return Like(a, p, n.negated, n.case_insensitive)
+            esc = "\\"
+            if n.escape is not None:
+                ev = x(n.escape, TEXT)
+                if not isinstance(ev, Const) or not isinstance(ev.value, str):
+                    raise errors.NotSupportedError("a LIKE ESCAPE that is not a string "
+                                                   "constant is not supported")
+                esc = ev.value
+                if len(esc) > 1:
+                    raise errors.DataError("invalid escape string", sqlstate="22025")
+            return Like(a, p, n.negated, n.case_insensitive, escape=esc)
+        if isinstance(n, ast.RegexE):
+            a = self._text_arg(x(n.arg, TEXT), "~")
+            p = self._text_arg(x(n.pattern, TEXT), "~")
+            return Regex(a, p, n.negated, n.case_insensitive)
+        if isinstance(n, ast.DistinctFromE):
+            a = x(n.left)
+            b = x(n.right, _ctx_of(a))
+            if a.type is UNKNOWN and b.type is not UNKNOWN:
+                a = self._coerce_unknown(a, b.type)
+            cmp = self._compare("=", a, b)
+            return DistinctFrom(cmp.left, cmp.right, n.negated)
+        if isinstance(n, ast.SubqueryE):
+            return self._sublink(n, scope, agg_ok)
+        if isinstance(n, ast.WindowE):
+            return self._window(n, scope)
         if isinstance(n, ast.CastE):
             t = parse_type(n.type_name)
             a = x(n.arg, t)
@@ -480,9 +967,15 @@ class Binder:
                                           sqlstate="42601")
         raise errors.NotSupportedError(f"expression {type(n).__name__} is not supported")
 
-    def _column(self, n: ast.Name, scope) -> ColRef:
+    def _column(self, n: ast.Name, scope):
         if len(n.parts) == 2:
-            e = self._find_entry(scope, n.parts[0])
+            ents = [e for e in scope if e.alias == n.parts[0]]
+            if not ents:
+                if self.parent is not None:
+                    return self._outer(n)
+                raise errors.UndefinedTable(
+                    f'missing FROM-clause entry for table "{n.parts[0]}"')
+            e = ents[0]
             a = e.attno(n.parts[1])
             if a < 0:
                 raise errors.UndefinedColumn(f"column {n.parts[0]}.{n.parts[1]} does not exist")
@@ -490,13 +983,33 @@ class Binder:
         if len(n.parts) != 1:
             raise errors.NotSupportedError(f"name {n} is not supported")
         name = n.parts[0]
-        hits = [(e, e.attno(name)) for e in scope if e.attno(name) >= 0]
+        merged = getattr(scope, "merged", None)
+        if merged and name in merged:
+            return merged[name]
+        hits = [(e, e.attno(name)) for e in scope
+                if e.attno(name) >= 0 and name not in e.hidden]
         if not hits:
+            if self.parent is not None:
+                return self._outer(n)
             raise errors.UndefinedColumn(f'column "{name}" does not exist')
         if len(hits) > 1:
             raise errors.AmbiguousColumn(f'column reference "{name}" is ambiguous')
         e, a = hits[0]
         return e.colref(a)
+
+    def _outer(self, n: ast.Name):
+        """A name of an enclosing query (a correlated subquery's outer reference)."""
+        try:
+            r = self.parent._column(n, self.parent_scope if self.parent_scope is not None
+                                    else [])
+        except errors.UndefinedTable:
+            raise errors.UndefinedTable(
+                f'missing FROM-clause entry for table "{n.parts[0]}"') from None
+        except errors.UndefinedColumn:
+            raise errors.UndefinedColumn(f'column "{n}" does not exist') from None
+        if r not in self.outer_refs:
+            self.outer_refs.append(r)
+        return r if isinstance(r, OuterRef) else OuterRef(r, r.type)
 
     def _param_type(self, index: int, ctx):
         if index in self.param_types:
@@ -618,37 +1131,132 @@ class Binder:
             return TEXT
         return known[0]
 
+    def _sublink(self, n: ast.SubqueryE, scope, agg_ok):
+        child = self._child(scope)
+        bq = child.query(n.query)
+        holder = SubPlan(bq)
+        self.ctx.subplans.append(holder)
+        local = {e.index for e in scope}
+        outer = []
+        for r in child.outer_refs:
+            if isinstance(r, OuterRef):
+                outer.append(r)
+            elif all(isinstance(k[0], int) and k[0] in local
+                     for k in (c.key for c in walk(r) if isinstance(c, ColRef))):
+                outer.append(r)
+            else:
+                outer.append(OuterRef(r, r.type))
+        holder.outer_keys = [OuterRef(r, r.type).key if not isinstance(r, OuterRef) else r.key
+                             for r in child.outer_refs]
+        holder.test = None
+        ncols = len(bq.types)
+        if n.kind == "exists":
+            return SubLink("exists", holder, None, False, tuple(outer), BOOLEAN)
+        if ncols != 1:
+            raise errors.ProgrammingError("subquery must return only one column" if
+                                          n.kind == "scalar" else
+                                          "subquery has too many columns", sqlstate="42601")
+        st = bq.types[0]
+        if n.kind == "scalar":
+            return SubLink("scalar", holder, None, False, tuple(outer), st)
+        a = self.expr(n.arg, scope, _ctx_of_type(st), agg_ok)
+        cmp = self._compare("=", a, ColRef(("sub", 0), st, bq.names[0], ""))
+        holder.test = cmp
+        return SubLink("in", holder, cmp.left, n.negated, tuple(outer), BOOLEAN)
+
+    def _window(self, n: ast.WindowE, scope):
+        if not self._win_ok:
+            raise errors.ProgrammingError("window functions are not allowed here",
+                                          sqlstate="42P20")
+        f = n.func
+        name = f.name
+        if f.distinct:
+            raise errors.NotSupportedError("DISTINCT is not implemented for window functions")
+        if f.filter is not None or f.order:
+            raise errors.NotSupportedError("FILTER / ORDER BY inside a window function call "
+                                           "is not supported")
+        self._win_ok = False
+        try:
+            args = [self.expr(a, scope, None, agg_ok=True) for a in f.args]
+            part = tuple(self.expr(p, scope, None, agg_ok=True) for p in n.partition)
+            order = [(self.expr(o.expr, scope, None, agg_ok=True), o.desc,
+                      o.nulls_first if o.nulls_first is not None else o.desc) for o in n.order]
+        finally:
+            self._win_ok = True
+        sig = ", ".join(str(a.type) for a in args)
+        if name in ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist"):
+            if args:
+                raise errors.UndefinedFunction(f"function {name}({sig}) does not exist")
+            rt = DOUBLE if name in ("percent_rank", "cume_dist") else BIGINT
+        elif name == "ntile":
+            if len(args) != 1 or family(args[0].type) != "int":
+                raise errors.UndefinedFunction(f"function {name}({sig}) does not exist")
+            rt = INTEGER
+        elif name in ("lag", "lead", "first_value", "last_value"):
+            if not args or len(args) > (3 if name in ("lag", "lead") else 1):
+                raise errors.UndefinedFunction(f"function {name}({sig}) does not exist")
+            if args[0].type is UNKNOWN:
+                args[0] = self._coerce_unknown(args[0], TEXT)
+            rt = args[0].type
+            if family(rt) == "text":
+                args[0] = _strip_char(args[0])
+                rt = TEXT
+            if len(args) >= 2:
+                if args[1].type is UNKNOWN:
+                    args[1] = self._coerce_unknown(args[1], INTEGER)
+                if family(args[1].type) != "int":
+                    raise errors.UndefinedFunction(f"function {name}({sig}) does not exist")
+            if len(args) == 3:
+                d = args[2]
+                if d.type is UNKNOWN:
+                    d = self._coerce_unknown(d, rt)
+                cmp = self._compare("=", Const(None, rt), d)
+                args[2] = cmp.right
+                if family(rt) == "int" and family(d.type) == "float":
+                    raise errors.UndefinedFunction(f"function {name}({sig}) does not exist")
+        elif name in ("count", "sum", "avg", "min", "max"):
+            if f.star and name == "count":
+                args = []
+                rt = BIGINT
+            else:
+                agg = self._func(ast.FuncE(name, f.args), scope, None, True)
+                if not isinstance(agg, AggCall):
+                    raise errors.UndefinedFunction(f"function {name}({sig}) does not exist")
+                args = [agg.arg]
+                rt = agg.type
+        else:
+            raise errors.UndefinedFunction(f"function {name}({sig}) does not exist" if
+                                           name not in _AGG_NAMES else
+                                           f"{name}() as a window function is not supported")
+        return WinCall(name, tuple(args), part, tuple(e for e, _, _ in order),
+                       tuple(d for _, d, _ in order), tuple(nf for _, _, nf in order), rt)
+
     def _func(self, n: ast.FuncE, scope, ctx, agg_ok):
         name = n.name
+        if name == "every":
+            name = "bool_and"
         if name in _AGG_NAMES:
-            if not agg_ok:
-                raise errors.GroupingError(f"aggregate functions are not allowed here ({name})")
-            if n.star:
-                return AggCall("count", None, False, BIGINT)
-            if len(n.args) != 1:
-                raise errors.UndefinedFunction(f"function {name} takes one argument")
-            a = self.expr(n.args[0], scope, None, agg_ok=False)
-            if a.type is UNKNOWN:
-                a = self._coerce_unknown(a, TEXT)
-            f = family(a.type)
-            if name == "count":
-                rt = BIGINT
-            elif name in ("sum", "avg"):
-                if f not in ("int", "float"):
-                    raise errors.UndefinedFunction(f"function {name}({a.type}) does not exist")
-                rt = DOUBLE if (name == "avg" or f == "float") else BIGINT
-            else:
-                if f == "bool":
-                    raise errors.UndefinedFunction(f"function {name}(boolean) does not exist")
-                rt = TEXT if f == "text" else a.type
-                a = _strip_char(a) if f == "text" else a
-            return AggCall(name, a, n.distinct, rt)
-        if n.distinct or n.star:
-            raise errors.ProgrammingError(f"DISTINCT specified, but {name} is not an aggregate "
-                                          "function", sqlstate="42809")
-        if name not in _SCALAR_FUNCS:
-            raise errors.UndefinedFunction(f"function {name}() does not exist")
+            return self._agg(n, name, scope, agg_ok)
+        if name in _WINDOW_ONLY:
+            raise errors.ProgrammingError(f"window function {name} requires an OVER clause",
+                                          sqlstate="42809")
+        if n.distinct or n.star or n.filter is not None or n.order:
+            raise errors.ProgrammingError(f"DISTINCT, ORDER BY or FILTER specified, but {name} "
+                                          "is not an aggregate function", sqlstate="42809")
+        if name == "generate_series":
+            if not self._srf_ok:
+                raise errors.NotSupportedError(
+                    "generate_series() is supported in FROM and at the top of the select "
+                    "list only")
+            return self._generate_series(n, scope)
         args = [self.expr(a, scope, None, agg_ok) for a in n.args]
+        from minidb.sql.functions import bind_function
+        out = bind_function(self, name, args)
+        if out is not None:
+            return out
+        if name not in ("abs", "lower", "upper", "length", "coalesce", "nullif", "btrim",
+                        "now"):
+            raise _no_function(name, args)
         if name == "now":
             if args:
                 raise errors.UndefinedFunction("function now() takes no arguments")
@@ -679,11 +1287,70 @@ class Binder:
         if f != "text":
             raise errors.UndefinedFunction(f"function {name}({a.type}) does not exist")
         a = _strip_char(a) if name != "length" else a
+        if name == "btrim" and len(args) != 1:
+            raise _no_function(name, args)
         if name == "length":
             if a.type.name == "char":
                 a = Func("rtrim_char", (a,), TEXT)
             return Func("length", (a,), INTEGER)
         return Func(name, (a,), TEXT)
+
+    def _agg(self, n: ast.FuncE, name, scope, agg_ok):
+        if not agg_ok:
+            raise errors.GroupingError(f"aggregate functions are not allowed here ({name})")
+        filt = None
+        if n.filter is not None:
+            filt = self.boolean(n.filter, scope, "FILTER")
+        order = [(self.expr(o.expr, scope, None, agg_ok=False), o.desc,
+                  o.nulls_first if o.nulls_first is not None else o.desc) for o in n.order]
+        okw = dict(filter=filt, order=tuple(e for e, _, _ in order),
+                   order_desc=tuple(d for _, d, _ in order),
+                   order_nf=tuple(nf for _, _, nf in order))
+        if n.star:
+            return AggCall("count", None, False, BIGINT, **okw)
+        args = [self.expr(a, scope, None, agg_ok=False) for a in n.args]
+        want = 2 if name == "string_agg" else 1
+        if len(args) != want:
+            raise _no_function(name, args)
+        a = args[0]
+        if a.type is UNKNOWN:
+            a = self._coerce_unknown(a, TEXT)
+        f = family(a.type)
+        extra = ()
+        if name == "count":
+            rt = BIGINT
+        elif name in ("sum", "avg"):
+            if f not in ("int", "float"):
+                raise _no_function(name, [a])
+            rt = DOUBLE if (name == "avg" or f == "float") else BIGINT
+        elif name in ("min", "max"):
+            if f in ("bool", "array"):
+                raise _no_function(name, [a])
+            rt = TEXT if f == "text" else a.type
+            a = _strip_char(a) if f == "text" else a
+        elif name == "string_agg":
+            sep = args[1]
+            if sep.type is UNKNOWN:
+                sep = self._coerce_unknown(sep, TEXT)
+            if f != "text" or family(sep.type) != "text":
+                raise _no_function(name, [a, sep])
+            a = _strip_char(a)
+            extra = (_strip_char(sep),)
+            rt = TEXT
+        elif name == "array_agg":
+            if f == "array":
+                raise errors.NotSupportedError("array_agg of arrays is not supported")
+            rt = ArrayType(TEXT if f == "text" else a.type)
+            a = _strip_char(a) if f == "text" else a
+        elif name in ("bool_and", "bool_or"):
+            if f != "bool":
+                raise _no_function(name, [a])
+            rt = BOOLEAN
+        else:                                    # stddev, variance and their forms
+            if f not in ("int", "float"):
+                raise _no_function(name, [a])
+            rt = DOUBLE
+        return AggCall(name, a, n.distinct, rt, extra, **okw)
 
     def _case(self, n: ast.CaseE, x):
         operand = x(n.operand) if n.operand is not None else None
@@ -721,6 +1388,86 @@ class Binder:
             f'column "{column}" is of type {t} but expression is of type {e.type}')
 
 
+def _no_function(name, args):
+    sig = ", ".join(str(a.type) for a in args)
+    return errors.UndefinedFunction(
+        f"function {name}({sig}) does not exist")
+
+
+def _ctx_of_type(t):
+    return None if t is UNKNOWN else t
+
+
+def _replace(e, mapping: dict):
+    """``e`` with every subtree found in ``mapping`` replaced."""
+    if e in mapping:
+        return mapping[e]
+    return _map_children(e, lambda c: _replace(c, mapping))
+
+
+def _renamed(cols, aliases, alias):
+    if not aliases:
+        return cols
+    if len(aliases) > len(cols):
+        raise errors.ProgrammingError(f'table "{alias}" has {len(cols)} columns available '
+                                      f"but {len(aliases)} columns specified", sqlstate="42P10")
+    return [(aliases[i] if i < len(aliases) else n, t) for i, (n, t) in enumerate(cols)]
+
+
+def _names_table(q, name) -> bool:
+    """Does query ``q`` name table ``name`` in a FROM list (recursive CTE detection)?"""
+    if isinstance(q, ast.SetOpStmt):
+        return _names_table(q.left, name) or _names_table(q.right, name)
+
+    def item(i):
+        if isinstance(i, ast.TableRef):
+            return i.name == name
+        if isinstance(i, ast.JoinRef):
+            return item(i.left) or item(i.right)
+        if isinstance(i, ast.SubqueryRef):
+            return _names_table(i.query, name)
+        return False
+    return any(item(i) for i in q.from_)
+
+
+def _interval(text: str) -> tuple:
+    """An interval literal as (months, microseconds) (generate_series's step)."""
+    import re as _re
+    units = {"microsecond": (0, 1), "millisecond": (0, 1000), "second": (0, 10 ** 6),
+             "minute": (0, 60 * 10 ** 6), "hour": (0, 3600 * 10 ** 6),
+             "day": (0, 86400 * 10 ** 6), "week": (0, 7 * 86400 * 10 ** 6),
+             "month": (1, 0), "year": (12, 0), "mon": (1, 0), "min": (0, 60 * 10 ** 6),
+             "sec": (0, 10 ** 6), "ms": (0, 1000), "us": (0, 1), "h": (0, 3600 * 10 ** 6),
+             "d": (0, 86400 * 10 ** 6)}
+    months = micros = 0
+    s = text.strip().lower()
+    pos = 0
+    found = False
+    for m in _re.finditer(r"([+-]?\d+(?:\.\d+)?)\s*([a-z]+)", s):
+        if s[pos:m.start()].strip():
+            break
+        u = m.group(2)
+        u = u[:-1] if u.endswith("s") and u[:-1] in units else u
+        if u not in units:
+            raise errors.InvalidTextRepresentation(
+                f'invalid input syntax for type interval: "{text}"')
+        mo, us = units[u]
+        v = float(m.group(1))
+        months += int(v * mo)
+        micros += int(round(v * us))
+        pos = m.end()
+        found = True
+    if not found or s[pos:].strip():
+        hms = _re.fullmatch(r"(\d+):(\d+)(?::(\d+(?:\.\d+)?))?", s)
+        if hms:
+            micros = (int(hms.group(1)) * 3600 + int(hms.group(2)) * 60) * 10 ** 6 + \
+                int(round(float(hms.group(3) or 0) * 10 ** 6))
+            return (0, micros)
+        raise errors.InvalidTextRepresentation(f'invalid input syntax for type interval: '
+                                               f'"{text}"')
+    return (months, micros)
+
+
 class _GroupRewriter:
     """Rewrites expressions above the aggregation to read its output (see the docstring)."""
 
@@ -742,13 +1489,15 @@ class _GroupRewriter:
                 raise errors.GroupingError(f'column "{name}" must appear in the GROUP BY clause '
                                            "or be used in an aggregate function")
             return e
+        if isinstance(e, OuterRef):
+            return e
         return _map_children(e, self.rewrite)
 
 
 def _map_children(e, f):
     import dataclasses
     from minidb.exec import expr as X
-    if isinstance(e, (X.ColRef, X.Const, X.Param)):
+    if isinstance(e, (X.ColRef, X.Const, X.Param, X.OuterRef)):
         return e
     changes = {}
     for fld in dataclasses.fields(e):
@@ -757,7 +1506,8 @@ def _map_children(e, f):
             changes[fld.name] = f(v)
         elif isinstance(v, tuple) and v and isinstance(v[0], X.Expr):
             changes[fld.name] = tuple(f(i) for i in v)
-        elif isinstance(v, tuple) and v and isinstance(v[0], tuple):
+        elif isinstance(v, tuple) and v and isinstance(v[0], tuple) and \
+                all(isinstance(i, X.Expr) for pair in v for i in pair):
             changes[fld.name] = tuple(tuple(f(i) for i in pair) for pair in v)
     return dataclasses.replace(e, **changes) if changes else e
 

@@ -57,7 +57,7 @@ __all__ = ["Engine", "Prepared"]
 
 PLAN_CACHE_SIZE = 256
 SIZE_CHECK_EVERY = 16
-_DML = (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)
+_DML = (ast.SelectStmt, ast.SetOpStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)
 
 
 class _Entry:

@@ -31,13 +31,13 @@ def explain_lines(root: PlanNode, *, qualify: bool = False, costs: bool = True,
             node = node.children[0]
         return node
 
-    def emit(node, depth):
+    def emit(node, depth, offset=""):
         node = visible(node)
         if depth == 0:
-            head, pad = "", "  "
+            head, pad = offset, offset + "  "
         else:
-            head = " " * (6 * depth - 4) + "->  "
-            pad = " " * (6 * depth + 2)
+            head = offset + " " * (6 * depth - 4) + "->  "
+            pad = offset + " " * (6 * depth + 2)
         line = head + node.title()
         if costs:
             line += (f"  (cost={node.startup_cost:.2f}..{node.total_cost:.2f} "
@@ -74,8 +74,14 @@ def explain_lines(root: PlanNode, *, qualify: bool = False, costs: bool = True,
                     lines.append(f"{pad}Heap Fetches: {ins.heap_fetches}")
                 if ins.killed:
                     lines.append(f"{pad}Index Items Killed: {ins.killed}")
+        for label, sub in getattr(node, "initplans", ()):
+            lines.append(pad + label)
+            emit(sub, depth + 1, offset + "  ")
         for ch in node.children:
-            emit(ch, depth + 1)
+            emit(ch, depth + 1, offset)
+        for label, sub in getattr(node, "subplans", ()):
+            lines.append(pad + label)
+            emit(sub, depth + 1, offset + "  ")
 
     emit(root, 0)
     return lines

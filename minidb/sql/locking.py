@@ -50,19 +50,26 @@ def _table_keys(catalog, tdef, mode: int, out: dict) -> None:
 
 def statement_lock_keys(bound, catalog) -> tuple:
     """The ``(tag, mode)`` keys a bound DML statement locks (see the module docstring)."""
-    from minidb.sql.binder import BoundDelete, BoundInsert, BoundSelect, BoundUpdate
+    from minidb.sql.binder import BoundDelete, BoundInsert, BoundSelect, BoundSetOp, BoundUpdate
     out: dict = {}
-    if isinstance(bound, BoundSelect):
+    if isinstance(bound, (BoundSelect, BoundSetOp)):
         mode = RowShareLock if bound.for_update else AccessShareLock
-        for e in bound.rtable:
-            _table_keys(catalog, e.table, mode, out)
+        first = bound.rtable[0].table if bound.for_update else None
+        if first is not None:
+            _table_keys(catalog, first, mode, out)
+        for t in bound.tables:         # every table read, subqueries included
+            if t is not first:
+                _table_keys(catalog, t, AccessShareLock, out)
     elif isinstance(bound, BoundInsert):
         _table_keys(catalog, bound.entry.table, RowExclusiveLock, out)
-        if bound.select is not None:
-            for e in bound.select.rtable:
-                _table_keys(catalog, e.table, AccessShareLock, out)
+        for t in getattr(bound, "tables", []):
+            if t.oid != bound.entry.table.oid:
+                _table_keys(catalog, t, AccessShareLock, out)
     elif isinstance(bound, (BoundUpdate, BoundDelete)):
         _table_keys(catalog, bound.entry.table, RowExclusiveLock, out)
+        for t in getattr(bound, "tables", []):
+            if t.oid != bound.entry.table.oid:
+                _table_keys(catalog, t, AccessShareLock, out)
     return tuple(out)
 
 

@@ -17,8 +17,9 @@ INSERT INTO t VALUES (4, NULL);
 SELECT v / 0 FROM t;
 UPDATE t SET v = v / (id - 1);
 -- unsupported construct (NotSupportedError)
-WITH x AS (SELECT 1) SELECT * FROM x;
-SELECT * FROM t a LEFT JOIN t b ON a.id = b.id;
+SELECT id, FROM t;
+SELECT nosuchfunc(id) FROM t;
+SELECT * FROM t a, LATERAL (SELECT 1) b;
 -- nothing above changed the table
 SELECT * FROM t ORDER BY id;
 -- meta commands used wrongly

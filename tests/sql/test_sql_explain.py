@@ -247,3 +247,37 @@ def test_order_by_limit_served_by_index(big):
         assert big.rows("SELECT id FROM big ORDER BY id DESC LIMIT 2") == [(N,), (N - 1,)]
     finally:
         big.x("RESET enable_indexscan")
+
+
+def test_explain_names_the_new_nodes_as_postgresql(db):
+    db.x("CREATE TABLE ea (id integer PRIMARY KEY, x integer, s text)")
+    db.x("CREATE TABLE eb (id integer, y integer)")
+    db.x("INSERT INTO ea VALUES (1, 1, 'a'), (2, NULL, 'b')")
+    db.x("INSERT INTO eb VALUES (1, 5), (3, 7)")
+    want = {
+        "SELECT * FROM ea LEFT JOIN eb ON ea.id = eb.id": [("Hash Left Join",
+                                                            "Hash Right Join"), "Hash Cond"],
+        "SELECT * FROM ea FULL JOIN eb ON ea.id = eb.id": ["Full Join"],
+        "SELECT * FROM ea WHERE NOT EXISTS (SELECT 1 FROM eb WHERE eb.id = ea.id)":
+            ["Anti Join"],
+        "SELECT * FROM ea WHERE id IN (SELECT id FROM eb)": ["Semi Join"],
+        "SELECT * FROM ea WHERE x NOT IN (SELECT y FROM eb)": ["hashed SubPlan 1", "SubPlan 1"],
+        "SELECT * FROM ea WHERE x = (SELECT max(y) FROM eb)": ["InitPlan 1 (returns $0)"],
+        "SELECT id, (SELECT y FROM eb WHERE eb.id = ea.id) FROM ea": ["SubPlan 1"],
+        "SELECT id, row_number() OVER (PARTITION BY x ORDER BY id) FROM ea":
+            ["WindowAgg", "Sort Key: x, id"],
+        "SELECT id FROM ea UNION ALL SELECT id FROM eb": ["Append"],
+        "SELECT id FROM ea INTERSECT SELECT id FROM eb":
+            ["HashSetOp Intersect", 'Subquery Scan on "*SELECT* 1"'],
+        "SELECT * FROM (SELECT id FROM ea) s": ["Subquery Scan on s"],
+        "WITH q AS (SELECT id FROM ea) SELECT * FROM q": ["CTE q", "CTE Scan on q"],
+        "SELECT * FROM generate_series(1, 3)": ["Function Scan on generate_series"],
+        "SELECT generate_series(1, 3)": ["ProjectSet"],
+        "SELECT DISTINCT ON (x) x, id FROM ea ORDER BY x, id": ["Unique"],
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
+        "SELECT * FROM r": ["Recursive Union", "WorkTable Scan on r"],
+    }
+    for sql, parts in want.items():
+        plan = db.plan(sql)
+        for p in parts:
+            assert any(x in plan for x in ((p,) if isinstance(p, str) else p)), (sql, plan)

@@ -33,13 +33,15 @@ __all__ = ["parse", "parse_script", "split_statements"]
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
-_SQLGLOT_WORDS = {"select": "Select", "insert": "Insert", "update": "Update",
-                  "delete": "Delete", "create": "Create", "drop": "Drop"}
+_QUERY = ("Select", "Union", "Intersect", "Except", "Subquery")
+_SQLGLOT_WORDS = {"select": _QUERY, "insert": ("Insert",), "update": ("Update",),
+                  "delete": ("Delete",), "create": ("Create",), "drop": ("Drop",),
+                  "with": _QUERY, "(": _QUERY}
 _KNOWN_UNSUPPORTED = {
     "alter", "grant", "revoke", "prepare", "execute", "deallocate", "listen", "notify",
     "unlisten", "do", "call", "comment", "lock", "merge", "cluster", "reindex", "discard",
     "fetch", "declare", "close", "move", "savepoint", "release", "refresh", "security",
-    "import", "load", "values", "table", "with", "reassign", "create", "security", "vacuum",
+    "import", "load", "values", "table", "reassign", "create", "security", "vacuum",
 }
 
 
@@ -97,12 +99,11 @@ def parse_at(full: str, start: int, piece: str) -> ast.Statement:
         return _sqlglot(full, start, piece, word)
     if word in _KNOWN_UNSUPPORTED:
         raise NotSupportedError(f"{word.upper()} is not supported")
-    if word == "(":
-        raise NotSupportedError("a parenthesized query is not supported")
     raise syntax_error(full, start + off, word or piece[:1])
 
 
 def _sqlglot(full: str, start: int, piece: str, word: str) -> ast.Statement:
+    _stray_comma(full, start, piece)
     text, nq, nd = number_placeholders(piece)
     if nq and nd > nq:
         raise ProgrammingError("cannot mix ? and $n placeholders")
@@ -121,7 +122,7 @@ def _sqlglot(full: str, start: int, piece: str, word: str) -> ast.Statement:
         raise syntax_error(full, start, word)
     tree = trees[0]
     want = _SQLGLOT_WORDS[word]
-    if type(tree).__name__ != want:
+    if type(tree).__name__ not in want:
         if type(tree).__name__ == "Command":
             rest = strip_comments(piece).split()
             raise NotSupportedError(f"{' '.join(rest[:2]).upper()} is not supported")
@@ -129,6 +130,43 @@ def _sqlglot(full: str, start: int, piece: str, word: str) -> ast.Statement:
     stmt = translate_statement(tree)
     stmt.nparams = max(nq, nd)
     return stmt
+
+
+_AFTER_LIST = {"from", "where", "group", "having", "order", "limit", "offset", "union",
+               "intersect", "except", "window", "into", "returning"}
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+
+
+def _stray_comma(full: str, start: int, piece: str) -> None:
+    """A comma directly before a clause keyword or a closing parenthesis (``SELECT id,
+    FROM t``) is a syntax error at that keyword, as in PostgreSQL (sqlglot drops it)."""
+    i, n = 0, len(piece)
+    comma = False
+    while i < n:
+        j, _ = _skip(piece, i)
+        if j != i:
+            if piece[i] not in "-/":       # a string or quoted name, not a comment
+                comma = False
+            i = j
+            continue
+        ch = piece[i]
+        if ch.isspace():
+            i += 1
+            continue
+        if comma:
+            m = _WORD.match(piece, i)
+            word = m.group(0) if m else ch
+            if ch == ")" or (m and word.lower() in _AFTER_LIST):
+                raise syntax_error(full, start + i, word)
+        if ch == ",":
+            comma = True
+            i += 1
+            continue
+        comma = False
+        m = _WORD.match(piece, i)
+        i = m.end() if m else i + 1
+    if comma:
+        raise syntax_error(full, start + n, None)
 
 
 def _unterminated(piece: str) -> int:

@@ -92,10 +92,23 @@ _FRIENDLY = {
 
 
 def unsupported(what) -> NotSupportedError:
+    """NotSupportedError naming ``what``: a phrase, or a sqlglot node shown as the SQL the
+    user wrote (a function by its name), never as sqlglot's class name."""
     if isinstance(what, exp.Expression):
         name = type(what).__name__
-        what = _FRIENDLY.get(name) or f"{name.lower()} ({what.sql(dialect='postgres')[:60]})"
+        what = _FRIENDLY.get(name) or _as_written(what)
     return NotSupportedError(f"{what} is not supported")
+
+
+def _as_written(node) -> str:
+    try:
+        text = node.sql(dialect="postgres")
+    except Exception:  # noqa: BLE001 - only for the message
+        text = ""
+    if isinstance(node, exp.Func):
+        fname = text.split("(", 1)[0].strip().lower() or type(node).__name__.lower()
+        return f"function {fname}(...)" if "(" in text else fname.upper()
+    return f'"{text[:60]}"' if text else "this construct"
 
 
 def _present(v) -> bool:
@@ -126,8 +139,8 @@ _ARG_LABELS = {
 # ---------------------------------------------------------------------------------------------
 # statements
 def translate_statement(node: exp.Expression) -> ast.Statement:
-    if isinstance(node, exp.Select):
-        return translate_select(node)
+    if isinstance(node, (exp.Select, exp.SetOperation, exp.Subquery)):
+        return translate_query(node)
     if isinstance(node, exp.Insert):
         return _insert(node)
     if isinstance(node, exp.Update):
@@ -141,29 +154,114 @@ def translate_statement(node: exp.Expression) -> ast.Statement:
     raise unsupported(node)
 
 
+_SETOPS = {exp.Union: "union", exp.Intersect: "intersect", exp.Except: "except"}
+
+
+def translate_query(node):
+    """A query: SELECT, a set operation (UNION / INTERSECT / EXCEPT [ALL]) or a
+    parenthesized query, with its WITH list, ORDER BY and LIMIT."""
+    if isinstance(node, exp.Subquery):
+        _only(node, {"this"}, {"alias": "an alias here"})
+        inner = translate_query(node.this)
+        return inner
+    if isinstance(node, exp.Select):
+        return translate_select(node)
+    if type(node) not in _SETOPS:
+        raise unsupported(node)
+    _only(node, {"this", "expression", "distinct", "order", "limit", "offset", "with_"},
+          {"by_name": "UNION BY NAME", "side": "this set operation", "kind": "this set "
+           "operation", "on": "this set operation"})
+    st = ast.SetOpStmt(_SETOPS[type(node)], not node.args.get("distinct"),
+                       translate_query(node.this), translate_query(node.expression))
+    o = node.args.get("order")
+    if o is not None:
+        st.order_by = _order(o)
+    st.limit, st.offset = _limit_offset(node)
+    w = node.args.get("with_")
+    if w is not None:
+        st.with_ = _with(w)
+    return st
+
+
+def _with(w) -> list:
+    _only(w, {"expressions", "recursive"})
+    out = []
+    for cte in w.expressions:
+        _only(cte, {"this", "alias"}, {"materialized": "MATERIALIZED",
+                                       "scalar": "this WITH form"})
+        alias = cte.args.get("alias")
+        cols = [_ident(c) for c in alias.args.get("columns") or []] or None
+        out.append(ast.CTE(_ident(alias.this), cols, translate_query(cte.this),
+                           bool(w.args.get("recursive"))))
+    return out
+
+
+def _limit_offset(node):
+    limit = offset = None
+    lim = node.args.get("limit")
+    if lim is not None:
+        if isinstance(lim, exp.Fetch):
+            _only(lim, {"direction", "count", "limit_options"})
+            opts = lim.args.get("limit_options")
+            if opts is not None and (opts.args.get("percent") or opts.args.get("with_ties")):
+                raise unsupported("FETCH ... PERCENT / WITH TIES")
+            cnt = lim.args.get("count")
+            limit = translate_expression(cnt) if cnt is not None else ast.Lit(1, "int")
+        elif not isinstance(lim, exp.Limit):
+            raise unsupported(lim)
+        else:
+            _only(lim, {"expression"}, {"offset": "LIMIT offset, count"})
+            e = lim.expression
+            if isinstance(e, exp.Var) and str(e.this).upper() == "ALL":
+                limit = None                  # LIMIT ALL: no limit
+            else:
+                limit = translate_expression(e)
+    off = node.args.get("offset")
+    if off is not None:
+        _only(off, {"expression"})
+        offset = translate_expression(off.expression)
+    return limit, offset
+
+
 def translate_select(node) -> ast.SelectStmt:
     if not isinstance(node, exp.Select):
         raise unsupported(node)
     _only(node, {"expressions", "from_", "joins", "where", "group", "having", "order", "limit",
-                 "offset", "distinct", "locks"})
+                 "offset", "distinct", "locks", "with_", "windows"})
+    windows = {}
+    for w in node.args.get("windows") or []:
+        windows[_ident(w.this)] = w
     targets = []
-    for e in node.expressions:
-        if isinstance(e, exp.Alias):
-            _only(e, {"this", "alias"})
-            targets.append((translate_expression(e.this), _ident(e.args["alias"])))
-        else:
-            targets.append((translate_expression(e, star_ok=True), None))
+    _WINDOWS.append(windows)
+    try:
+        for e in node.expressions:
+            if isinstance(e, exp.Alias):
+                _only(e, {"this", "alias"})
+                targets.append((translate_expression(e.this), _ident(e.args["alias"])))
+            else:
+                targets.append((translate_expression(e, star_ok=True), None))
+        o = node.args.get("order")
+        order = _order(o) if o is not None else []
+    finally:
+        _WINDOWS.pop()
     s = ast.SelectStmt(targets=targets)
     d = node.args.get("distinct")
     if d is not None:
-        if d.args.get("on") is not None:
-            raise unsupported("DISTINCT ON")
-        s.distinct = True
+        _only(d, {"on"}, {"expressions": "DISTINCT here"})
+        on = d.args.get("on")
+        if on is not None:
+            exprs = on.expressions if isinstance(on, exp.Tuple) else [on]
+            s.distinct_on = [translate_expression(x) for x in exprs]
+        else:
+            s.distinct = True
+    w = node.args.get("with_")
+    if w is not None:
+        s.with_ = _with(w)
     f = node.args.get("from_")
     items = []
     if f is not None:
         _only(f, {"this"})
-        items.append(_table(f.this))
+        items.append(_from_item(f.this))
     for j in node.args.get("joins") or []:
         items = _join(items, j)
     s.from_ = items
@@ -178,19 +276,8 @@ def translate_select(node) -> ast.SelectStmt:
     h = node.args.get("having")
     if h is not None:
         s.having = translate_expression(h.this)
-    o = node.args.get("order")
-    if o is not None:
-        s.order_by = _order(o)
-    lim = node.args.get("limit")
-    if lim is not None:
-        if not isinstance(lim, exp.Limit):
-            raise unsupported(lim)
-        _only(lim, {"expression"}, {"offset": "LIMIT offset, count"})
-        s.limit = translate_expression(lim.expression)
-    off = node.args.get("offset")
-    if off is not None:
-        _only(off, {"expression"})
-        s.offset = translate_expression(off.expression)
+    s.order_by = order
+    s.limit, s.offset = _limit_offset(node)
     for lock in node.args.get("locks") or []:
         _only(lock, {"update"}, {"expressions": "FOR UPDATE OF", "wait": "NOWAIT / SKIP LOCKED",
                                  "key": "FOR NO KEY UPDATE / FOR KEY SHARE"})
@@ -201,7 +288,7 @@ def translate_select(node) -> ast.SelectStmt:
 
 
 def _order(o: exp.Order) -> list:
-    _only(o, {"expressions"})
+    _only(o, {"expressions", "this"})
     out = []
     for it in o.expressions:
         if not isinstance(it, exp.Ordered):
@@ -220,35 +307,86 @@ def _table(t) -> ast.TableRef:
         raise unsupported(t)
     _only(t, {"this", "alias"}, {"only": "ONLY"})
     alias = t.args.get("alias")
-    a = None
+    a = cols = None
     if alias is not None:
-        if alias.args.get("columns"):
-            raise unsupported("column aliases in FROM")
-        a = _ident(alias.this)
+        a = _ident(alias.this) if alias.this is not None else None
+        cols = [_ident(c) for c in alias.args.get("columns") or []] or None
     if not isinstance(t.this, exp.Identifier):
         raise unsupported(t.this)
-    return ast.TableRef(_ident(t.this), a)
+    return ast.TableRef(_ident(t.this), a, cols)
+
+
+def _alias_parts(alias):
+    if alias is None:
+        return None, None
+    name = _ident(alias.this) if alias.this is not None else None
+    return name, [_ident(c) for c in alias.args.get("columns") or []] or None
+
+
+def _from_item(t):
+    """One FROM item: a table, a subquery (derived table), a table function, or a
+    parenthesized join."""
+    if isinstance(t, exp.Table) and isinstance(t.this, exp.Func):
+        _only(t, {"this", "alias"})
+        name, cols = _alias_parts(t.args.get("alias"))
+        f = translate_expression(t.this)
+        if not isinstance(f, ast.FuncE):
+            raise unsupported(t.this)
+        return ast.FunctionRef(f, name, cols)
+    if isinstance(t, exp.Table) and t.args.get("joins"):
+        inner = t.copy()
+        joins = inner.args.pop("joins")
+        items = [_from_item(inner)]
+        for j in joins:
+            items = _join(items, j)
+        if len(items) != 1:
+            raise unsupported("a parenthesized list of tables")
+        return items[0]
+    if isinstance(t, exp.Subquery):
+        _only(t, {"this", "alias"})
+        name, cols = _alias_parts(t.args.get("alias"))
+        if isinstance(t.this, exp.Table):          # (a JOIN b ON ...)
+            if name is not None:
+                raise unsupported("an alias for a parenthesized join")
+            return _from_item(t.this)
+        if name is None:
+            raise SyntaxError_("subquery in FROM must have an alias")
+        return ast.SubqueryRef(translate_query(t.this), name, cols)
+    if isinstance(t, exp.Lateral):
+        raise unsupported("LATERAL")
+    if isinstance(t, exp.Values):
+        raise unsupported("VALUES in FROM")
+    return _table(t)
 
 
 def _join(items: list, j: exp.Join) -> list:
-    _only(j, {"this", "on", "kind", "side"}, {"method": "NATURAL JOIN",
-                                              "using": "JOIN ... USING"})
+    _only(j, {"this", "on", "kind", "side", "using", "method"})
     side = (j.args.get("side") or "").upper()
     kind = (j.args.get("kind") or "").upper()
-    if side:
-        raise unsupported(f"{side} JOIN (outer joins)")
-    if kind not in ("", "INNER", "CROSS"):
+    method = (j.args.get("method") or "").upper()
+    if method not in ("", "NATURAL"):
+        raise unsupported(f"{method} JOIN")
+    if kind not in ("", "INNER", "CROSS", "OUTER"):
         raise unsupported(f"{kind} JOIN")
-    right = _table(j.this)
+    right = _from_item(j.this)
     on = j.args.get("on")
-    if on is None:
-        if kind == "INNER":
-            raise unsupported("JOIN without ON")
-        return items + [right]
+    using = j.args.get("using")
+    natural = method == "NATURAL"
+    jkind = side.lower() if side else "inner"
+    if on is None and not using and not natural:
+        if kind == "CROSS" or (not side and kind == ""):
+            if kind == "" and not side:
+                # a comma (sqlglot gives no kind for either; JOIN without ON is a syntax
+                # error in PostgreSQL and sqlglot refuses it already)
+                return items + [right]
+            return items + [right]
+        raise SyntaxError_(f"syntax error: {side or kind} JOIN needs ON or USING")
     if kind == "CROSS":
         raise unsupported("CROSS JOIN ... ON")
     left = items[-1]
-    return items[:-1] + [ast.JoinRef(left, right, translate_expression(on))]
+    jr = ast.JoinRef(left, right, translate_expression(on) if on is not None else None,
+                     jkind, [_ident(u) for u in using] if using else None, natural)
+    return items[:-1] + [jr]
 
 
 def _target_table(t):
@@ -261,7 +399,7 @@ def _target_table(t):
 
 
 def _insert(node: exp.Insert) -> ast.InsertStmt:
-    _only(node, {"this", "expression", "default"})
+    _only(node, {"this", "expression", "default", "with_"})
     tab, cols = _target_table(node.this)
     if tab.alias:
         raise unsupported("an alias for the INSERT target")
@@ -271,6 +409,9 @@ def _insert(node: exp.Insert) -> ast.InsertStmt:
         st.columns = []
         return st
     src = node.expression
+    if node.args.get("with_") is not None and isinstance(src, (exp.Select, exp.SetOperation)):
+        src = src.copy()
+        src.set("with_", node.args["with_"])
     if isinstance(src, exp.Values):
         _only(src, {"expressions"})
         rows = []
@@ -279,8 +420,8 @@ def _insert(node: exp.Insert) -> ast.InsertStmt:
                 raise unsupported(tup)
             rows.append([translate_expression(x, default_ok=True) for x in tup.expressions])
         st.values = rows
-    elif isinstance(src, exp.Select):
-        st.select = translate_select(src)
+    elif isinstance(src, (exp.Select, exp.SetOperation, exp.Subquery)):
+        st.select = translate_query(src)
     else:
         raise unsupported(src if src is not None else "INSERT without VALUES or SELECT")
     return st
@@ -435,9 +576,40 @@ def _ident(i) -> str:
 _BINOPS = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%",
            exp.DPipe: "||", exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=",
            exp.GT: ">", exp.GTE: ">=", exp.And: "and", exp.Or: "or"}
-_AGGS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
-_FUNCS = {exp.Abs: "abs", exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length"}
+_AGGS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+         exp.GroupConcat: "string_agg", exp.ArrayAgg: "array_agg", exp.LogicalAnd: "bool_and",
+         exp.LogicalOr: "bool_or", exp.Stddev: "stddev", exp.StddevSamp: "stddev_samp",
+         exp.StddevPop: "stddev_pop", exp.Variance: "variance", exp.VariancePop: "var_pop"}
+# sqlglot classes of functions minidb has: name, and the argument names in SQL order
+_FUNCS = {exp.Abs: ("abs", ("this",)), exp.Lower: ("lower", ("this",)),
+          exp.Upper: ("upper", ("this",)), exp.Length: ("length", ("this",)),
+          exp.Round: ("round", ("this", "decimals")), exp.Trunc: ("trunc", ("this", "decimals")),
+          exp.Floor: ("floor", ("this",)), exp.Ceil: ("ceil", ("this",)),
+          exp.Sqrt: ("sqrt", ("this",)), exp.Pow: ("power", ("this", "expression")),
+          exp.Rand: ("random", ()), exp.Replace: ("replace", ("this", "expression",
+                                                               "replacement")),
+          exp.SplitPart: ("split_part", ("this", "delimiter", "part_index")),
+          exp.Left: ("left", ("this", "expression")), exp.Right: ("right", ("this", "expression")),
+          exp.StrPosition: ("strpos", ("this", "substr")),
+          exp.Substring: ("substr", ("this", "start", "length")),
+          exp.CurrentVersion: ("version", ()), exp.Reverse: ("reverse", ("this",)),
+          exp.Repeat: ("repeat", ("this", "times")), exp.Ln: ("ln", ("this",)),
+          exp.Exp: ("exp", ("this",)), exp.Initcap: ("initcap", ("this",)),
+          exp.Ascii: ("ascii", ("this",)), exp.MD5: ("md5", ("this",)),
+          exp.Sign: ("sign", ("this",)), exp.Localtimestamp: ("localtimestamp", ()),
+          exp.ExplodingGenerateSeries: ("generate_series", ("start", "end", "step")),
+          exp.GenerateSeries: ("generate_series", ("start", "end", "step")),
+          exp.RowNumber: ("row_number", ()), exp.Rank: ("rank", ()),
+          exp.DenseRank: ("dense_rank", ()), exp.Lag: ("lag", ("this", "offset", "default")),
+          exp.Lead: ("lead", ("this", "offset", "default")),
+          exp.FirstValue: ("first_value", ("this",)), exp.LastValue: ("last_value", ("this",)),
+          exp.Ntile: ("ntile", ("this",)), exp.PercentRank: ("percent_rank", ()),
+          exp.CumeDist: ("cume_dist", ()), exp.Log: ("log", ("this", "expression")),
+          exp.Chr: ("chr", ("expressions",)), exp.Greatest: ("greatest", ("this", "expressions")),
+          exp.Least: ("least", ("this", "expressions")), exp.Cbrt: ("cbrt", ("this",)),
+          exp.ConcatWs: ("concat_ws", ("expressions",)), exp.Pi: ("pi", ())}
 _INT_RE = re.compile(r"^\d+$")
+_WINDOWS: list = []          # the WINDOW clauses of the SELECTs being translated
 
 
 def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) -> ast.Node:
@@ -450,7 +622,13 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
         _only(e, {"this", "expression", "typed", "safe"})
         if cls is exp.Div and e.args.get("safe"):
             raise unsupported(e)
-        return ast.BinOp(_BINOPS[cls], t(e.this), t(e.expression))
+        if cls is exp.Mod and e.args.get("safe") is not None:   # mod(a, b)
+            return ast.FuncE("mod", (t(e.this), t(e.expression)))
+        left, right = e.this, e.expression
+        if cls in (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE) and \
+                isinstance(right, (exp.Any, exp.All)):
+            return _quantified(_BINOPS[cls], left, right)
+        return ast.BinOp(_BINOPS[cls], t(left), t(right))
     if cls is exp.Column or cls is exp.Star:
         return _column(e, star_ok, default_ok)
     if cls in _CONSTANTS:
@@ -465,10 +643,37 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
     if cls in _PREDICATES:
         return _predicate(e)
     if cls is exp.Cast:
-        _only(e, {"this", "to"})
+        _only(e, {"this", "to", "_type"})
         return ast.CastE(t(e.this), _type_text(e.args["to"]))
     if cls in _AGGS:
         return _aggregate(e)
+    if cls is exp.Filter:
+        _only(e, {"this", "expression"})
+        f = t(e.this)
+        if not isinstance(f, ast.FuncE):
+            raise unsupported("FILTER on this expression")
+        return ast.FuncE(f.name, f.args, f.distinct, f.star, t(e.expression.this), f.order)
+    if cls is exp.Window:
+        return _window(e)
+    if cls is exp.Subquery:
+        _only(e, {"this"})
+        return ast.SubqueryE("scalar", translate_query(e.this))
+    if cls is exp.Exists:
+        _only(e, {"this"})
+        return ast.SubqueryE("exists", translate_query(e.this))
+    if cls in (exp.NullSafeEQ, exp.NullSafeNEQ):
+        _only(e, {"this", "expression"})
+        return ast.DistinctFromE(t(e.this), t(e.expression), cls is exp.NullSafeEQ)
+    if cls in (exp.RegexpLike, exp.RegexpILike):
+        _only(e, {"this", "expression"})
+        return ast.RegexE(t(e.this), t(e.expression), False, cls is exp.RegexpILike)
+    if cls is exp.Escape:
+        _only(e, {"this", "expression"})
+        like = t(e.this)
+        if not isinstance(like, ast.LikeE):
+            raise unsupported("ESCAPE here")
+        return ast.LikeE(like.arg, like.pattern, like.negated, like.case_insensitive,
+                         t(e.expression))
     if cls in _FUNCS or cls in _SPECIAL_FUNCS:
         return _function(e)
     if cls is exp.Case:
@@ -482,7 +687,58 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
 
 _CONSTANTS = (exp.Literal, exp.Boolean, exp.Null, exp.Parameter)
 _PREDICATES = (exp.Not, exp.Is, exp.Between, exp.In, exp.Like, exp.ILike)
-_SPECIAL_FUNCS = (exp.Coalesce, exp.Nullif, exp.CurrentTimestamp, exp.Anonymous)
+_SPECIAL_FUNCS = (exp.Coalesce, exp.Nullif, exp.CurrentTimestamp, exp.Anonymous, exp.Trim,
+                  exp.Concat, exp.Pad, exp.Extract, exp.TimestampTrunc, exp.DateTrunc,
+                  exp.CurrentDate)
+
+
+def _quantified(op, left, q):
+    """``x = ANY (subquery)`` is IN, ``x <> ALL (subquery)`` is NOT IN."""
+    inner = q.this
+    if isinstance(inner, exp.Subquery):
+        inner = inner.this
+    if not isinstance(inner, (exp.Select, exp.SetOperation)):
+        raise unsupported(f"{op} {'ANY' if isinstance(q, exp.Any) else 'ALL'} (array)")
+    if isinstance(q, exp.Any) and op == "=":
+        return ast.SubqueryE("in", translate_query(inner), translate_expression(left))
+    if isinstance(q, exp.All) and op == "<>":
+        return ast.SubqueryE("in", translate_query(inner), translate_expression(left), True)
+    raise unsupported(f"{op} {'ANY' if isinstance(q, exp.Any) else 'ALL'} (subquery)")
+
+
+def _window(e) -> ast.WindowE:
+    _only(e, {"this", "partition_by", "order", "over", "alias", "spec"})
+    spec = e.args.get("spec")
+    if spec is not None:
+        raise unsupported("window frame clauses (ROWS / RANGE / GROUPS)")
+    f = e.this
+    part = e.args.get("partition_by") or []
+    order = e.args.get("order")
+    ref = e.args.get("alias")
+    if ref is not None:                # OVER w / OVER (w ...)
+        name = _ident(ref)
+        base = None
+        for scope in reversed(_WINDOWS):
+            if name in scope:
+                base = scope[name]
+                break
+        if base is None:
+            raise errors_undefined_window(name)
+        _only(base, {"this", "partition_by", "order"}, {"spec": "window frame clauses"})
+        if not part:
+            part = base.args.get("partition_by") or []
+        if order is None:
+            order = base.args.get("order")
+    func = translate_expression(f)
+    if not isinstance(func, ast.FuncE):
+        raise unsupported("OVER on this expression")
+    return ast.WindowE(func, tuple(translate_expression(x) for x in part),
+                       tuple(_order(order)) if order is not None else ())
+
+
+def errors_undefined_window(name):
+    from minidb.errors import UndefinedObject
+    return UndefinedObject(f'window "{name}" does not exist')
 
 
 def _column(e, star_ok: bool, default_ok: bool) -> ast.Node:
@@ -533,17 +789,23 @@ def _constant(e) -> ast.Node:
 
 
 def _predicate(e) -> ast.Node:
-    """NOT, IS [NOT] NULL / TRUE / FALSE, [NOT] BETWEEN, [NOT] IN (list), [NOT] [I]LIKE."""
+    """NOT, IS [NOT] NULL / TRUE / FALSE, [NOT] BETWEEN, [NOT] IN (list or subquery),
+    [NOT] [I]LIKE."""
     t = translate_expression
     cls = type(e)
     if cls is exp.Not:
         inner = e.this
         if isinstance(inner, exp.In):
             x = t(inner)
+            if isinstance(x, ast.SubqueryE):
+                return ast.SubqueryE("in", x.query, x.arg, not x.negated)
             return ast.InE(x.arg, x.items, not x.negated)
         if isinstance(inner, exp.Between):
             x = t(inner)
             return ast.BetweenE(x.arg, x.low, x.high, not x.negated)
+        if isinstance(inner, (exp.RegexpLike, exp.RegexpILike)):
+            x = t(inner)
+            return ast.RegexE(x.arg, x.pattern, True, x.case_insensitive)
         return ast.UnOp("not", t(inner))
     if cls is exp.Is:
         _only(e, {"this", "expression", "negate"})
@@ -558,7 +820,13 @@ def _predicate(e) -> ast.Node:
         _only(e, {"this", "low", "high"}, {"symmetric": "BETWEEN SYMMETRIC"})
         return ast.BetweenE(t(e.this), t(e.args["low"]), t(e.args["high"]))
     if cls is exp.In:
-        _only(e, {"this", "expressions"}, {"query": "IN (subquery)", "unnest": "IN UNNEST"})
+        _only(e, {"this", "expressions", "query"}, {"unnest": "IN UNNEST"})
+        q = e.args.get("query")
+        if q is not None:
+            if isinstance(e.this, exp.Tuple):
+                raise unsupported("row constructors with IN (subquery)")
+            return ast.SubqueryE("in", translate_query(q.this if isinstance(q, exp.Subquery)
+                                                        else q), t(e.this))
         if not e.expressions:
             raise SyntaxError_('syntax error at or near ")": IN () needs at least one value')
         return ast.InE(t(e.this), tuple(t(x) for x in e.expressions))
@@ -568,10 +836,16 @@ def _predicate(e) -> ast.Node:
 
 
 def _aggregate(e) -> ast.FuncE:
-    """count / sum / avg / min / max, with ``*`` (count only) or DISTINCT."""
+    """count / sum / avg / min / max / string_agg / array_agg / bool_and / bool_or /
+    stddev / variance, with ``*`` (count only), DISTINCT, or ORDER BY inside."""
     name = _AGGS[type(e)]
-    _only(e, {"this", "big_int"})
+    _only(e, {"this", "big_int", "separator", "expression"})
     arg = e.this
+    order = ()
+    if isinstance(arg, exp.Order):
+        _only(arg, {"this", "expressions"})
+        order = tuple(_order(arg))
+        arg = arg.this
     if isinstance(arg, exp.Star):
         if name != "count":
             raise unsupported(f"{name}(*)")
@@ -584,19 +858,60 @@ def _aggregate(e) -> ast.FuncE:
         distinct, arg = True, arg.expressions[0]
     if arg is None:
         raise unsupported(f"{name}() without an argument")
-    return ast.FuncE(name, (translate_expression(arg),), distinct)
+    args = (translate_expression(arg),)
+    sep = e.args.get("separator")
+    if name == "string_agg":
+        if sep is None:
+            raise UndefinedFunctionError("function string_agg(text) does not exist")
+        args += (translate_expression(sep),)
+    elif e.args.get("expression") is not None:
+        raise unsupported(f"{name} with two arguments")
+    return ast.FuncE(name, args, distinct, False, None, order)
+
+
+def UndefinedFunctionError(msg):
+    from minidb.errors import UndefinedFunction
+    return UndefinedFunction(msg)
 
 
 def _function(e) -> ast.FuncE:
-    """A scalar function call: the ones sqlglot knows by name, COALESCE, NULLIF,
-    CURRENT_TIMESTAMP, and any other name (checked by the binder)."""
+    """A scalar function call: the ones sqlglot knows by a class of its own, COALESCE,
+    NULLIF, CURRENT_TIMESTAMP, TRIM, CONCAT, LPAD/RPAD, EXTRACT/date_part, date_trunc, and
+    any other name (checked by the binder)."""
     t = translate_expression
     cls = type(e)
+    if cls in (exp.ExplodingGenerateSeries, exp.GenerateSeries):
+        _only(e, {"start", "end", "step", "is_end_exclusive"})
+        args = [t(e.args["start"]), t(e.args["end"])]
+        step = e.args.get("step")
+        if isinstance(step, exp.Interval):
+            unit = step.args.get("unit")
+            text = step.this.this if isinstance(step.this, exp.Literal) else None
+            if text is None:
+                raise unsupported("intervals")
+            args.append(ast.Lit(f"{text} {unit.name if unit is not None else ''}".strip(),
+                                "str"))
+        elif step is not None:
+            args.append(t(step))
+        return ast.FuncE("generate_series", tuple(args))
     if cls in _FUNCS:
-        _only(e, {"this"})
-        return ast.FuncE(_FUNCS[cls], (t(e.this),))
+        name, argnames = _FUNCS[cls]
+        allowed = set(argnames) | {"ignore_nulls", "charset", "safe", "coalesce"}
+        if cls is exp.Initcap:
+            allowed.add("expression")            # sqlglot's default word delimiters
+        _only(e, allowed)
+        args = []
+        for k in argnames:
+            v = e.args.get(k)
+            if v is None:
+                continue
+            if isinstance(v, list):
+                args += [t(x) for x in v]
+            else:
+                args.append(t(v))
+        return ast.FuncE(name, tuple(args))
     if cls is exp.Coalesce:
-        _only(e, {"this", "expressions"})
+        _only(e, {"this", "expressions", "is_nvl", "is_null"})
         return ast.FuncE("coalesce", (t(e.this),) + tuple(t(x) for x in e.expressions))
     if cls is exp.Nullif:
         _only(e, {"this", "expression"})
@@ -605,6 +920,40 @@ def _function(e) -> ast.FuncE:
         if e.args.get("this") is not None:
             raise unsupported("CURRENT_TIMESTAMP(precision)")
         return ast.FuncE("now", ())
+    if cls is exp.CurrentDate:
+        return ast.FuncE("current_date", ())
+    if cls is exp.Trim:
+        _only(e, {"this", "expression", "position"}, {"collation": "COLLATE"})
+        pos = (e.args.get("position") or "BOTH").upper()
+        name = {"BOTH": "btrim", "LEADING": "ltrim", "TRAILING": "rtrim"}[pos]
+        args = (t(e.this),)
+        if e.args.get("expression") is not None:
+            args += (t(e.expression),)
+        return ast.FuncE(name, args)
+    if cls is exp.Concat:
+        _only(e, {"expressions", "safe", "coalesce"})
+        return ast.FuncE("concat", tuple(t(x) for x in e.expressions))
+    if cls is exp.Pad:
+        _only(e, {"this", "expression", "fill_pattern", "is_left"})
+        args = (t(e.this), t(e.expression))
+        if e.args.get("fill_pattern") is not None:
+            args += (t(e.args["fill_pattern"]),)
+        return ast.FuncE("lpad" if e.args.get("is_left") else "rpad", args)
+    if cls is exp.Extract:
+        _only(e, {"this", "expression"})
+        field = e.this.name if isinstance(e.this, (exp.Var, exp.Identifier)) else \
+            (e.this.this if isinstance(e.this, exp.Literal) else None)
+        if field is None:
+            raise unsupported(e)
+        return ast.FuncE("date_part", (ast.Lit(str(field).lower(), "str"), t(e.expression)))
+    if cls in (exp.TimestampTrunc, exp.DateTrunc):
+        _only(e, {"this", "unit", "zone", "input_type_preserved"})
+        unit = e.args.get("unit")
+        uname = unit.name if isinstance(unit, (exp.Var, exp.Identifier)) else \
+            (unit.this if isinstance(unit, exp.Literal) else None)
+        if uname is None or e.args.get("zone") is not None:
+            raise unsupported(e)
+        return ast.FuncE("date_trunc", (ast.Lit(str(uname).lower(), "str"), t(e.this)))
     _only(e, {"this", "expressions"})                 # exp.Anonymous
     return ast.FuncE(str(e.this).lower(), tuple(t(x) for x in e.expressions))
 

@@ -355,7 +355,8 @@ def _explain(p: _P, parse_any) -> ast.Statement:
             opts["verbose"] = True
     text, pos = p.rest_text()
     inner = parse_any(text, pos)
-    if not isinstance(inner, (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)):
+    if not isinstance(inner, (ast.SelectStmt, ast.SetOpStmt, ast.InsertStmt, ast.UpdateStmt,
+                              ast.DeleteStmt)):
         raise NotSupportedError(f"EXPLAIN of {inner.tag} is not supported")
     if opts.get("buffers") and not opts.get("analyze"):
         pass  # PostgreSQL 16+ allows it (planning buffers); minidb prints nothing extra

@@ -73,6 +73,171 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
         self.rel_pages: dict = {}     # relfilenode -> pages, for the plan cache's size check
         self._relstats: dict = {}     # range-table index -> RelStats
         self._single = None           # (BaseRel, Estimator, need_tids) of a one-table FROM
+        self._entries: dict = {}      # range-table index -> RangeEntry
+        self._need: dict = {}         # range-table index -> attnos needed above the scan
+        self._comp_rels: dict = {}
+
+    def _subplanner(self) -> "Planner":
+        """A planner for a subquery (its own FROM list), sharing the size record."""
+        p = Planner(self.catalog, self.settings, self.smgr)
+        p.rel_pages = self.rel_pages
+        return p
+
+    def _plan_subqueries(self, bound) -> None:
+        """Plans every WITH query and every subquery of an expression of the statement
+        (each once; the executor reads ``cte.plan`` / ``SubPlan.root``)."""
+        for cte in getattr(bound, "ctes", []):
+            if cte.bound is not None and cte.plan is None:
+                cte.plan, _, _ = self._subplanner().plan_query(cte.bound)
+        for sp in getattr(bound, "subplans", []):
+            if sp.root is None:
+                sp.root, sp.names, sp.types = self._subplanner().plan_query(sp.bound)
+
+    def plan_query(self, b):
+        """(root, names, types) of a query: SELECT, a set operation or WITH RECURSIVE's."""
+        if isinstance(b, B.BoundSetOp):
+            return self.plan_setop(b)
+        if isinstance(b, B.BoundRecursive):
+            return self.plan_recursive(b)
+        return self.plan_select(b)
+
+    def plan_setop(self, b):
+        """UNION ALL: Append; UNION: HashAggregate over Append; INTERSECT / EXCEPT:
+        HashSetOp over an Append of Subquery Scans (with a flag column)."""
+        from minidb.exec.setops import AppendNode, HashSetOpNode
+        from minidb.exec.subscan import SubqueryScanNode
+        s = self.settings
+        kids = []
+        for k, side in enumerate((b.left, b.right)):
+            root, _, types = self._subplanner().plan_query(side)
+            root = self._cast_outputs(root, types, b.types, b.names)
+            if b.op != "union":
+                ent = B.RangeEntry(-1 - k, f'"*SELECT* {k + 1}"', None,
+                                   list(zip(b.names, b.types)), [False] * len(b.types),
+                                   "subquery")
+                sq = SubqueryScanNode(root, ent, (), title=f'Subquery Scan on "*SELECT* {k + 1}"')
+                sq.set_cost(root.startup_cost, root.total_cost + root.rows * s.cpu_tuple_cost,
+                            root.rows, root.width)
+                root = sq
+            kids.append(root)
+        keys = [("out", i) for i in range(len(b.types))]
+        app = AppendNode(kids, keys, b.types, flag=b.op != "union")
+        app.set_cost(min(k.startup_cost for k in kids), sum(k.total_cost for k in kids),
+                     sum(k.rows for k in kids), max(k.width for k in kids))
+        node = app
+        outs = [X.ColRef(k, t, n, "") for k, t, n in zip(keys, b.types, b.names)]
+        if b.op == "union" and not b.all:
+            d = DistinctNode(app)
+            d.group_names = [X.deparse(o) for o in outs]
+            groups = max(1.0, app.rows * 0.5)
+            d.set_cost(app.total_cost + app.rows * s.cpu_operator_cost * len(keys),
+                       app.total_cost + app.rows * s.cpu_operator_cost * len(keys)
+                       + groups * s.cpu_tuple_cost, groups, app.width)
+            node = d
+        elif b.op != "union":
+            h = HashSetOpNode(app, b.op, b.all)
+            left_rows = kids[0].rows
+            h.set_cost(app.total_cost + app.rows * s.cpu_operator_cost * len(keys),
+                       app.total_cost + app.rows * s.cpu_operator_cost * len(keys)
+                       + left_rows * s.cpu_tuple_cost,
+                       max(1.0, left_rows * (0.5 if b.op == "intersect" else 1.0)), app.width)
+            node = h
+        if b.order_by:
+            node = self._sort(node, b.order_by)
+        node = self._limit(node, b)
+        return node, list(b.names), list(b.types)
+
+    def plan_recursive(self, b):
+        from minidb.exec.setops import RecursiveUnionNode
+        lroot, _, ltypes = self._subplanner().plan_query(b.left)
+        lroot = self._cast_outputs(lroot, ltypes, b.types, b.names)
+        rroot, _, rtypes = self._subplanner().plan_query(b.right)
+        rroot = self._cast_outputs(rroot, rtypes, b.types, b.names)
+        keys = [("out", i) for i in range(len(b.types))]
+        node = RecursiveUnionNode(lroot, rroot, b.all, b.cte, keys, b.types)
+        rows = lroot.rows + 10 * rroot.rows
+        node.set_cost(lroot.startup_cost, lroot.total_cost + 10 * rroot.total_cost, rows,
+                      lroot.width)
+        return node, list(b.names), list(b.types)
+
+    def _cast_outputs(self, root, types, want, names):
+        """``root``'s output columns cast to the set operation's column types."""
+        if all(t == w for t, w in zip(types, want)):
+            return root
+        exprs = []
+        for i, (t, w) in enumerate(zip(types, want)):
+            c = X.ColRef(root.keys[i], t, names[i], "")
+            exprs.append(c if t == w or (X.family(t) == "text" and X.family(w) == "text")
+                         else X.Cast(c, w))
+        p = ProjectNode(root, exprs, [("out", i) for i in range(len(exprs))], names)
+        p.set_cost(root.startup_cost, root.total_cost, root.rows, root.width)
+        return p
+
+    def _attach_subplans(self, root, bound) -> None:
+        """Numbers the subqueries as EXPLAIN shows them and hangs each under the node that
+        evaluates it (CTEs under the top node)."""
+        counter = [0]
+        done = set()
+
+        def exprs_of(node):
+            out = []
+            for v in node.__dict__.values():
+                stack = [v]
+                while stack:
+                    x = stack.pop()
+                    if isinstance(x, X.Expr):
+                        out.append(x)
+                    elif isinstance(x, (list, tuple)):
+                        stack.extend(x)
+            return out
+
+        def shown(node):
+            while node.hidden and node.children:
+                node = node.children[0]
+            return node
+
+        def reset(node):
+            node.initplans = []
+            node.subplans = []
+            for ch in node.children:
+                reset(ch)
+
+        def visit(node, is_top):
+            if is_top:
+                reset(node)
+            tgt = shown(node)
+            if is_top:
+                for cte in getattr(bound, "ctes", []):
+                    if cte.plan is not None and id(cte) not in done:
+                        done.add(id(cte))
+                        reset(cte.plan)
+                        tgt.initplans.append((f"CTE {cte.name}", cte.plan))
+                        visit(cte.plan, False)
+            for e in exprs_of(node):
+                for n in X.walk(e):
+                    if isinstance(n, X.SubLink) and id(n.sub) not in done and \
+                            n.sub.root is not None:
+                        done.add(id(n.sub))
+                        counter[0] += 1
+                        n.sub.number = counter[0]
+                        reset(n.sub.root)
+                        if not n.outer and n.kind in ("scalar", "exists"):
+                            tgt.initplans.append(
+                                (f"InitPlan {counter[0]} (returns ${counter[0] - 1})",
+                                 n.sub.root))
+                        else:
+                            tgt.subplans.append((f"SubPlan {counter[0]}", n.sub.root))
+                        visit(n.sub.root, False)
+            for ch in node.children:
+                visit(ch, False)
+            cte = getattr(node, "cte", None)
+            if cte is not None and getattr(cte, "plan", None) is not None and \
+                    id(cte) not in done:
+                done.add(id(cte))
+                reset(cte.plan)
+                shown(root).initplans.append((f"CTE {cte.name}", cte.plan))
+                visit(cte.plan, False)
+        visit(root, True)
 
     def _t(self, msg):
         if self.trace:
@@ -80,17 +245,28 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
 
     # -- statements ------------------------------------------------------------------------------
     def plan(self, bound) -> Plan:
-        if isinstance(bound, B.BoundSelect):
-            root, names, types = self.plan_select(bound)
-            return Plan("select", root, names, types, bound.param_types, dict(self.rel_pages),
-                        len(bound.rtable) > 1, [e.table.name for e in bound.rtable])
-        if isinstance(bound, B.BoundInsert):
-            return self.plan_insert(bound)
-        if isinstance(bound, B.BoundUpdate):
-            return self.plan_modify(bound, "update")
-        if isinstance(bound, B.BoundDelete):
-            return self.plan_modify(bound, "delete")
-        raise errors.InternalError(f"cannot plan {type(bound).__name__}")
+        self._plan_subqueries(bound)
+        if isinstance(bound, (B.BoundSelect, B.BoundSetOp)):
+            root, names, types = self.plan_query(bound)
+            plan = Plan("select", root, names, types, bound.param_types, dict(self.rel_pages),
+                        self._qualify(bound), [t.name for t in bound.tables])
+        elif isinstance(bound, B.BoundInsert):
+            plan = self.plan_insert(bound)
+        elif isinstance(bound, B.BoundUpdate):
+            plan = self.plan_modify(bound, "update")
+        elif isinstance(bound, B.BoundDelete):
+            plan = self.plan_modify(bound, "delete")
+        else:
+            raise errors.InternalError(f"cannot plan {type(bound).__name__}")
+        self._attach_subplans(plan.root, bound)
+        return plan
+
+    @staticmethod
+    def _qualify(bound) -> bool:
+        """EXPLAIN qualifies column names when the statement reads more than one
+        relation."""
+        n = len(getattr(bound, "rtable", []))
+        return n > 1 or bool(getattr(bound, "subplans", []))
 
     def plan_insert(self, b: B.BoundInsert) -> Plan:
         types = [b.entry.columns[a][1] for a in b.attnos]
@@ -101,7 +277,8 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
             child.set_cost(0, 0.01 * n if n > 1 else 0.01, n,
                            sum(type_width(t) for t in types))
         else:
-            child, _, _ = self.plan_select(b.select)
+            self._plan_subqueries(b.select)
+            child, _, _ = self.plan_query(b.select)
         node = InsertNode(b.entry, b.attnos, child, b.defaults)
         node.set_cost(child.startup_cost,
                       child.total_cost + child.rows * self.settings.cpu_tuple_cost, 0, 0)
@@ -127,7 +304,9 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
     # -- SELECT ----------------------------------------------------------------------------------
     def plan_select(self, b: B.BoundSelect):
         s = self.settings
-        if not b.rtable:
+        for e in b.rtable:
+            self._entries[e.index] = e
+        if not b.from_items:
             node = ResultNode()
             node.set_cost(0, 0.01, 1, 0)
             for q in b.quals:      # WHERE without FROM: a one-time filter
@@ -136,6 +315,14 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
             node = self._join_tree(b)
         if b.grouped:
             node = self._aggregate(b, node)
+        if b.windows:
+            node = self._window_aggs(b, node)
+        if b.srfs:
+            from minidb.exec.subscan import ProjectSetNode
+            ps = ProjectSetNode(node, b.srfs)
+            ps.set_cost(node.startup_cost, node.total_cost + node.rows * 10 * s.cpu_operator_cost,
+                        node.rows * 10, node.width)
+            node = ps
         names = [n for n, _ in b.targets]
         exprs = [e for _, e in b.targets]
         out_keys = [("out", i) for i in range(len(exprs))]
@@ -150,9 +337,25 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
         if b.distinct:
             node = self._distinct(b, project(node), exprs)
             return node, names, [e.type for e in exprs]
+        if b.distinct_on:
+            from minidb.exec.setops import UniqueNode
+            keys = list(b.order_by)
+            for e in b.distinct_on:
+                if all(e != k for k, _, _ in keys[:len(b.distinct_on)]):
+                    keys.append((e, False, False))
+            lead = [k for k in keys if any(k[0] == e for e in b.distinct_on)]
+            rest = [k for k in keys if all(k[0] != e for e in b.distinct_on)]
+            srt = self._sort(node, lead + rest)
+            u = UniqueNode(srt, [k for k, _, _ in lead])
+            groups = min(srt.rows, self._num_groups(list(b.distinct_on), srt.rows))
+            u.set_cost(srt.startup_cost, srt.total_cost + srt.rows * s.cpu_operator_cost,
+                       groups, srt.width)
+            node = self._limit(u, b)
+            return project(node), names, [e.type for e in exprs]
         if b.order_by:
             sorted_path = self._limit(self._sort(node, b.order_by), b)
-            ordered = self._index_order_paths(b) if not b.grouped else []
+            ordered = self._index_order_paths(b) \
+                if not (b.grouped or b.windows or b.srfs) else []
             paths = [sorted_path] + [self._limit(p, b) for p in ordered]
             node = min(paths, key=lambda p: (p.total_cost, p.startup_cost))
             if node is not sorted_path:
@@ -167,6 +370,29 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
             node = lk
         node = project(node)
         return node, names, [e.type for e in exprs]
+
+    def _window_aggs(self, b, node):
+        """A Sort and a WindowAgg per distinct window (PARTITION BY, ORDER BY), stacked."""
+        from minidb.exec.window import WindowAggNode
+        specs = []
+        for k, w in enumerate(b.windows):
+            spec = (w.partition, w.order, w.order_desc, w.order_nf)
+            for sp in specs:
+                if sp[0] == spec:
+                    sp[1].append((k, w))
+                    break
+            else:
+                specs.append((spec, [(k, w)]))
+        coc = self.settings.cpu_operator_cost
+        for (part, order, desc, nf), members in specs:
+            keys = [(p, False, False) for p in part] + list(zip(order, desc, nf))
+            if keys:
+                node = self._sort(node, keys)
+            wa = WindowAggNode(node, [w for _, w in members], [("w", k) for k, _ in members])
+            wa.set_cost(node.startup_cost, node.total_cost + node.rows * coc * len(members),
+                        node.rows, node.width + 8 * len(members))
+            node = wa
+        return node
 
     def _aggregate(self, b, node):
         """The aggregate over ``node``: grouped (HashAggregate) or plain, serial or - when

@@ -50,8 +50,15 @@ def _partial_agg_specs(b, scan):
     for q in scan.quals:
         if not any(k[0] == entry.index for k in X.column_keys(q)):
             return None         # a constant condition: keep it simple, run serially
+        if X.has_sublink(q):
+            return None         # a subquery or outer reference: the leader's only
+    if b.windows or b.srfs or b.distinct_on:
+        return None
     specs = []
     for a in b.aggs:
+        if a.name not in ("count", "sum", "avg", "min", "max") or a.filter is not None \
+                or a.extra or a.order:
+            return None
         if a.distinct or a.name not in ("count", "sum", "avg", "min", "max"):
             return None
         if a.arg is None:
@@ -75,7 +82,7 @@ class ParallelPaths:
         """Finalize Aggregate -> Gather -> Partial Aggregate -> Parallel Seq Scan for a
         plain aggregate of one table scanned by ``scan``, or None: the serial plan."""
         s = self.settings
-        if (len(b.rtable) != 1 or b.group_by or b.having is not None or b.distinct
+        if (len(b.rtable) != 1 or b.rtable[0].kind != "table" or b.group_by or b.having is not None or b.distinct
                 or b.order_by or b.for_update or b.limit is not None or b.offset is not None
                 or not b.aggs or type(scan) is not SeqScanNode or scan.need_tids
                 or s.max_parallel_workers_per_gather <= 0):

@@ -1,0 +1,380 @@
+"""Scalar functions over whole batches (the binder, ``minidb.sql.functions``, has typed
+the arguments).
+
+``STRICT[name](values, types, live) -> values``: the function of each row's arguments,
+given the argument vectors (numpy arrays of one batch, NULL slots holding fillers) for
+the rows; the caller makes the result NULL wherever an argument is NULL, as for
+PostgreSQL's strict functions.  Numeric functions are numpy expressions; string and
+timestamp functions loop in Python over the batch (one call per row, as PostgreSQL's).
+Errors (negative square root, zero field position ...) are raised only for rows in
+``live``.  Non-strict functions (concat, greatest, least, random, setseed) are in
+``compile.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import math
+
+import numpy as np
+
+import minidb.errors as errors
+from minidb.types import int_to_timestamp, timestamp_to_int
+
+__all__ = ["STRICT", "date_part", "date_trunc"]
+
+
+def _live_any(cond, live) -> bool:
+    if live is None:
+        return bool(np.any(cond))
+    return bool(np.any(cond & live))
+
+
+def _f(v):
+    return np.asarray(v, dtype=np.float64)
+
+
+def _round_half_away(x, d=0):
+    """numeric's rounding: half away from zero."""
+    scale = 10.0 ** d
+    y = np.abs(x) * scale
+    r = np.floor(y + 0.5)
+    return np.sign(x) * r / scale
+
+
+def _round(vals, types, live):
+    x = vals[0]
+    if len(vals) == 1:
+        if x.dtype.kind in "iu":
+            return x
+        return _round_half_away(_f(x))      # numeric's rule (decimal literals are doubles)
+    d = np.asarray(vals[1], dtype=np.int64)
+    return _round_half_away(_f(x), d)
+
+
+def _trunc(vals, types, live):
+    x = vals[0]
+    if len(vals) == 1:
+        return x if x.dtype.kind in "iu" else np.trunc(_f(x))
+    scale = 10.0 ** np.asarray(vals[1], dtype=np.int64)
+    return np.trunc(_f(x) * scale) / scale
+
+
+def _sqrt(vals, types, live):
+    x = _f(vals[0])
+    if _live_any(x < 0, live):
+        raise errors.DataError("cannot take square root of a negative number",
+                               sqlstate="2201F")
+    return np.sqrt(np.maximum(x, 0))
+
+
+def _ln(vals, types, live):
+    x = _f(vals[0])
+    if _live_any(x == 0, live):
+        raise errors.DataError("cannot take logarithm of zero", sqlstate="2201E")
+    if _live_any(x < 0, live):
+        raise errors.DataError("cannot take logarithm of a negative number", sqlstate="2201E")
+    with np.errstate(all="ignore"):
+        return np.log(np.where(x > 0, x, 1))
+
+
+def _log(vals, types, live):
+    if len(vals) == 1:
+        return _ln(vals, types, live) / math.log(10)
+    b = _ln([vals[0]], types, live)
+    x = _ln([vals[1]], types, live)
+    if _live_any(b == 0, live):
+        raise errors.DivisionByZero("division by zero")
+    with np.errstate(all="ignore"):
+        return x / np.where(b == 0, 1, b)
+
+
+def _power(vals, types, live):
+    a, b = _f(vals[0]), _f(vals[1])
+    bad = (a == 0) & (b < 0)
+    if _live_any(bad, live):
+        raise errors.DataError("zero raised to a negative power is undefined",
+                               sqlstate="2201F")
+    bad = (a < 0) & (b != np.floor(b))
+    if _live_any(bad, live):
+        raise errors.DataError("a negative number raised to a non-integer power yields a "
+                               "complex result", sqlstate="2201F")
+    with np.errstate(all="ignore"):
+        r = np.power(a, b)
+    if _live_any(np.isinf(r) & np.isfinite(a) & np.isfinite(b), live):
+        raise errors.NumericValueOutOfRange("value out of range: overflow")
+    return r
+
+
+def _exp(vals, types, live):
+    with np.errstate(all="ignore"):
+        r = np.exp(_f(vals[0]))
+    if _live_any(np.isinf(r) & np.isfinite(_f(vals[0])), live):
+        raise errors.NumericValueOutOfRange("value out of range: overflow")
+    return r
+
+
+def _mod(vals, types, live):
+    a, b = vals
+    if _live_any(np.asarray(b) == 0, live):
+        raise errors.DivisionByZero("division by zero")
+    if a.dtype.kind == "f" or np.asarray(b).dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            return np.fmod(_f(a), np.where(_f(b) == 0, 1, _f(b)))
+    sb = np.where(np.asarray(b) == 0, 1, b).astype(np.int64)
+    return np.fmod(np.asarray(a, dtype=np.int64), sb)
+
+
+def _div(vals, types, live):
+    a, b = vals
+    if _live_any(np.asarray(b) == 0, live):
+        raise errors.DivisionByZero("division by zero")
+    if a.dtype.kind == "f" or np.asarray(b).dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            return np.trunc(_f(a) / np.where(_f(b) == 0, 1, _f(b)))
+    a = np.asarray(a, dtype=np.int64)
+    sb = np.where(np.asarray(b) == 0, 1, b).astype(np.int64)
+    q = np.abs(a) // np.abs(sb)
+    return np.where((a < 0) != (sb < 0), -q, q)
+
+
+def _rows(fn):
+    """A per-row function of Python values -> a batch function (object result)."""
+    def batch(vals, types, live):
+        cols = [v.tolist() if isinstance(v, np.ndarray) else list(v) for v in vals]
+        n = len(cols[0]) if cols else 0
+        out = np.empty(n, dtype=object)
+        live_l = None if live is None else np.asarray(live).tolist()
+        for i in range(n):
+            if live_l is not None and not live_l[i]:
+                out[i] = ""
+                continue
+            out[i] = fn(*[c[i] for c in cols])
+        return out
+    return batch
+
+
+def _rows_int(fn):
+    inner = _rows(fn)
+
+    def batch(vals, types, live):
+        r = inner(vals, types, live)
+        return np.array([0 if x == "" else x for x in r.tolist()], dtype=np.int64)
+    return batch
+
+
+def _substr(s, start, length=None):
+    if length is not None and length < 0:
+        raise errors.DataError("negative substring length not allowed", sqlstate="22011")
+    begin = start - 1
+    end = None if length is None else begin + length
+    begin = max(begin, 0)
+    if end is not None:
+        if end <= 0:
+            return ""
+        return s[begin:end]
+    return s[begin:]
+
+
+def _strpos(s, sub):
+    return s.find(sub) + 1
+
+
+def _trim(chars_default, side):
+    def f(s, chars=chars_default):
+        if side == "b":
+            return s.strip(chars)
+        if side == "l":
+            return s.lstrip(chars)
+        return s.rstrip(chars)
+    return f
+
+
+def _split_part(s, delim, n):
+    if n == 0:
+        raise errors.InvalidParameterValue("field position must not be zero")
+    if delim == "":
+        parts = [s] if s != "" else []
+    else:
+        parts = s.split(delim) if s != "" else []
+    if n > 0:
+        return parts[n - 1] if n <= len(parts) else ""
+    return parts[n] if -n <= len(parts) else ""
+
+
+def _left(s, n):
+    return s[:n] if n >= 0 else s[:max(len(s) + n, 0)]
+
+
+def _right(s, n):
+    if n >= 0:
+        return s[len(s) - n:] if n else ""
+    return s[-n:]
+
+
+def _pad(left):
+    def f(s, n, fill=" "):
+        if n <= 0:
+            return ""
+        if len(s) >= n or fill == "":
+            return s[:n]
+        need = n - len(s)
+        pad = (fill * (need // len(fill) + 1))[:need]
+        return pad + s if left else s + pad
+    return f
+
+
+def _repeat(s, n):
+    return s * max(n, 0)
+
+
+def _chr(c):
+    if c <= 0:
+        raise errors.ProgramLimitExceeded("requested character too large for encoding: %d" % c) \
+            if c > 0x10FFFF else errors.InvalidParameterValue("null character not permitted")
+    if c > 0x10FFFF:
+        raise errors.ProgramLimitExceeded(f"requested character too large for encoding: {c}")
+    return chr(c)
+
+
+def _initcap(s):
+    out, start = [], True
+    for ch in s:
+        if ch.isalnum():
+            out.append(ch.upper() if start else ch.lower())
+            start = False
+        else:
+            out.append(ch)
+            start = True
+    return "".join(out)
+
+
+# -- timestamps --------------------------------------------------------------------------------
+def _as_dt(v) -> _dt.datetime:
+    return v if isinstance(v, _dt.datetime) else int_to_timestamp(int(v))
+
+
+def date_part(field: str, v) -> float:
+    d = _as_dt(v)
+    f = field.lower()
+    if f in ("year", "years"):
+        return float(d.year)
+    if f in ("month", "months"):
+        return float(d.month)
+    if f in ("day", "days"):
+        return float(d.day)
+    if f in ("hour", "hours"):
+        return float(d.hour)
+    if f in ("minute", "minutes"):
+        return float(d.minute)
+    if f in ("second", "seconds"):
+        return d.second + d.microsecond / 1e6
+    if f in ("millisecond", "milliseconds"):
+        return d.second * 1000 + d.microsecond / 1000
+    if f in ("microsecond", "microseconds"):
+        return float(d.second * 1_000_000 + d.microsecond)
+    if f == "dow":
+        return float(d.isoweekday() % 7)
+    if f == "isodow":
+        return float(d.isoweekday())
+    if f == "doy":
+        return float(d.timetuple().tm_yday)
+    if f == "week":
+        return float(d.isocalendar()[1])
+    if f == "isoyear":
+        return float(d.isocalendar()[0])
+    if f == "quarter":
+        return float((d.month - 1) // 3 + 1)
+    if f == "epoch":
+        return (d - _dt.datetime(1970, 1, 1)).total_seconds()
+    if f == "decade":
+        return float(d.year // 10)
+    if f == "century":
+        return float((d.year + 99) // 100)
+    if f == "millennium":
+        return float((d.year + 999) // 1000)
+    raise errors.InvalidParameterValue(
+        f'unit "{field}" not recognized for type timestamp without time zone')
+
+
+def date_trunc(field: str, v) -> _dt.datetime:
+    d = _as_dt(v)
+    f = field.lower()
+    if f == "microseconds":
+        return d
+    if f == "milliseconds":
+        return d.replace(microsecond=d.microsecond // 1000 * 1000)
+    if f == "second":
+        return d.replace(microsecond=0)
+    if f == "minute":
+        return d.replace(second=0, microsecond=0)
+    if f == "hour":
+        return d.replace(minute=0, second=0, microsecond=0)
+    day = d.replace(hour=0, minute=0, second=0, microsecond=0)
+    if f == "day":
+        return day
+    if f == "week":
+        return day - _dt.timedelta(days=d.weekday())
+    if f == "month":
+        return day.replace(day=1)
+    if f == "quarter":
+        return day.replace(day=1, month=(d.month - 1) // 3 * 3 + 1)
+    if f == "year":
+        return day.replace(day=1, month=1)
+    if f == "decade":
+        return day.replace(day=1, month=1, year=d.year // 10 * 10)
+    if f == "century":
+        return day.replace(day=1, month=1, year=(d.year - 1) // 100 * 100 + 1)
+    if f == "millennium":
+        return day.replace(day=1, month=1, year=(d.year - 1) // 1000 * 1000 + 1)
+    raise errors.InvalidParameterValue(
+        f'unit "{field}" not recognized for type timestamp without time zone')
+
+
+def _date_part_batch(vals, types, live):
+    fields, ts = vals
+    out = np.zeros(len(ts), dtype=np.float64)
+    fl, tl = list(fields), np.asarray(ts).tolist()
+    for i in range(len(tl)):
+        if live is None or live[i]:
+            out[i] = date_part(fl[i], tl[i])
+    return out
+
+
+def _date_trunc_batch(vals, types, live):
+    fields, ts = vals
+    out = np.zeros(len(ts), dtype=np.int64)
+    fl, tl = list(fields), np.asarray(ts).tolist()
+    for i in range(len(tl)):
+        if live is None or live[i]:
+            out[i] = timestamp_to_int(date_trunc(fl[i], tl[i]))
+    return out
+
+
+STRICT = {
+    "round": _round, "trunc": _trunc,
+    "floor": lambda v, t, l: np.floor(_f(v[0])),
+    "ceil": lambda v, t, l: np.ceil(_f(v[0])),
+    "sqrt": _sqrt, "cbrt": lambda v, t, l: np.cbrt(_f(v[0])),
+    "ln": _ln, "log": _log, "exp": _exp, "power": _power, "mod": _mod, "div": _div,
+    "sign": lambda v, t, l: np.sign(_f(v[0])),
+    "degrees": lambda v, t, l: np.degrees(_f(v[0])),
+    "radians": lambda v, t, l: np.radians(_f(v[0])),
+    "sin": lambda v, t, l: np.sin(_f(v[0])), "cos": lambda v, t, l: np.cos(_f(v[0])),
+    "tan": lambda v, t, l: np.tan(_f(v[0])),
+    "asin": lambda v, t, l: np.arcsin(_f(v[0])), "acos": lambda v, t, l: np.arccos(_f(v[0])),
+    "atan": lambda v, t, l: np.arctan(_f(v[0])),
+    "atan2": lambda v, t, l: np.arctan2(_f(v[0]), _f(v[1])),
+    "substr": _rows(_substr), "strpos": _rows_int(_strpos),
+    "replace": _rows(lambda s, a, b: s.replace(a, b) if a else s),
+    "btrim": _rows(_trim(" ", "b")), "ltrim": _rows(_trim(" ", "l")),
+    "rtrim": _rows(_trim(" ", "r")),
+    "split_part": _rows(_split_part), "left": _rows(_left), "right": _rows(_right),
+    "lpad": _rows(_pad(True)), "rpad": _rows(_pad(False)), "repeat": _rows(_repeat),
+    "reverse": _rows(lambda s: s[::-1]), "initcap": _rows(_initcap),
+    "md5": _rows(lambda s: hashlib.md5(s.encode()).hexdigest()),
+    "ascii": _rows_int(lambda s: ord(s[0]) if s else 0), "chr": _rows(_chr),
+    "octet_length": _rows_int(lambda s: len(s.encode())),
+    "date_part": _date_part_batch, "date_trunc": _date_trunc_batch,
+}

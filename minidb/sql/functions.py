@@ -1,0 +1,212 @@
+"""Scalar functions: argument types and result types (the binder's part of PostgreSQL's
+function lookup, for the functions minidb has; ``minidb.exec.functions`` computes them).
+
+``bind_function(binder, name, args)`` returns the bound ``Func`` for ``name`` applied to
+the bound ``args``, None for the few functions the binder itself handles (abs, lower,
+upper, length, coalesce, nullif, btrim with one argument, now), or raises
+UndefinedFunction (42883) worded as PostgreSQL's: ``function foo(integer) does not
+exist``.  Untyped literals (``'abc'``, NULL) take the type the function wants.
+
+Departures (minidb has no numeric): round / trunc with a precision, mod and power of
+decimals, floor / ceil / sign / sqrt / ln / exp / log return double precision where
+PostgreSQL returns numeric for numeric input; date_part and EXTRACT return double
+precision (PostgreSQL 14+: EXTRACT returns numeric).
+"""
+
+from __future__ import annotations
+
+import minidb.errors as errors
+from minidb.exec import datatypes as dtm
+from minidb.exec.datatypes import BIGINT, DOUBLE, INTEGER, TEXT, TIMESTAMP, UNKNOWN, family
+from minidb.exec.expr import Cast, Const, Func
+
+__all__ = ["bind_function", "DATE_FIELDS", "TRUNC_FIELDS", "VERSION"]
+
+VERSION = "PostgreSQL 15 (minidb, a storage engine in Python with PostgreSQL's SQL dialect)"
+
+DATE_FIELDS = {"year", "month", "day", "hour", "minute", "second", "milliseconds",
+               "microseconds", "millisecond", "microsecond", "dow", "isodow", "doy", "week",
+               "quarter", "epoch", "decade", "century", "millennium", "isoyear", "years",
+               "months", "days", "hours", "minutes", "seconds"}
+TRUNC_FIELDS = {"microseconds", "milliseconds", "second", "minute", "hour", "day", "week",
+                "month", "quarter", "year", "decade", "century", "millennium"}
+
+
+def _sig(name, args):
+    s = ", ".join(str(a.type) for a in args)
+    return errors.UndefinedFunction(f"function {name}({s}) does not exist")
+
+
+def _num(b, a, want=DOUBLE):
+    if a.type is UNKNOWN:
+        a = b._coerce_unknown(a, want)
+    return a
+
+
+def _text(b, a):
+    if a.type is UNKNOWN:
+        a = b._coerce_unknown(a, TEXT)
+    return a
+
+
+def _strip(a):
+    """char(n) compares and computes without its trailing blanks (bpchar)."""
+    if a.type.name == "char":
+        return Func("rtrim_char", (a,), TEXT)
+    return a
+
+
+def bind_function(b, name: str, args: list):
+    """The bound call, None for the binder's own functions, or UndefinedFunction."""
+    n = len(args)
+    fams = lambda xs: [family(x.type) for x in xs]  # noqa: E731
+    if name in ("abs", "lower", "upper", "coalesce", "nullif", "now") or \
+            (name == "btrim" and n == 1) or (name == "length" and n == 1):
+        return None
+    if name in ("char_length", "character_length") and n == 1:
+        return b._func_length(args) if hasattr(b, "_func_length") else \
+            bind_function(b, "_length", args)
+    if name == "_length":
+        a = _text(b, args[0])
+        if family(a.type) != "text":
+            raise _sig("length", args)
+        return Func("length", (_strip(a) if a.type.name == "char" else a,), INTEGER)
+    if name in ("round", "trunc") and n in (1, 2):
+        a = _num(b, args[0])
+        if family(a.type) not in ("int", "float"):
+            raise _sig(name, args)
+        if n == 1:
+            return Func(name, (a,), a.type if family(a.type) == "int" else DOUBLE)
+        d = _num(b, args[1], INTEGER)
+        if family(d.type) != "int":
+            raise _sig(name, args)
+        return Func(name, (a, d), DOUBLE)
+    if name in ("floor", "ceil", "ceiling", "sqrt", "cbrt", "ln", "exp", "sign", "degrees",
+                "radians", "sin", "cos", "tan", "asin", "acos", "atan") and n == 1:
+        a = _num(b, args[0])
+        if family(a.type) not in ("int", "float"):
+            raise _sig(name, args)
+        return Func("ceil" if name == "ceiling" else name, (a,), DOUBLE)
+    if name == "log" and n in (1, 2):
+        xs = [_num(b, a) for a in args]
+        if any(f not in ("int", "float") for f in fams(xs)):
+            raise _sig(name, args)
+        return Func("log", tuple(xs), DOUBLE)
+    if name in ("power", "pow", "atan2") and n == 2:
+        xs = [_num(b, a) for a in args]
+        if any(f not in ("int", "float") for f in fams(xs)):
+            raise _sig(name, args)
+        return Func("atan2" if name == "atan2" else "power", tuple(xs), DOUBLE)
+    if name in ("mod", "div") and n == 2:
+        xs = [_num(b, a, INTEGER) for a in args]
+        if any(f not in ("int", "float") for f in fams(xs)):
+            raise _sig(name, args)
+        t = dtm.common_numeric(xs[0].type, xs[1].type)
+        return Func(name, tuple(xs), t)
+    if name == "pi" and n == 0:
+        return Const(3.141592653589793, DOUBLE)
+    if name == "random" and n == 0:
+        return Func("random", (), DOUBLE)
+    if name == "setseed" and n == 1:
+        a = _num(b, args[0])
+        if family(a.type) not in ("int", "float"):
+            raise _sig(name, args)
+        return Func("setseed", (a,), TEXT)
+    if name in ("greatest", "least") and n >= 1:
+        t = b._common([a.type for a in args], name.upper())
+        xs = [b._coerce_unknown(a, t) if a.type is UNKNOWN else a for a in args]
+        if family(t) == "text":
+            xs = [_strip(x) for x in xs]
+            t = TEXT
+        return Func(name, tuple(xs), t)
+    if name in ("octet_length", "ascii", "md5", "initcap", "reverse") and n == 1:
+        a = _text(b, args[0])
+        if family(a.type) != "text":
+            raise _sig(name, args)
+        rt = INTEGER if name in ("octet_length", "ascii") else TEXT
+        return Func(name, (_strip(a) if name != "octet_length" else a,), rt)
+    if name == "chr" and n == 1:
+        a = _num(b, args[0], INTEGER)
+        if family(a.type) != "int":
+            raise _sig(name, args)
+        return Func("chr", (a,), TEXT)
+    if name in ("substr", "substring") and n in (2, 3):
+        s = _text(b, args[0])
+        rest = [_num(b, a, INTEGER) for a in args[1:]]
+        if family(s.type) != "text" or any(f != "int" for f in fams(rest)):
+            raise _sig(name, args)
+        return Func("substr", (_strip(s),) + tuple(rest), TEXT)
+    if name in ("strpos", "position") and n == 2:
+        xs = [_text(b, a) for a in args]
+        if any(f != "text" for f in fams(xs)):
+            raise _sig(name, args)
+        return Func("strpos", tuple(_strip(x) for x in xs), INTEGER)
+    if name == "replace" and n == 3:
+        xs = [_text(b, a) for a in args]
+        if any(f != "text" for f in fams(xs)):
+            raise _sig(name, args)
+        return Func("replace", tuple(_strip(x) for x in xs), TEXT)
+    if name in ("btrim", "ltrim", "rtrim") and n in (1, 2):
+        xs = [_text(b, a) for a in args]
+        if any(f != "text" for f in fams(xs)):
+            raise _sig(name, args)
+        return Func(name, tuple(_strip(x) for x in xs), TEXT)
+    if name == "split_part" and n == 3:
+        xs = [_text(b, a) for a in args[:2]] + [_num(b, args[2], INTEGER)]
+        if fams(xs) != ["text", "text", "int"]:
+            raise _sig(name, args)
+        return Func("split_part", (_strip(xs[0]), _strip(xs[1]), xs[2]), TEXT)
+    if name in ("left", "right", "repeat") and n == 2:
+        xs = [_text(b, args[0]), _num(b, args[1], INTEGER)]
+        if fams(xs) != ["text", "int"]:
+            raise _sig(name, args)
+        return Func(name, (_strip(xs[0]), xs[1]), TEXT)
+    if name in ("lpad", "rpad") and n in (2, 3):
+        xs = [_text(b, args[0]), _num(b, args[1], INTEGER)] + [_text(b, a) for a in args[2:]]
+        if fams(xs)[:2] != ["text", "int"] or (n == 3 and family(xs[2].type) != "text"):
+            raise _sig(name, args)
+        return Func(name, tuple(_strip(x) if family(x.type) == "text" else x for x in xs), TEXT)
+    if name == "concat":
+        xs = []
+        for a in args:
+            a = _text(b, a)
+            if family(a.type) == "array":
+                raise _sig(name, args)
+            xs.append(_strip(a) if family(a.type) == "text" else a)
+        return Func("concat", tuple(xs), TEXT)
+    if name in ("concat_ws",) and n >= 1:
+        xs = [_text(b, a) for a in args]
+        return Func("concat_ws", tuple(_strip(x) if family(x.type) == "text" else x
+                                       for x in xs), TEXT)
+    if name in ("date_part", "date_trunc") and n == 2:
+        f = _text(b, args[0])
+        ts = args[1]
+        if ts.type is UNKNOWN:
+            ts = b._coerce_unknown(ts, TIMESTAMP)
+        if family(f.type) != "text" or family(ts.type) != "ts":
+            raise _sig(name, args)
+        if isinstance(f, Const) and f.value is not None:
+            field = str(f.value).lower()
+            ok = DATE_FIELDS if name == "date_part" else TRUNC_FIELDS
+            if field not in ok:
+                raise errors.InvalidParameterValue(
+                    f'unit "{field}" not recognized for type timestamp without time zone'
+                    if name == "date_part" else
+                    f'unit "{field}" not recognized for type timestamp without time zone')
+            f = Const(field, TEXT)
+        return Func(name, (f, ts), DOUBLE if name == "date_part" else TIMESTAMP)
+    if name in ("localtimestamp", "transaction_timestamp", "statement_timestamp") and n == 0:
+        return Func("now", (), TIMESTAMP)
+    if name == "clock_timestamp" and n == 0:
+        return Func("clock_timestamp", (), TIMESTAMP)
+    if name == "current_date":
+        raise errors.NotSupportedError("current_date is not supported (minidb has no date "
+                                       "type; now() gives a timestamp)")
+    if name == "version" and n == 0:
+        return Const(VERSION, TEXT)
+    if name in ("to_char", "to_date", "to_timestamp", "age", "make_date", "date"):
+        raise errors.NotSupportedError(f"function {name}() is not supported")
+    raise _sig(name, args)
+
+
+_ = (BIGINT, Cast)
