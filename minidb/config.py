@@ -219,6 +219,10 @@ _ALL = [
     _s("io_readahead_kb", 128, int, "instance",
        "Linux's default read_ahead_kb: the largest read-ahead window of a stream (16 blocks); "
        "0 turns read-ahead off", min=0, max=1 << 20, unit="kB"),
+    _s("io_combine_limit", 16, int, "session",
+       "PostgreSQL 17's default (128 kB): the most consecutive missing blocks the buffer "
+       "manager reads with one call; 1 = one 8 kB read per block, as PostgreSQL 16 and "
+       "older (the seeds' 7.x to 15) read", min=1, max=256, unit="8kB"),
     _s("os_cache_mb", 256, int, "instance",
        "size of the simulated OS page cache shared by all processes; the seeds need tables "
        "at least 8 times larger than it", min=1, max=1 << 20, unit="MB"),

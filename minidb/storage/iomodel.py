@@ -115,6 +115,7 @@ SLEEP_SLICE_S = 0.001  # owed time is paid in sleeps of at least this much
 _HASH = 2654435761     # Knuth's multiplicative hash, spreads files over the sets
 
 IC = {name: i for i, name in enumerate(IO_COUNTERS)}
+_HITS, _WAIT = IC["cache_hits"], IC["wait_us"]
 
 # io_state entries (int64)
 S_LAST_FILE = 0   # file key of the previous request on the disk
@@ -222,36 +223,65 @@ class IOModel:
             stream = st.streams[key] = _Stream()
         end = first + n
         with self.lock:
-            demand = np.arange(first, end, dtype=np.int64)
-            hit, ready = self._lookup(key, demand)
-            ra_lo, ra_hi = self._readahead(stream, first, n)
-            ra_hi = min(ra_hi, file_blocks)
-            local = np.zeros(len(IO_COUNTERS), dtype=np.int64)
-            local[IC["cache_hits"]] = int(np.count_nonzero(hit))
-            local[IC["cache_misses"]] = n - local[IC["cache_hits"]]
-            missing = demand[~hit]
-            if ra_hi > ra_lo:
-                window = np.arange(ra_lo, ra_hi, dtype=np.int64)
-                window = window[(window < first) | (window >= end)]
-                if window.size:
-                    whit, _ = self._lookup(key, window, touch=False)
-                    extra = window[~whit]
-                    local[IC["readahead_pages"]] = extra.size
-                    missing = np.union1d(missing, extra)
-            if missing.size:
-                done = self._disk(key, missing, vt, local)
-                ready[~hit] = done[np.searchsorted(missing, demand[~hit])]
-            demand_ready = float(ready.max()) if ready.size else 0.0
-            wait = max(0.0, demand_ready - vt)
-            vt = max(vt, demand_ready)
-            local[IC["wait_us"]] = int(wait * 1e6)
-            self.shared_counters += local
-        st.counters += local
+            if n == 1:  # a single block (PostgreSQL's reads): plain Python while it hits
+                h1, r1 = self._lookup1(key, first)
+                ra_lo, ra_hi = self._readahead(stream, first, n)
+                ra_hi = min(ra_hi, file_blocks)
+                if h1 and ra_hi <= ra_lo:
+                    wait = max(0.0, r1 - vt)
+                    vt = max(vt, r1)
+                    sc, lc = self.shared_counters, st.counters
+                    sc[_HITS] += 1
+                    lc[_HITS] += 1
+                    if wait > 0.0:
+                        sc[_WAIT] += int(wait * 1e6)
+                        lc[_WAIT] += int(wait * 1e6)
+                    demand = None
+                else:
+                    demand = np.arange(first, end, dtype=np.int64)
+                    hit = np.array([h1])
+                    ready = np.array([r1])
+            else:
+                demand = np.arange(first, end, dtype=np.int64)
+                hit, ready = self._lookup(key, demand)
+                ra_lo, ra_hi = self._readahead(stream, first, n)
+                ra_hi = min(ra_hi, file_blocks)
+            if demand is not None:
+                vt = self._read_general(key, first, n, demand, hit, ready, ra_lo, ra_hi,
+                                        vt, st)
         stream.prev_end = end
         st.vt = vt
         owed = vt - now
         if owed >= SLEEP_SLICE_S:
             time.sleep(max(0.0, vt - time.monotonic()))
+
+    def _read_general(self, key, first, n, demand, hit, ready, ra_lo, ra_hi, vt, st) -> float:
+        """The rest of ``read`` (the ``iomodel`` lock held): read what is missing of the
+        demanded pages and of the read-ahead window [ra_lo, ra_hi); returns the reader's
+        new virtual clock."""
+        end = first + n
+        local = np.zeros(len(IO_COUNTERS), dtype=np.int64)
+        local[IC["cache_hits"]] = int(np.count_nonzero(hit))
+        local[IC["cache_misses"]] = n - local[IC["cache_hits"]]
+        missing = demand[~hit]
+        if ra_hi > ra_lo:
+            window = np.arange(ra_lo, ra_hi, dtype=np.int64)
+            window = window[(window < first) | (window >= end)]
+            if window.size:
+                whit, _ = self._lookup(key, window, touch=False)
+                extra = window[~whit]
+                local[IC["readahead_pages"]] = extra.size
+                missing = np.union1d(missing, extra)
+        if missing.size:
+            done = self._disk(key, missing, vt, local)
+            ready[~hit] = done[np.searchsorted(missing, demand[~hit])]
+        demand_ready = float(ready.max()) if ready.size else 0.0
+        wait = max(0.0, demand_ready - vt)
+        vt = max(vt, demand_ready)
+        local[IC["wait_us"]] = int(wait * 1e6)
+        self.shared_counters += local
+        st.counters += local
+        return vt
 
     def _readahead(self, s: _Stream, first: int, n: int) -> tuple[int, int]:
         """Update the stream for a read of [first, first + n); returns the blocks to read
@@ -277,6 +307,19 @@ class IOModel:
     # -- the cache -----------------------------------------------------------------------------
     def _sets(self, key: int, blocks: np.ndarray) -> np.ndarray:
         return (blocks + (key * _HASH) % self.nsets) % self.nsets
+
+    def _lookup1(self, key: int, block: int) -> tuple[bool, float]:
+        """``_lookup`` of one block in plain Python: (hit, ready time)."""
+        s = (block + (key * _HASH) % self.nsets) % self.nsets
+        tag = (key << 32) | block
+        row = self._tag2[s].tolist()
+        if tag not in row:
+            return False, 0.0
+        w = row.index(tag)
+        clock = int(self.state[S_CLOCK]) + 1
+        self._stamp2[s, w] = clock
+        self.state[S_CLOCK] = clock
+        return True, float(self._ready2[s, w])
 
     def _lookup(self, key: int, blocks: np.ndarray, touch: bool = True):
         """(hit mask, ready times) of ``blocks``; hits get a fresh LRU stamp."""

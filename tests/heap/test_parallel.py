@@ -750,3 +750,50 @@ def test_parallel_scan_under_the_io_model_reads_every_block_once(tmp_path):
             be.xact.rollback()
     finally:
         inst.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU per page: decode batches do not depend on the allocation policy
+def _cold_batches(inst, rel, nblocks: int, policy: str | None, **shape) -> tuple[int, int]:
+    """(decode batches, rows) of one cold scan of ``rel`` by a single participant with a
+    ring (``policy``; None: the serial scan)."""
+    from minidb.heap.heapam import HeapScan
+    with inst.connect() as be:
+        be.bufmgr.flush_buffers()
+        be.bufmgr.drop_relation_buffers(rel.relfilenode)
+        src = None
+        shared = None
+        if policy is not None:
+            shared = SharedScan.acquire(inst.seg, inst.locks)
+            shared.initialize(rel.relfilenode, nblocks, policy=policy, **shape)
+            src = BlockAllocator(shared, None)
+            src.startblock_init()
+        try:
+            hs = HeapScan(be, rel, [0], use_ring=True, syncscan=False, block_source=src)
+            rows = sum(len(b) for b in hs)
+        finally:
+            if shared is not None:
+                shared.release()
+        assert hs.pages_scanned == nblocks
+        return hs.batches_read, rows
+
+
+def test_decode_batches_do_not_depend_on_the_allocation_policy(tmp_path):
+    """A cold scan through a 32-buffer ring (256 kB) decodes 16 pages a batch (half the ring),
+    whether its runs are single blocks (``block``), chunks or the serial range: a
+    single-block run no longer ends its batch, so CPU per page is the same."""
+    with Instance(tmp_path / "d", shared_buffers=512, max_connections=4,
+                  max_worker_processes=0) as inst:
+        rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(200)")])
+        with inst.connect() as be:
+            n = 32 * 160
+            heap_bulk_insert(be, rel, {"id": np.arange(n, dtype=np.int32), "pad": [""] * n},
+                             n, xmin=2)
+            nblocks = be.bufmgr.smgr.nblocks(rel.relfilenode)
+        assert nblocks == 160
+        got = {p: _cold_batches(inst, rel, nblocks, p)
+               for p in (None, "block", "fixed", "pg14")}
+        assert {rows for _, rows in got.values()} == {n}
+        batches = {p: b for p, (b, _) in got.items()}
+        assert batches["block"] == batches["fixed"] == batches["pg14"] == batches[None], batches
+        assert batches["block"] == nblocks // 16
