@@ -53,6 +53,11 @@ oc_ready           (OC,)           float64    iomodel lock (when each page's rea
 io_state           (4,)            int64      iomodel lock (disk's last file and block,
                                               LRU clock)
 io_busy            (1,)            float64    iomodel lock (the disk is busy until then)
+io_device          (4,)            float64    iomodel lock (the device's page transfer time,
+                                              seek or latency; set at open, recalibrated
+                                              by experiments)
+io_slots           (QD,)           float64    iomodel lock (when each of the device's
+                                              io_queue_depth command slots is free)
 io_counters        (IO,)           int64      iomodel lock (IO_COUNTERS)
 lock_tag           (NP*LP, 3)      int64      lockmgr[p] (heavyweight lock entries, by
                                               partition p; ``minidb.txn.lmgr``)
@@ -195,6 +200,8 @@ IO_COUNTERS = (
     "pages_written",    # pages written into the cache by the buffer manager
     "disk_busy_us",     # time the disk was occupied
     "wait_us",          # time readers were owed (and slept)
+    "drive_cache_pages",  # pages a late contiguous request found in the drive's cache
+    "overlapped",       # requests started while another was in flight (queue depth > 1)
 )
 
 # statistics counters, one column each (per backend slot, plus the retired row)
@@ -320,6 +327,8 @@ def regions(settings: Settings) -> list[Region]:
         Region("oc_ready", (os_cache_pages(settings),), "<f8", "iomodel lock"),
         Region("io_state", (N_IO_STATE,), "<i8", "iomodel lock"),
         Region("io_busy", (1,), "<f8", "iomodel lock"),
+        Region("io_device", (4,), "<f8", "iomodel lock"),
+        Region("io_slots", (max(1, settings.io_queue_depth),), "<f8", "iomodel lock"),
         Region("io_counters", (len(IO_COUNTERS),), "<i8", "iomodel lock"),
         Region("lock_tag", (N_LOCK_PARTITIONS * lp, 3), "<i8", "lockmgr partition"),
         Region("lock_hash", (N_LOCK_PARTITIONS * lp,), "<i8", "lockmgr partition"),

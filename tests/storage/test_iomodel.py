@@ -102,7 +102,8 @@ def test_a_sequential_reader_gets_growing_read_ahead(tmp_path, clock):
 
 
 def test_a_jump_resets_the_read_ahead_and_random_reads_seek(tmp_path, clock):
-    with _inst(tmp_path) as inst:
+    # without the drive's cache (it would serve 300 -> 301 without a seek: see below)
+    with _inst(tmp_path, io_drive_cache_kb=0) as inst:
         io, b = inst.iomodel, inst.io_counters()
         for blk in (700, 100, 300, 301, 900):
             io.read(501, 0, blk, 1, 10_000)
@@ -263,3 +264,112 @@ def test_model_off_counts_nothing(tmp_path):
         assert inst.iomodel is None and inst.smgr.iomodel is None
         assert set(inst.io_counters().values()) == {0}
         inst.drop_os_cache()  # a no-op
+
+
+# ---------------------------------------------------------------------------------------------
+# the drive's read-ahead cache, the I/O scheduler, queue depth
+def test_a_late_contiguous_request_pays_no_seek_with_the_drive_cache(tmp_path, clock):
+    """The disk goes idle after [0, 16); a request for [16, 32) arriving 10 ms later finds
+    what the drive read meanwhile in its cache (8 MB: all 16 pages): no seek, no wait.
+    Without the drive's cache it pays the seek."""
+    for cache_kb, seeks, cached in ((8192, 1, 16), (0, 2, 0)):
+        with _inst(tmp_path / str(cache_kb), io_readahead_kb=0,
+                   io_drive_cache_kb=cache_kb) as inst:
+            io, b = inst.iomodel, inst.io_counters()
+            io.read(600, 0, 0, 16, 1000)
+            clock.advance(0.010)
+            b2 = inst.io_counters()
+            io.read(600, 0, 16, 16, 1000)
+            d, d2 = _delta(inst, b), _delta(inst, b2)
+            assert d["requests"] == 2 and d["seeks"] == seeks
+            assert d["drive_cache_pages"] == cached
+            if cache_kb:
+                assert d2["wait_us"] == 0
+            # a request elsewhere still seeks
+            io.read(600, 0, 500, 1, 1000)
+            assert _delta(inst, b)["seeks"] == seeks + 1
+
+
+def test_the_drive_cache_holds_what_the_idle_time_allowed(tmp_path, clock):
+    """100 MB/s = 81.92 us a page: after 0.5 ms idle the drive has read 6 pages ahead;
+    the rest of a 16-page request streams from there without a seek."""
+    with _inst(tmp_path, io_readahead_kb=0) as inst:
+        io, b = inst.iomodel, inst.io_counters()
+        io.read(601, 0, 0, 4, 1000)
+        clock.now = io._thread().vt + 0.0005
+        io.read(601, 0, 4, 16, 1000)
+        d = _delta(inst, b)
+        assert d["seeks"] == 1 and d["drive_cache_pages"] == 6
+
+
+def _interleave(inst, rounds: int = 10, pages: int = 16) -> dict:
+    """Two reader threads take turns, each reading its own sequential stream."""
+    io, b = inst.iomodel, inst.io_counters()
+    go = [queue.Queue(), queue.Queue()]
+    back = queue.Queue()
+
+    def reader(i, start):
+        for k in range(rounds):
+            go[i].get()
+            io.read(609, 0, start + pages * k, pages, 100_000)
+            back.put(i)
+    threads = [threading.Thread(target=reader, args=(i, s))
+               for i, s in ((0, 0), (1, 50_000))]
+    for t in threads:
+        t.start()
+    for _ in range(rounds):
+        for i in (0, 1):
+            go[i].put(1)
+            back.get()
+    for t in threads:
+        t.join()
+    return _delta(inst, b)
+
+
+def test_cfq_slices_spare_interleaved_streams_their_seeks(tmp_path, clock):
+    """noop and deadline serve two interleaved sequential streams in arrival order: a seek
+    at every switch.  CFQ gives each process a slice (100 ms of its own disk time, while
+    it comes back within slice_idle, 8 ms): each stream pays one seek per slice.  At
+    100 MB/s a 16-page request is 1.3 ms, so ten of them fit in one slice."""
+    got = {}
+    for sched in ("noop", "deadline", "cfq"):
+        with _inst(tmp_path / sched, io_readahead_kb=0, io_scheduler=sched) as inst:
+            got[sched] = _interleave(inst)
+    assert got["noop"]["seeks"] == got["deadline"]["seeks"] == 20
+    assert got["cfq"]["seeks"] == 2
+    assert got["cfq"]["requests"] == got["noop"]["requests"] == 20
+    # a slice of 8 ms of disk time (seek included): 5 + 1.3 ms, then two more requests
+    # fit (7.6 ms used, then 8.9), the fourth starts a new slice: requests 1, 4, 7, 10
+    with _inst(tmp_path / "short", io_readahead_kb=0, io_scheduler="cfq",
+               io_cfq_slice_sync_ms=8) as inst:
+        assert _interleave(inst)["seeks"] == 8
+
+
+def test_queue_depth_lets_concurrent_single_block_requests_overlap(tmp_path, clock):
+    """A solid-state device, 0.5 ms latency, 100 MB/s: two threads each ask for one block
+    at the same moment.  With queue depth 1 the second waits for the first (0.58 ms)
+    and then pays its own latency; with queue depth 4 the latencies overlap and only the
+    transfers queue."""
+    page = BLCKSZ / 100e6
+    waits = {}
+    for qd in (1, 4):
+        with _inst(tmp_path / str(qd), io_readahead_kb=0, io_rotational=False,
+                   io_queue_depth=qd, io_seek_ms=0.5) as inst:
+            io, b = inst.iomodel, inst.io_counters()
+            t0 = clock.now
+            out = queue.Queue()
+
+            def one(blk):
+                io._thread().vt = t0
+                io.read(610, 0, blk, 1, 1000)
+                out.put(io._thread().vt - t0)
+            threads = [threading.Thread(target=one, args=(blk,)) for blk in (10, 500)]
+            for t in threads:
+                t.start()
+                t.join()
+            d = _delta(inst, b)
+            assert d["requests"] == 2 and d["seeks"] == 2
+            waits[qd] = sorted(out.get() for _ in range(2))
+            assert d["overlapped"] == (0 if qd == 1 else 1)
+    assert waits[1][1] == pytest.approx(2 * (0.0005 + page))
+    assert waits[4][1] == pytest.approx(0.0005 + 2 * page)
