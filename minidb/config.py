@@ -249,6 +249,13 @@ _ALL = [
        "PostgreSQL 17's default (128 kB): the most consecutive missing blocks the buffer "
        "manager reads with one call; 1 = one 8 kB read per block, as PostgreSQL 16 and "
        "older (the seeds' 7.x to 15) read", min=1, max=256, unit="8kB"),
+    _s("io_readahead_policy", "ondemand", str, "instance",
+       "Linux's read-ahead: ondemand (2.6.23 and later, with 2.6.31's context read-ahead: "
+       "a read-ahead marker page in the shared page cache, so any process that reaches it "
+       "starts the next window, and a stream recognised from the pages before it in the "
+       "cache) or perfile (the kernels before 2.6.23: each open file keeps its own "
+       "sequential detection; what seed 001's 2007 kernel did)",
+       choices=("ondemand", "perfile")),
     _s("os_cache_mb", 256, int, "instance",
        "size of the simulated OS page cache shared by all processes; the seeds need tables "
        "at least 8 times larger than it", min=1, max=1 << 20, unit="MB"),

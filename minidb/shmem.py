@@ -50,6 +50,8 @@ oc_tag             (OC,)           int64      iomodel lock (simulated OS page ca
                                               ``minidb.storage.iomodel``)
 oc_stamp           (OC,)           int64      iomodel lock (LRU stamp of each page)
 oc_ready           (OC,)           float64    iomodel lock (when each page's read ends)
+oc_mark            (OC,)           int8       iomodel lock (1: the page carries a
+                                              read-ahead marker, Linux's PG_readahead)
 io_state           (4,)            int64      iomodel lock (disk's last file and block,
                                               LRU clock)
 io_busy            (1,)            float64    iomodel lock (the disk is busy until then)
@@ -325,6 +327,7 @@ def regions(settings: Settings) -> list[Region]:
         Region("oc_tag", (os_cache_pages(settings),), "<i8", "iomodel lock", fill=-1),
         Region("oc_stamp", (os_cache_pages(settings),), "<i8", "iomodel lock"),
         Region("oc_ready", (os_cache_pages(settings),), "<f8", "iomodel lock"),
+        Region("oc_mark", (os_cache_pages(settings),), "i1", "iomodel lock"),
         Region("io_state", (N_IO_STATE,), "<i8", "iomodel lock"),
         Region("io_busy", (1,), "<f8", "iomodel lock"),
         Region("io_device", (4,), "<f8", "iomodel lock"),

@@ -704,10 +704,13 @@ def test_block_allocation_over_two_workers_seeks_ten_times_more_than_pg14(tmp_pa
     blocks and earns read-ahead; that depends on the scheduler, so it is measured by
     bench/parallel_bench.py, not asserted here."""
     # without the drive's read-ahead cache, which would serve the participants' alternate
-    # single blocks without seeks (a real drive's cache does: the requests still show it)
+    # single blocks without seeks (a real drive's cache does: the requests still show it),
+    # and with per-file read-ahead (Linux's ondemand read-ahead follows the participants'
+    # shared stream through the page cache: tests/storage/test_iomodel.py)
     with Instance(tmp_path / "d", shared_buffers=64, max_worker_processes=0,
                   io_model="custom", io_seq_mb_per_s=20000, io_seek_ms=0.01,
-                  io_readahead_kb=128, os_cache_mb=16, io_drive_cache_kb=0) as inst:
+                  io_readahead_kb=128, os_cache_mb=16, io_drive_cache_kb=0,
+                  io_readahead_policy="perfile") as inst:
         got = {policy: _alternating_scan(inst, 18_432, policy)
                for policy in ("pg14", "block")}
         for d in got.values():
