@@ -438,3 +438,42 @@ def test_ondemand_random_reads_read_what_was_asked(tmp_path, clock):
             io.read(702, 0, blk, 1, 10_000)
         d = _delta(inst, b)
         assert d["requests"] == 4 and d["readahead_pages"] == 0
+
+
+def test_demand_reads_are_one_block_per_call_with_io_combine_limit_1(tmp_path, monkeypatch):
+    """PostgreSQL 14/15 read one 8 kB block per call: with io_combine_limit 1 a cold scan's
+    reads reach the file and the I/O model as single blocks (the kernel's read-ahead
+    then ramps up on its own); with 16 (PostgreSQL 17's 128 kB) as runs of up to 16."""
+    from minidb.storage.smgr import Smgr
+    sizes: list = []
+    real = Smgr.read_blocks
+
+    def recording(self, rfn, fork, first, buffers):
+        sizes.append(len(buffers))
+        return real(self, rfn, fork, first, buffers)
+    monkeypatch.setattr(Smgr, "read_blocks", recording)
+    with _inst(tmp_path, shared_buffers=256, max_connections=4, io_seq_mb_per_s=100_000,
+               io_seek_ms=0.0, io_readahead_policy="ondemand") as inst:
+        rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(1800)")])
+        with inst.connect() as be:
+            n = 4 * 100
+            heap_bulk_insert(be, rel, {"id": np.arange(n, dtype=np.int32), "pad": [""] * n},
+                             n, xmin=2)
+            nblocks = be.bufmgr.smgr.nblocks(rel.relfilenode)
+            be.bufmgr.flush_buffers()
+            got = {}
+            for limit in (1, 16):
+                be.settings.set("io_combine_limit", limit)
+                be.bufmgr.drop_relation_buffers(rel.relfilenode)
+                inst.drop_os_cache()
+                sizes.clear()
+                b = inst.io_counters()
+                assert sum(len(x) for x in HeapScan(be, rel, [0], use_ring=False)) == n
+                d = _delta(inst, b)
+                got[limit] = (list(sizes), d)
+                assert sum(sizes) == nblocks
+                assert d["cache_hits"] + d["cache_misses"] == nblocks
+    assert set(got[1][0]) == {1}
+    assert max(got[16][0]) == 16
+    # one block at a time, the kernel's read-ahead still reads ahead: few demand misses
+    assert got[1][1]["cache_misses"] <= 2
