@@ -45,7 +45,10 @@ a per-buffer header spinlock and atomics (Python has neither; one short critical
 per pin is what both cost); lookups, pins and share locks of a run of pages are done in
 vectorized batches (``pin_run``, ``lock_share_batch``) so that a scan costs a few
 microseconds per 256 pages; reads of consecutive missing pages are combined into one
-``preadv``.  There is no background writer: dirty pages are written at eviction,
+``preadv`` of at most ``io_combine_limit`` blocks (1: one 8 kB read per block, as
+PostgreSQL 16 and older), and the pages of a batch of reads are verified together
+(``start_read_batch`` / ``finish_reads``: a parallel scan's single-block runs are read one
+at a time but checksummed in one vectorized pass).  There is no background writer: dirty pages are written at eviction,
 checkpoint and close.
 """
 

@@ -802,3 +802,32 @@ def test_decode_batches_do_not_depend_on_the_allocation_policy(tmp_path):
         batches = {p: b for p, (b, _) in got.items()}
         assert batches["block"] == batches["fixed"] == batches["pg14"] == batches[None], batches
         assert batches["block"] == nblocks // 16
+
+
+def test_a_bad_page_in_a_read_batch_fails_the_scan_and_leaves_no_pins(tmp_path):
+    """A participant's single-block reads are verified together at the end of the batch:
+    a corrupted page there raises DataCorrupted (naming the block), and every buffer of
+    the batch is unpinned and usable again."""
+    from minidb.errors import DataCorrupted
+    with Instance(tmp_path / "d", shared_buffers=512, max_connections=4,
+                  max_worker_processes=0) as inst:
+        rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(200)")])
+        with inst.connect() as be:
+            n = 32 * 64
+            heap_bulk_insert(be, rel, {"id": np.arange(n, dtype=np.int32), "pad": [""] * n},
+                             n, xmin=2)
+            be.bufmgr.flush_buffers()
+            be.bufmgr.drop_relation_buffers(rel.relfilenode)
+        with open(inst.smgr.path(rel.relfilenode), "r+b") as f:
+            f.seek(37 * 8192 + 5000)
+            f.write(b"\xff" * 16)
+        with pytest.raises(DataCorrupted, match="block 37"):
+            _cold_batches(inst, rel, 64, "block")
+        assert_no_pins_in(inst)
+        # the pages before and after still read; the bad one fails again
+        with inst.connect() as be:
+            with pytest.raises(DataCorrupted):
+                be.bufmgr.pin(rel.relfilenode, 37)
+            b = be.bufmgr.pin(rel.relfilenode, 38)
+            be.bufmgr.unpin(b)
+        assert_no_pins_in(inst)
