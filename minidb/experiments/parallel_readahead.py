@@ -91,8 +91,9 @@ def _label(key: str) -> str:
 def run(table_mb: int = 512, workers: int = 7, disk: str = "auto", cache_ratio: float = 8.0,
         policies: list | None = None, serial_each: bool = True, workdir: str | None = None,
         command: str | None = None, repeats: int = 3,
-        readahead_policy: str = "ondemand") -> Report:
-    """``readahead_policy``: the seed's kernel's (ondemand) unless asked otherwise."""
+        readahead_policy: str = "ondemand", io_combine_limit: int = 1) -> Report:
+    """``readahead_policy`` and ``io_combine_limit``: the seed's kernel's (ondemand) and
+    PostgreSQL 13/14's (one block per read) unless asked otherwise."""
     t_start = time.perf_counter()
     nblocks = table_mb * MB // 8192
     os_cache_mb = max(1, round(table_mb / cache_ratio))
@@ -112,7 +113,8 @@ def run(table_mb: int = 512, workers: int = 7, disk: str = "auto", cache_ratio: 
         from minidb.sql.engine import Engine
         with Instance(os.path.join(d, "data"), shared_buffers=1024, os_cache_mb=os_cache_mb,
                       max_connections=12, **device,
-                      **dict(SEED_IO, io_readahead_policy=readahead_policy)) as inst:
+                      **dict(SEED_IO, io_readahead_policy=readahead_policy,
+                             io_combine_limit=io_combine_limit)) as inst:
             rel, nrows, nblocks = load_scan_table(inst, "t", nblocks)
             if disk == "auto":
                 serial_cpu = _calibrate_device(inst, rel, nblocks)
