@@ -239,7 +239,8 @@ def demo(datadir: str, scale: int, runs: int, transactions: int | None, configs,
     try:
         rep = dead_tuples.run(scale=scale, transactions=transactions, runs=runs,
                               configs=chosen, accounts_per_scale=accounts_per_scale,
-                              datadir=datadir, progress=click.echo, command=command)
+                              datadir=datadir, progress=click.echo, command=command,
+                              repeats=1)
     except (Error, BenchError) as e:
         raise click.ClickException(str(e)) from None
     md = rep.write(out)

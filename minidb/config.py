@@ -216,9 +216,46 @@ _ALL = [
     _s("io_seek_ms", 8.0, float, "instance",
        "io_model=custom: cost of a request that does not continue the disk's stream (a "
        "7200 rpm disk's average seek plus half a rotation)", min=0, max=10000, unit="ms"),
+    _s("io_rotational", True, bool, "instance",
+       "io_model=custom: a spinning disk (seeks, the drive's read-ahead cache, the I/O "
+       "scheduler's slices) rather than a solid-state device (a latency per request, "
+       "io_queue_depth requests at once); the hdd preset is rotational, ssd is not"),
+    _s("io_queue_depth", 1, int, "instance",
+       "io_model=custom, not rotational: requests the device serves at once (their "
+       "latencies overlap; the transfers share the bandwidth); the ssd preset has 32, "
+       "SATA's NCQ depth", min=1, max=256),
+    _s("io_drive_cache_kb", 8192, int, "instance",
+       "rotational: the drive's read-ahead (track) cache, which keeps reading after a "
+       "request while the disk is idle, so a late request that continues it pays no "
+       "seek; 8 MB, the buffer of a 2006-2007 7,200 rpm desktop drive (Western Digital "
+       "Caviar SE, Seagate Barracuda 7200.10 datasheets); 0 = none", min=0, max=1 << 20,
+       unit="kB"),
+    _s("io_scheduler", "deadline", str, "instance",
+       "rotational: the kernel's I/O scheduler; noop and deadline serve requests in "
+       "arrival order (Linux's default for a disk today is mq-deadline), cfq gives each "
+       "process time slices (Linux's default from 2.6.18, 2006, to 4.x)",
+       choices=("noop", "deadline", "cfq")),
+    _s("io_cfq_slice_sync_ms", 100, int, "instance",
+       "io_scheduler=cfq: a process's time slice for reads, Linux's default slice_sync "
+       "(HZ/10 in block/cfq-iosched.c since 2.6.18)", min=1, max=10000, unit="ms"),
+    _s("io_cfq_slice_idle_ms", 8, int, "instance",
+       "io_scheduler=cfq: how long the disk waits for the slice's process to issue its "
+       "next read, Linux's default slice_idle (HZ/125 in block/cfq-iosched.c since "
+       "2.6.18)", min=0, max=1000, unit="ms"),
     _s("io_readahead_kb", 128, int, "instance",
        "Linux's default read_ahead_kb: the largest read-ahead window of a stream (16 blocks); "
        "0 turns read-ahead off", min=0, max=1 << 20, unit="kB"),
+    _s("io_combine_limit", 16, int, "session",
+       "PostgreSQL 17's default (128 kB): the most consecutive missing blocks the buffer "
+       "manager reads with one call; 1 = one 8 kB read per block, as PostgreSQL 16 and "
+       "older (the seeds' 7.x to 15) read", min=1, max=256, unit="8kB"),
+    _s("io_readahead_policy", "ondemand", str, "instance",
+       "Linux's read-ahead: ondemand (2.6.23 and later, with 2.6.31's context read-ahead: "
+       "a read-ahead marker page in the shared page cache, so any process that reaches it "
+       "starts the next window, and a stream recognised from the pages before it in the "
+       "cache) or perfile (the kernels before 2.6.23: each open file keeps its own "
+       "sequential detection; what seed 001's 2007 kernel did)",
+       choices=("ondemand", "perfile")),
     _s("os_cache_mb", 256, int, "instance",
        "size of the simulated OS page cache shared by all processes; the seeds need tables "
        "at least 8 times larger than it", min=1, max=1 << 20, unit="MB"),

@@ -50,9 +50,16 @@ oc_tag             (OC,)           int64      iomodel lock (simulated OS page ca
                                               ``minidb.storage.iomodel``)
 oc_stamp           (OC,)           int64      iomodel lock (LRU stamp of each page)
 oc_ready           (OC,)           float64    iomodel lock (when each page's read ends)
+oc_mark            (OC,)           int8       iomodel lock (1: the page carries a
+                                              read-ahead marker, Linux's PG_readahead)
 io_state           (4,)            int64      iomodel lock (disk's last file and block,
                                               LRU clock)
 io_busy            (1,)            float64    iomodel lock (the disk is busy until then)
+io_device          (4,)            float64    iomodel lock (the device's page transfer time,
+                                              seek or latency; set at open, recalibrated
+                                              by experiments)
+io_slots           (QD,)           float64    iomodel lock (when each of the device's
+                                              io_queue_depth command slots is free)
 io_counters        (IO,)           int64      iomodel lock (IO_COUNTERS)
 lock_tag           (NP*LP, 3)      int64      lockmgr[p] (heavyweight lock entries, by
                                               partition p; ``minidb.txn.lmgr``)
@@ -196,6 +203,8 @@ IO_COUNTERS = (
     "pages_written",    # pages written into the cache by the buffer manager
     "disk_busy_us",     # time the disk was occupied
     "wait_us",          # time readers were owed (and slept)
+    "drive_cache_pages",  # pages a late contiguous request found in the drive's cache
+    "overlapped",       # requests started while another was in flight (queue depth > 1)
 )
 
 # statistics counters, one column each (per backend slot, plus the retired row)
@@ -319,8 +328,11 @@ def regions(settings: Settings) -> list[Region]:
         Region("oc_tag", (os_cache_pages(settings),), "<i8", "iomodel lock", fill=-1),
         Region("oc_stamp", (os_cache_pages(settings),), "<i8", "iomodel lock"),
         Region("oc_ready", (os_cache_pages(settings),), "<f8", "iomodel lock"),
+        Region("oc_mark", (os_cache_pages(settings),), "i1", "iomodel lock"),
         Region("io_state", (N_IO_STATE,), "<i8", "iomodel lock"),
         Region("io_busy", (1,), "<f8", "iomodel lock"),
+        Region("io_device", (4,), "<f8", "iomodel lock"),
+        Region("io_slots", (max(1, settings.io_queue_depth),), "<f8", "iomodel lock"),
         Region("io_counters", (len(IO_COUNTERS),), "<i8", "iomodel lock"),
         Region("lock_tag", (N_LOCK_PARTITIONS * lp, 3), "<i8", "lockmgr partition"),
         Region("lock_hash", (N_LOCK_PARTITIONS * lp,), "<i8", "lockmgr partition"),

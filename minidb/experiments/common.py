@@ -237,34 +237,70 @@ def load_scan_table(inst, name: str, nblocks: int, log_progress: bool = True,
     return rel, nrows, blocks
 
 
-def calibrate(table_mb: int, workdir: str | None = None, repeat: int = 2) -> float:
-    """MB/s of a cold serial ``count(*) ... WHERE a < 0`` when the device costs nothing
-    (the I/O model at its largest bandwidth and no seek): what one process's CPU allows."""
-    from minidb.instance import Instance
+# The seeds of 2020 (000 and 002) ran on NVMe SSDs of their time.  Their parameters, taken
+# before any run from a 2019 NVMe drive's datasheet (Samsung 970 EVO Plus 1 TB): 4 kB random
+# reads at queue depth 1, 19,000 IOPS, i.e. 52.6 us a request; random reads rated at queue
+# depth 32 (600,000 IOPS there: the drive overlaps about 32 requests).
+NVME_LATENCY_MS = 1000.0 / 19_000
+NVME_QUEUE_DEPTH = 32
+NVME_SOURCE = ("a 2019 NVMe SSD's datasheet (Samsung 970 EVO Plus 1 TB: 4 kB random reads "
+               "19,000 IOPS at queue depth 1 = 52.6 us each, rated at queue depth 32)")
+# Every experiment reads one 8 kB block per call, as PostgreSQL 7.x to 16 did
+EXPERIMENT_IO = {"io_combine_limit": 1}
+
+
+def slowed_latency_ms(seed_device_mbps: float, here_mbps: float) -> float:
+    """The NVMe latency for a device slowed from the seed's ``seed_device_mbps`` to
+    ``here_mbps`` to fit this machine: the latency slows by the same factor."""
+    return NVME_LATENCY_MS * seed_device_mbps / here_mbps
+
+
+def calibrate_in_run(inst, rel, nblocks: int, repeat: int = 2) -> float:
+    """MB/s of a cold serial ``count(*) ... WHERE a < 0`` of ``rel`` on ``inst`` (the
+    run's own instance and table) while the device costs nothing (10^6 MB/s, no seek or
+    latency): what one process's CPU allows here.  The caller then sets the device it
+    derives from this with ``inst.iomodel.set_device``; the best of ``repeat``."""
     from minidb.session import Session
     from minidb.sql.engine import Engine
-    d = tempfile.mkdtemp(prefix="minidb-calibrate-", dir=workdir)
+    inst.iomodel.set_device(1e6, 0.0)
+    sess = Session(inst)
     try:
-        with Instance(os.path.join(d, "data"), shared_buffers=1024, max_connections=12,
-                      io_model="custom", io_seq_mb_per_s=1e6, io_seek_ms=0.0,
-                      os_cache_mb=max(1, table_mb // 8)) as inst:
-            rel, nrows, nblocks = load_scan_table(inst, "t", table_mb * MB // 8192,
-                                                  log_progress=False)
-            sess = Session(inst)
-            try:
-                engine = Engine(sess)
-                engine.execute("SET max_parallel_workers_per_gather = 0")  # one process
-                best = 0.0
-                for _ in range(repeat):
-                    make_cold(inst, rel)
-                    a = time.perf_counter()
-                    assert sql_count(engine, "SELECT count(*) FROM t WHERE a < 0") == 0
-                    best = max(best, nblocks * 8192 / 1e6 / (time.perf_counter() - a))
-            finally:
-                sess.close()
+        engine = Engine(sess)
+        engine.execute("SET max_parallel_workers_per_gather = 0")  # one process
+        engine.execute("SET synchronize_seqscans = off")
+        best = 0.0
+        for _ in range(repeat):
+            make_cold(inst, rel)
+            a = time.perf_counter()
+            assert sql_count(engine, "SELECT count(*) FROM t WHERE a < 0") == 0
+            best = max(best, nblocks * 8192 / 1e6 / (time.perf_counter() - a))
     finally:
-        shutil.rmtree(d, ignore_errors=True)
+        sess.close()
     return best
+
+
+def spread(values: list) -> tuple:
+    """(min, median, max) of a headline ratio over an experiment's repeats (None if any
+    repeat had none)."""
+    vals = [v for v in values if v is not None]
+    if not vals or len(vals) != len(values):
+        return (None, None, None)
+    return (min(vals), float(np.median(vals)), max(vals))
+
+
+def fmt_spread(values: list, digits: int = 2) -> str:
+    """'median (min-max)' of the repeats' values, or the one value."""
+    lo, med, hi = spread(values)
+    if med is None:
+        return "-"
+    if len(values) == 1:
+        return f"{med:.{digits}f}"
+    return f"{med:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
+
+
+def load_now() -> float:
+    """The machine's 1-minute load average (reported beside each repeat)."""
+    return round(os.getloadavg()[0], 2)
 
 
 def make_cold(inst, rel) -> None:

@@ -54,8 +54,8 @@ import shutil
 import tempfile
 import time
 
-from minidb.experiments.common import (Report, fmt, fmt_ratio, log, md_table, ratio,
-                                       text_table)
+from minidb.experiments.common import (Report, fmt, fmt_ratio, fmt_spread, load_now, log,
+                                       md_table, ratio, text_table)
 
 NAME = "dead-tuples"
 SEED = "003_334354fd6833822f.txt"
@@ -219,35 +219,48 @@ def run(scale: int = 4, clients: int = SEED_CLIENTS, transactions: int | None = 
         runs: int = 3, shared_buffers: int | None = None, mode: str = "prepared",
         configs: list | None = None, accounts_per_scale: int = 100_000,
         workdir: str | None = None, command: str | None = None,
-        datadir: str | None = None, progress=log) -> Report:
+        datadir: str | None = None, progress=log, repeats: int = 3) -> Report:
     """Run the configurations (labels of ``CONFIGS``; all when None) in the order given;
     the report lists them in ``CONFIGS``' order.  ``datadir``: run every configuration in
     this data directory, one after another, and keep the last one's tables there (see
     ``run_config``); default a temporary directory each.  ``progress``: a callable given
-    one line of text per configuration and run (default: standard error)."""
+    one line of text per configuration and run (default: standard error).  ``repeats``:
+    the whole set of configurations this many times, each from a fresh start; the report's
+    ratios give the median, minimum and maximum over them."""
     t_start = time.perf_counter()
     transactions, shared_buffers = derived(scale, clients, transactions, shared_buffers)
     chosen = chosen_configs(configs)
-    results = []
-    for label, settings in chosen:
-        progress(f"dead-tuples: {label}")
-        results.append(run_config(label, settings, scale=scale, clients=clients,
-                                  transactions=transactions, runs=runs,
-                                  shared_buffers=shared_buffers, mode=mode,
-                                  accounts_per_scale=accounts_per_scale, workdir=workdir,
-                                  datadir=datadir, progress=progress))
     order = [c for c, _ in CONFIGS]
-    results.sort(key=lambda r: order.index(r["label"]))
-    rep = _report(results, len(chosen), scale=scale, clients=clients,
+    repeated, loads = [], []
+    for rep_i in range(max(1, repeats)):
+        loads.append(load_now())
+        results = []
+        for label, settings in chosen:
+            progress(f"dead-tuples: {label}" + (f" (repeat {rep_i + 1} of {repeats}, load "
+                                                f"{loads[-1]:g})" if repeats > 1 else ""))
+            results.append(run_config(label, settings, scale=scale, clients=clients,
+                                      transactions=transactions, runs=runs,
+                                      shared_buffers=shared_buffers, mode=mode,
+                                      accounts_per_scale=accounts_per_scale, workdir=workdir,
+                                      datadir=datadir, progress=progress))
+        results.sort(key=lambda r: order.index(r["label"]))
+        repeated.append(results)
+    # the tables show the repeat whose first configuration's last run / first run is the
+    # median; the comparisons give every ratio's median (min-max) over the repeats
+    key = [ratio(r[0]["runs"][-1]["tps"], r[0]["runs"][0]["tps"], 6) or 0 for r in repeated]
+    median = sorted(range(len(repeated)), key=lambda i: key[i])[len(repeated) // 2]
+    rep = _report(repeated[median], len(chosen), scale=scale, clients=clients,
                   transactions=transactions, runs=runs, shared_buffers=shared_buffers,
-                  mode=mode, accounts_per_scale=accounts_per_scale, command=command)
+                  mode=mode, accounts_per_scale=accounts_per_scale, command=command,
+                  repeated=repeated, loads=loads)
     rep.elapsed_s = time.perf_counter() - t_start
     return rep
 
 
 def _report(results: list, nconfigs: int, *, scale: int, clients: int, transactions: int,
             runs: int, shared_buffers: int, mode: str, accounts_per_scale: int,
-            command: str | None) -> Report:
+            command: str | None, repeated: list | None = None,
+            loads: list | None = None) -> Report:
     """The report of the configurations' runs: the scaling, the runs' table, the figures
     beside the seed's, the notes and the plot."""
     rep = Report(NAME, "Dead tuples, index tuple killing and a planner that trusts old "
@@ -256,8 +269,9 @@ def _report(results: list, nconfigs: int, *, scale: int, clients: int, transacti
                             f"--runs {runs}")
     updates_per_branch = clients * transactions / scale
     rep.scaling = [
-        ("pgbench scale (branches)", f"{SEED_SCALE}", f"{scale}", f"time: {nconfigs} configurations x "
-         f"{runs} runs must fit in minutes"),
+        ("pgbench scale (branches)", f"{SEED_SCALE}", f"{scale}",
+         "kept" if scale == SEED_SCALE else f"time: {nconfigs} configurations x {runs} runs "
+         "must fit in minutes"),
         ("clients x transactions per run", f"{SEED_CLIENTS} x {SEED_TRANSACTIONS}",
          f"{clients} x {transactions}", "kept: new versions per branch row per run"),
         ("new versions per branch row per run", "500", f"{updates_per_branch:,.0f}",
@@ -270,12 +284,15 @@ def _report(results: list, nconfigs: int, *, scale: int, clients: int, transacti
         ("clients per branch", f"{SEED_CLIENTS / SEED_SCALE:g}", f"{clients / scale:g}",
          "not kept: more row-lock waits on branches"),
         ("runs", "3", f"{runs}", "no VACUUM between runs (-n)"),
+        ("repeats", "one series", f"{len(repeated or [results])}" + (
+            f", load {', '.join(f'{x:g}' for x in loads)}" if loads else ""),
+         "the tables show the median series; ratios give median (min-max)"),
         ("query mode", "simple (pgbench 7.x)", mode,
          "minidb's parser (sqlglot) would dominate simple mode; prepared keeps the "
          "engine's work in view"),
     ]
     rep.tables.append(("Runs", _runs_table(results)))
-    rep.comparisons.extend(_comparisons(results))
+    rep.comparisons.extend(_comparisons(results, repeated or [results]))
     rep.data = {"scale": scale, "clients": clients, "transactions": transactions,
                 "shared_buffers": shared_buffers, "runs": runs, "mode": mode,
                 "results": results}
@@ -340,9 +357,10 @@ def _runs_table(results: list) -> str:
             rows, "lrrrrrrrrlrrrrr")
 
 
-def _comparisons(results: list) -> list:
-    """(figure, seed, minidb, note) rows: each configuration's last run against its first,
-    the fix's total effect, today's first run."""
+def _comparisons(results: list, repeated: list | None = None) -> list:
+    """(figure, seed, minidb, note) rows: each configuration's last run against its first
+    (median (min-max) over the repeats), the fix's total effect, today's first run."""
+    repeated = repeated or [results]
     out = []
     for res in results:
         rs = res["runs"]
@@ -356,10 +374,14 @@ def _comparisons(results: list) -> list:
         cpu = ratio(rs[k - 1]["cpu_ms_per_txn"], rs[0]["cpu_ms_per_txn"])
         note = (f"CPU per transaction x{cpu:.2f}, buffer accesses per transaction "
                 f"x{mine_buf:.2f} (run {k} / run 1)")
+        vals = []
+        for series in repeated:
+            rr = next(x["runs"] for x in series if x["label"] == res["label"])
+            vals.append(ratio(rr[k - 1]["tps"], rr[0]["tps"], 4))
         out.append((f"{res['label']}: tps of run {k} / run 1",
                                 fmt_ratio(seed[k - 1], seed[0]) if seed
                                 else "about 1 (7,500-8,700 tps)",
-                                fmt_ratio(rs[k - 1]["tps"], rs[0]["tps"]), note))
+                                fmt_spread(vals), note))
     byl = {r["label"]: r for r in results}
     if "2002" in byl and "2002 + killing, enable_seqscan=off" in byl:
         a = byl["2002"]["runs"][-1]["tps"]

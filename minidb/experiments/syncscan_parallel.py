@@ -38,10 +38,15 @@ the line: the twelve participants' large chunks together span more than the OS c
 cache holds), the capped ones less.  The device: the seed's six scans were bound by its
 disks (800 GB in 320 s, 2.5 GB/s) on a 64-core machine with cores to spare; here six
 scans and their workers share two cores, so the device is slowed to keep them bound by
-it: the run first measures how fast one process decodes a cold scan
-(``common.calibrate``) and gives the simulated device a bandwidth of that over
-``--cpu-share`` (default 6: six scans sharing the device each get a sixth of it, so
-decoding for all of them takes about one core of two).
+it: the run first measures, on its own instance and table, how fast one process decodes
+a cold scan (``common.calibrate_in_run``) and gives the simulated device a bandwidth of
+that over ``--cpu-share`` (default 6: six scans sharing the device each get a sixth of
+it, so decoding for all of them takes about one core of two).  The device is solid state
+with a 2019 NVMe datasheet's latency (52.6 us) and queue depth (32), the latency slowed by
+as much as the bandwidth is (the seed's 2.7 GB/s over this device's); reads are
+PostgreSQL 14's, 8 kB a call, under Linux's ondemand read-ahead.  The whole measurement
+is repeated ``--repeats`` times (default 3): each ratio's median, minimum and maximum
+and the machine's load at each repeat are reported.
 
 What produces the seed's direction here (the counters show it): with synchronization
 off, six queries started together all begin at block 0 with the same chunk grid and the
@@ -62,9 +67,11 @@ import shutil
 import tempfile
 import time
 
-from minidb.experiments.common import (MB, Report, calibrate, fmt, fmt_ratio, io_delta,
-                                      load_scan_table, log, make_cold, md_table,
-                                      parallel_count, run_clients)
+from minidb.experiments.common import (EXPERIMENT_IO, MB, NVME_QUEUE_DEPTH, NVME_SOURCE,
+                                       Report, calibrate_in_run, fmt, fmt_ratio, fmt_spread,
+                                       io_delta, load_now, load_scan_table, log, make_cold,
+                                       md_table, parallel_count, ratio, run_clients,
+                                       slowed_latency_ms)
 
 NAME = "syncscan-parallel"
 SEED = "000_5ff83a1e5d2edb37.txt"
@@ -75,7 +82,10 @@ SEED_CHUNKS = (65536, 8192)
 SEED_LATENCY = {("65536", "on"): 372738.134, ("65536", "off"): 320204.028,
                 ("8192", "on"): 321969.172, ("8192", "off"): 321389.523,
                 ("block", "on"): 1070226.162, ("block", "off"): 1085846.859}
-SSD_SEEK_MS = 0.1
+# the seed's device: 800 GiB read in 320 s (synchronize_seqscans off) = 2.7 GB/s
+SEED_DEVICE_MBPS = SEED_BLOCKS * 8192 / 1e6 / (SEED_LATENCY[("65536", "off")] / 1000)
+# the seed's kernel (Linux, 2020): ondemand read-ahead; PostgreSQL 14 read 8 kB a call
+SEED_IO = dict(EXPERIMENT_IO, io_readahead_policy="ondemand")
 
 
 def _client(sess, engine, index, arg, t0):
@@ -103,7 +113,7 @@ def run(shrink: int = 4096, clients: int = 6, queries: int = 3, nworkers: int = 
         settings: list | None = None,
         workdir: str | None = None, command: str | None = None,
         table_blocks: int | None = None, chunks: dict | None = None,
-        device_mbps: float | None = None) -> Report:
+        device_mbps: float | None = None, repeats: int = 3) -> Report:
     """``table_blocks``, ``chunks`` ({"65536": blocks, "8192": blocks}) and ``device_mbps``
     override the scaling (tests: a small table, chunks that differ, no calibration)."""
     t_start = time.perf_counter()
@@ -111,34 +121,43 @@ def run(shrink: int = 4096, clients: int = 6, queries: int = 3, nworkers: int = 
     table_mb = max(1, nblocks * 8192 // MB)
     os_cache_mb = max(1, round(table_mb / cache_ratio))
     serial_cpu = None
-    if device_mbps is None:
-        serial_cpu = calibrate(min(table_mb, 128), workdir)
-        device_mbps = round(serial_cpu / cpu_share, 1)
-        log(f"syncscan-parallel: a serial scan decodes {serial_cpu:.0f} MB/s here; device "
-            f"{device_mbps:.1f} MB/s")
     sizes = {str(c): max(1, c // chunk_divisor) for c in SEED_CHUNKS}
     sizes.update(chunks or {})
     chosen = [(str(c), "pg14", sizes[str(c)]) for c in SEED_CHUNKS] + [("block", "block", None)]
     order = [(k, pol, ch, on) for k, pol, ch in chosen for on in ("on", "off")
              if settings is None or f"{k}/{on}" in settings]
     d = tempfile.mkdtemp(prefix="minidb-ssp-", dir=workdir)
-    results: dict = {}
+    runs: list = []
+    loads: list = []
     try:
         from minidb.instance import Instance
         with Instance(os.path.join(d, "data"), shared_buffers=1024, os_cache_mb=os_cache_mb,
                       max_connections=max(12, clients + 4), max_worker_processes=8,
-                      io_model="custom", io_seq_mb_per_s=device_mbps,
-                      io_seek_ms=SSD_SEEK_MS) as inst:
+                      io_model="custom", io_rotational=False,
+                      io_queue_depth=NVME_QUEUE_DEPTH, io_seq_mb_per_s=1e6, io_seek_ms=0.0,
+                      **SEED_IO) as inst:
             rel, nrows, nblocks = load_scan_table(inst, "t", nblocks)
+            if device_mbps is None:  # calibrated in this run, on this table
+                serial_cpu = calibrate_in_run(inst, rel, nblocks)
+                device_mbps = round(serial_cpu / cpu_share, 1)
+            latency = slowed_latency_ms(SEED_DEVICE_MBPS, device_mbps)
+            inst.iomodel.set_device(device_mbps, latency)
+            log(f"syncscan-parallel: a serial scan decodes "
+                f"{serial_cpu or 0:.0f} MB/s here; device {device_mbps:.1f} MB/s, latency "
+                f"{latency * 1000:.0f} us, queue depth {NVME_QUEUE_DEPTH}")
             describe = inst.iomodel.describe()
-            table_bytes = nblocks * 8192
-            for key, policy, chunk, on in order:
-                results[(key, on)] = _setting(inst, rel, nrows, nblocks, key, policy, chunk,
-                                              on, clients, queries, nworkers)
+            for rep_i in range(max(1, repeats)):
+                loads.append(load_now())
+                log(f"syncscan-parallel: repeat {rep_i + 1} of {repeats} (load {loads[-1]:g})")
+                results: dict = {}
+                for key, policy, chunk, on in order:
+                    results[(key, on)] = _setting(inst, rel, nrows, nblocks, key, policy,
+                                                  chunk, on, clients, queries, nworkers)
+                runs.append(results)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
-    rep = _report(results, chosen, sizes, shrink=shrink, clients=clients, queries=queries,
+    rep = _report(runs, loads, chosen, sizes, shrink=shrink, clients=clients, queries=queries,
                   nworkers=nworkers, cache_ratio=cache_ratio, chunk_divisor=chunk_divisor,
                   os_cache_mb=os_cache_mb, nblocks=nblocks, nrows=nrows, describe=describe,
                   serial_cpu=serial_cpu, device_mbps=device_mbps, command=command)
@@ -178,13 +197,15 @@ def _setting(inst, rel, nrows: int, nblocks: int, key: str, policy: str, chunk, 
     return out
 
 
-def _report(results: dict, chosen: list, sizes: dict, *, shrink: int, clients: int,
+def _report(runs: list, loads: list, chosen: list, sizes: dict, *, shrink: int, clients: int,
             queries: int, nworkers: int, cache_ratio: float, chunk_divisor: int,
             os_cache_mb: int, nblocks: int, nrows: int, describe: str, serial_cpu,
             device_mbps: float, command) -> Report:
     """The report: the scaling, latency per setting beside the seed's, the ratios within
-    the run, the notes, the plot."""
+    the run (median, min and max over the repeats), the notes, the plot."""
     table_bytes = nblocks * 8192
+    results = {k: sorted((r[k] for r in runs), key=lambda v: v["latency_avg_s"])[len(runs) // 2]
+               for k in runs[0]}  # per setting, the median repeat
     rep = Report(NAME, "Synchronized scans with chunked parallel scans: six clients, each a "
                        "parallel count (seed 000)", SEED,
                  command or f"minidb experiment syncscan-parallel --shrink {shrink}"
@@ -213,7 +234,15 @@ def _report(results: dict, chosen: list, sizes: dict, *, shrink: int, clients: i
         ("queries per client", "about 29 (3 h) / 6 (30 min)", f"{queries}", "minutes"),
         ("device", "disks delivering 2.5 GB/s, 64 cores", describe,
          (f"kept: six scans bound by the device: one process decodes {serial_cpu:.0f} MB/s "
-          f"here, the device gives {device_mbps:.1f} MB/s") if serial_cpu else "given"),
+          f"here (measured first in this run, on this table), the device gives "
+          f"{device_mbps:.1f} MB/s; latency and queue depth from {NVME_SOURCE}, the "
+          f"latency slowed as much as the bandwidth (from the seed's "
+          f"{SEED_DEVICE_MBPS:,.0f} MB/s)") if serial_cpu else "given"),
+        ("reads", "PostgreSQL 14: 8 kB a call; Linux ondemand read-ahead",
+         "io_combine_limit 1, io_readahead_policy ondemand", "kept"),
+        ("repeats", "one run per setting", f"{len(runs)}, load "
+         f"{', '.join(f'{x:g}' for x in loads)}",
+         "tables show each setting's median repeat; ratios give median (min-max)"),
         ("OS cache", "not given", f"{os_cache_mb} MB (table {cache_ratio:g}x larger)",
          "see participants x chunk above"),
     ]
@@ -233,21 +262,24 @@ def _report(results: dict, chosen: list, sizes: dict, *, shrink: int, clients: i
         ["chunks", "synchronize_seqscans", "latency s", "seed latency s", "wall s (all queries)",
          "disk read (tables)", "disk requests", "seeks", "workers launched (mean)"],
         rows, "llrrrrrrr")))
-    # comparisons, as ratios within each run
-    def lat(k, on):
-        r = results.get((k, on))
-        return r["latency_avg_s"] if r else None
+    # comparisons, as ratios within each repeat: median (min-max)
+    def lat(k, on, r=None):
+        v = (r or results).get((k, on))
+        return v["latency_avg_s"] if v else None
+
+    def spread_of(a, b):
+        return fmt_spread([ratio(lat(*a, r), lat(*b, r), 4) for r in runs])
     for k in keys:
         s = SEED_LATENCY[(k, "on")] / SEED_LATENCY[(k, "off")]
         rep.comparisons.append((f"{_label(k, sizes.get(k))}: latency on / off", f"{s:.2f}",
-                                fmt_ratio(lat(k, "on"), lat(k, "off")),
+                                spread_of((k, "on"), (k, "off")),
                                 "> 1: synchronized scans slower"))
     b = SEED_LATENCY[("block", "off")] / SEED_LATENCY[("8192", "off")]
     rep.comparisons.append(("block at a time / capped chunks, off", f"{b:.2f}",
-                            fmt_ratio(lat("block", "off"), lat("8192", "off")), ""))
+                            spread_of(("block", "off"), ("8192", "off")), ""))
     b = SEED_LATENCY[("65536", "on")] / SEED_LATENCY[("8192", "on")]
     rep.comparisons.append(("large chunks / capped chunks, on", f"{b:.2f}",
-                            fmt_ratio(lat("65536", "on"), lat("8192", "on")), ""))
+                            spread_of(("65536", "on"), ("8192", "on")), ""))
     rep.summary = "Average latency: " + "; ".join(
         f"{_label(k, sizes.get(k))} {lat(k, 'on'):.2f} s on, {lat(k, 'off'):.2f} s off"
         for k in keys if lat(k, "on") is not None and lat(k, "off") is not None) + "."
@@ -265,12 +297,15 @@ def _report(results: dict, chosen: list, sizes: dict, *, shrink: int, clients: i
         "Where minidb departs: the chunks are 1/128 of the seed's (its ratio to the table "
         "would put them at the read-ahead window), the OS cache is chosen so that the large "
         "chunks' span exceeds it and the capped ones' does not (the seed does not give its "
-        "RAM), three rounds per client instead of 29, the device serves one request at a "
-        "time, and six leaders with their workers share two cores.",
+        "RAM), three rounds per client instead of 29, the device is a model (an NVMe "
+        "datasheet's latency and queue depth, slowed with its bandwidth), and six leaders "
+        "with their workers share two cores.",
     ]
     rep.data = {"nblocks": nblocks, "nrows": nrows, "results": {f"{k}/{on}": v for (k, on), v
                                                                  in results.items()},
-                "serial_cpu_mbps": serial_cpu, "device_mbps": device_mbps, "disk": describe}
+                "serial_cpu_mbps": serial_cpu, "device_mbps": device_mbps, "disk": describe,
+                "repeats": [{f"{k}/{on}": v for (k, on), v in r.items()} for r in runs],
+                "loads": loads}
     rep.plot = lambda plt: _plot(plt, results, keys, round(SEED_BLOCKS / nblocks),
                                   chunk_divisor, sizes)
     return rep

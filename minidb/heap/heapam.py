@@ -38,17 +38,22 @@ steps would be most of such a scan.
 
 A parallel participant gives ``HeapScan`` a ``block_source`` (``minidb.heap.parallel``'s
 ``BlockAllocator``) instead of a range: the scan then takes runs of blocks from it (the
-rest of its current chunk, or a new chunk).  While the runs are found in shared buffers, a
-batch gathers several of them (up to ``batch_pages`` pages), so that small chunks (one
-block, for the ``block`` policy) do not each pay a batch's fixed cost of about 0.2 ms in a
-warm, CPU-bound scan.  As soon as a run had to be read from the file, the batch ends with
-it: a participant of a cold scan then allocates, reads and processes one chunk at a time,
-as a PostgreSQL participant does, so the order in which the participants' reads reach
-the (simulated) kernel is PostgreSQL's - gathering there would turn a ``block`` scan's
-interleaved reads into bursts of consecutive ones and hand it the read-ahead it is known
-to lose.  Once a batch read nothing, the next one takes its runs first and pins each
-group of adjacent runs at once (see ``_source_batches``).  Every participant has its own
-ring.
+rest of its current chunk, or a new chunk) and gathers several runs into one batch (up to
+``batch_pages`` pages, and while cold at most half its ring's worth of pages read), so
+that the fixed cost of a batch (about 0.2 ms of numpy steps) is paid per batch and not per
+run: CPU per page does not depend on the allocation policy (``batches_read`` counts the
+batches; a ``block`` scan's single-block runs make as many as a chunked scan's chunks).
+The *reads* are still issued one run at a time, in the order the runs are allocated, each
+when its run is pinned (a single-block run with ``pin``): the buffer manager and the
+(simulated) kernel see a participant's requests in PostgreSQL's order.  What differs from
+PostgreSQL is the rhythm: a PostgreSQL participant decodes each page before it allocates
+the next, so on idle cores the participants take blocks in strict turns; here one
+allocates a batch's runs in a row, so when its reads cost nothing (pages already in the
+OS cache) it may take several adjacent blocks before another participant asks.  With the
+I/O model's ``ondemand`` read-ahead (Linux's context read-ahead) that makes little
+difference, as on Linux.  Once a batch read nothing, the next one takes its runs first and
+pins each group of adjacent runs at once (see ``_source_batches``).  Every participant has
+its own ring.
 
 Invariants:
   1. A tuple's ``t_ctid`` is its own TID when it is stored.
@@ -361,6 +366,7 @@ class HeapScan:
         self.views = FlatViews(bm.seg.pool_flat)
         self.pages_scanned = 0
         self.tuples_seen = 0  # LP_NORMAL tuples looked at (before the filter)
+        self.batches_read = 0  # decode batches (one page_items + tuple_filter + gather each)
 
     def __iter__(self):
         return self.batches()
@@ -398,18 +404,27 @@ class HeapScan:
     def _source_batches(self):
         """Batches of the runs a block source hands out, several runs to a batch.
 
-        Cold (the previous batch read pages, or this is the first): take a run, pin it, and
-        take the next only if nothing had to be read - a participant reads its chunks in the
-        order and rhythm PostgreSQL's would.  Warm (the previous batch read nothing): take
-        the batch's runs first, then pin each group of adjacent runs with one ``pin_run``
+        Cold (the previous batch read pages, or this is the first): take a run, pin it
+        (which reads its missing pages), then the next, one at a time in the order they
+        are allocated, until the batch holds ``batch_pages`` pages or has read half its
+        ring's worth (the ring must keep buffers to reuse); then decode them all at once.
+        The reads reach the buffer manager and the (simulated) kernel one run at a time,
+        in allocation order, as a PostgreSQL participant's do, but the CPU cost of
+        decoding is paid per batch, not per run: a ``block`` scan's single-block runs
+        decode in batches of the same size as a chunked or serial scan's
+        (``batches_read`` counts them).  Warm (the previous batch read nothing): take the
+        batch's runs first, then pin each group of adjacent runs with one ``pin_run``
         (one participant's chunks are mostly adjacent: it takes them in a burst while the
-        others work).  Runs taken but not pinned (a pin limit, or pages to read after all)
-        are pinned first in the next batch; at most one batch's worth is ever held.
+        others work).  Runs taken but not pinned (a pin limit, or the read budget) are
+        pinned first in the next batch; at most one batch's worth is ever held.
         """
         bm, src, strategy = self.bm, self.block_source, self.strategy
         rfn = self.rel.relfilenode
         target = max(1, min(self.batch_pages, bm.max_batch_pins))
+        # pages one batch may read: half the ring (pin_run's own rule), else a batch
+        read_cap = max(1, strategy.nbuffers // 2) if strategy is not None else target
         stats, reads = bm.stats, _COUNTER["buffers_read"]
+        one_block_reads = self.backend.settings.io_combine_limit == 1
         queue: list[list[int]] = []  # [first block, count] taken and not pinned yet
         warm = False
         done = False
@@ -419,6 +434,9 @@ class HeapScan:
             pinned: list[np.ndarray] = []
             have = 0
             read_before = int(stats[reads])
+            # the runs' reads are issued one at a time as they are pinned, and verified
+            # together when the batch is complete (one checksum pass, not one per run)
+            bm.start_read_batch()
             try:
                 if warm and not done:  # take the whole batch's runs first
                     queued = sum(c for _, c in queue)
@@ -433,17 +451,32 @@ class HeapScan:
                             queue.append([r[0], r[1]])
                         queued += r[1]
                 while have < target:
+                    budget = read_cap - (int(stats[reads]) - read_before) - bm.pending_reads()
+                    if budget <= 0:
+                        break  # read enough for one batch: decode it
                     if not queue:
                         if warm or done:
                             break
-                        r = src.next_run(target - have)
+                        r = src.next_run(min(target - have, budget))
                         if r is None:
                             done = True
                             break
                         queue.append([r[0], r[1]])
                     block, n = queue[0]
-                    want = min(n, target - have)
-                    bufs = bm.pin_run(rfn, block, want, strategy=strategy)
+                    want = min(n, target - have, budget)
+                    if want == 1 or (want <= SMALL_SCAN_PAGES and one_block_reads):
+                        # a few blocks read one at a time anyway: scalar pins are cheaper
+                        # than pin_run's vectorized steps
+                        bufs = np.empty(want, dtype=np.int64)
+                        for j in range(want):
+                            try:
+                                bufs[j] = bm.pin(rfn, block + j, strategy=strategy)
+                            except BaseException:
+                                for b in bufs[:j].tolist():
+                                    bm.unpin(b)
+                                raise
+                    else:
+                        bufs = bm.pin_run(rfn, block, want, strategy=strategy)
                     k = len(bufs)
                     firsts.append(block)
                     counts.append(k)
@@ -453,9 +486,11 @@ class HeapScan:
                         queue[0] = [block + k, n - k]
                     else:
                         queue.pop(0)
-                    if k < want or int(stats[reads]) != read_before:
-                        break  # a pin limit, or this run was read: process what we have
+                    if k < want:
+                        break  # a pin limit: process what we have
+                bm.finish_reads()
             except BaseException:
+                bm.abandon_reads()
                 for bufs in pinned:
                     bm.unpin_batch(bufs)
                 raise
@@ -480,6 +515,7 @@ class HeapScan:
         array with the block of every page (``prepare_pages`` then gets the first one: the
         pruning hook names pages by their buffer tags)."""
         bm, v = self.bm, self.views
+        self.batches_read += 1
         try:
             if self.prepare_pages is not None:
                 self.prepare_pages(bufs, first_block if not isinstance(first_block, np.ndarray)
@@ -522,6 +558,7 @@ class HeapScan:
         """
         bm, v = self.bm, self.views
         rfn = self.rel.relfilenode
+        self.batches_read += 1
         if count == 1:
             bufs = [bm.pin(rfn, block, strategy=self.strategy)]
         else:

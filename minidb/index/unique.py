@@ -27,9 +27,15 @@ The wait releases every lock and pin first (``ProcArray.wait_for``, with deadloc
 detection), then the insert descends again from the root: by then the key may live on
 another page.  NULLs never conflict (a key with a NULL column skips the check).
 
-Departure: PostgreSQL decides with ``HeapTupleSatisfiesDirty``; minidb classifies each
+Departures: PostgreSQL decides with ``HeapTupleSatisfiesDirty``; minidb classifies each
 chain member with ``satisfies_vacuum`` (whose five states say the same thing once "my own
-transaction" is told apart) and so gets the "dead to everyone" verdict for free.
+transaction" is told apart) and so gets the "dead to everyone" verdict for free.  And the
+check is batched per leaf page: the leaf's entries with the key are collected first, the
+chains they point to are checked one heap page at a time (one pin and share lock for all
+the entries on that page: the old versions of a bloated row share a few pages), then the
+verdicts are applied in the entries' order - the first conflict or wait decides, and only
+the entries before it are killed, as an entry-by-entry check would.  PostgreSQL visits one
+entry at a time; in Python each visit's pin, lock and size check cost more than the check.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
 from minidb.txn import visibility as vis
 
-__all__ = ["check_unique", "heap_dirty_check"]
+__all__ = ["check_unique", "heap_dirty_check", "heap_dirty_check_block"]
 
 _HDR = struct.Struct("<QQIIIHHH")  # xmin xmax cmin cmax ctid.block ctid.offset im2 im
 _U16 = struct.Struct("<H")
@@ -55,73 +61,89 @@ _T_INFOMASK = 32
 def heap_dirty_check(bm, hrel, tid, procarray, clog, myxid: int, horizon_box: list
                      ) -> tuple[bool, int, bool]:
     """(conflict, xid to wait for or 0, all_dead) for the HOT chain at heap ``tid``."""
-    block, off = int(tid[0]), int(tid[1])
-    if block >= bm.smgr.nblocks(hrel.relfilenode):
-        return False, 0, False
+    return heap_dirty_check_block(bm, hrel, int(tid[0]), [int(tid[1])], procarray, clog,
+                                  myxid, horizon_box)[0]
+
+
+def heap_dirty_check_block(bm, hrel, block: int, offsets: list, procarray, clog,
+                           myxid: int, horizon_box: list) -> list:
+    """``heap_dirty_check`` for several chains on one heap page, with one pin and one
+    share lock: a verdict (conflict, xid to wait for or 0, all_dead) per offset.  The
+    block is checked against the relation's size without a system call once it is known
+    to be inside (``Smgr.has_block``)."""
+    none = (False, 0, False)
+    if not bm.smgr.has_block(hrel.relfilenode, block):
+        return [none] * len(offsets)
     b = bm.pin(hrel.relfilenode, block)
-    hinted = False
+    hinted = [False]
     try:
         bm.lock(b, SHARE)
         page = bm.page(b)
         nitems = pg.max_offset(page)
-        if not 1 <= off <= nitems:
-            return False, 0, False
-        lp_off, flags, _len = pg.get_item_id(page, off)
-        if flags == pg.LP_DEAD:
-            return False, 0, True
-        if flags == pg.LP_UNUSED:
-            return False, 0, False
-        at_start = True
-        if flags == pg.LP_REDIRECT:
-            off = lp_off
-            if not 1 <= off <= nitems:
-                return False, 0, False
-            lp_off, flags, _len = pg.get_item_id(page, off)
-            at_start = False
-        all_dead = True
-        prev_xmax = 0
-        for _ in range(nitems):
-            if flags != pg.LP_NORMAL:
-                break
-            xmin, xmax, _cmin, _cmax, cblk, coff, im2, im = _HDR.unpack_from(page, lp_off)
-            if at_start and im2 & HEAP_ONLY_TUPLE:
-                return False, 0, False
-            if prev_xmax and xmin != prev_xmax:
-                break
-            if not horizon_box:
-                horizon_box.append(procarray.global_xmin())
-            state, hints = vis.satisfies_vacuum(xmin, xmax, im, horizon_box[0], procarray,
-                                                clog)
-            if hints:
-                _U16.pack_into(page, lp_off + _T_INFOMASK, im | hints)
-                hinted = True
-            if state == vis.LIVE:
-                return True, 0, False
-            if state == vis.INSERT_IN_PROGRESS:
-                if xmin == myxid:
-                    return True, 0, False
-                return False, xmin, False
-            if state == vis.DELETE_IN_PROGRESS:
-                if xmin != myxid and procarray.is_in_progress(xmin):
-                    return False, xmin, False
-                if xmax != myxid or im & HEAP_XMAX_LOCK_ONLY:
-                    return False, xmax, False
-                all_dead = False  # deleted by me: not a conflict, not dead either
-            elif state == vis.RECENTLY_DEAD:
-                all_dead = False
-            if not im2 & HEAP_HOT_UPDATED or cblk != block or not 1 <= coff <= nitems:
-                break
-            off = coff
-            lp_off, flags, _len = pg.get_item_id(page, off)
-            prev_xmax = xmax
-            at_start = False
-        return False, 0, all_dead
+        return [_chain_verdict(page, block, off, nitems, procarray, clog, myxid,
+                               horizon_box, hinted) for off in offsets]
     finally:
-        if hinted:
+        if hinted[0]:
             bm.mark_dirty_hint(b)
         if bm.held[b]:
             bm.unlock(b)
         bm.unpin(b)
+
+
+def _chain_verdict(page, block: int, off: int, nitems: int, procarray, clog, myxid: int,
+                   horizon_box: list, hinted: list) -> tuple[bool, int, bool]:
+    """The verdict for the HOT chain at ``off`` of the share-locked ``page``."""
+    if not 1 <= off <= nitems:
+        return False, 0, False
+    lp_off, flags, _len = pg.get_item_id(page, off)
+    if flags == pg.LP_DEAD:
+        return False, 0, True
+    if flags == pg.LP_UNUSED:
+        return False, 0, False
+    at_start = True
+    if flags == pg.LP_REDIRECT:
+        off = lp_off
+        if not 1 <= off <= nitems:
+            return False, 0, False
+        lp_off, flags, _len = pg.get_item_id(page, off)
+        at_start = False
+    all_dead = True
+    prev_xmax = 0
+    for _ in range(nitems):
+        if flags != pg.LP_NORMAL:
+            break
+        xmin, xmax, _cmin, _cmax, cblk, coff, im2, im = _HDR.unpack_from(page, lp_off)
+        if at_start and im2 & HEAP_ONLY_TUPLE:
+            return False, 0, False
+        if prev_xmax and xmin != prev_xmax:
+            break
+        if not horizon_box:
+            horizon_box.append(procarray.global_xmin())
+        state, hints = vis.satisfies_vacuum(xmin, xmax, im, horizon_box[0], procarray, clog)
+        if hints:
+            _U16.pack_into(page, lp_off + _T_INFOMASK, im | hints)
+            hinted[0] = True
+        if state == vis.LIVE:
+            return True, 0, False
+        if state == vis.INSERT_IN_PROGRESS:
+            if xmin == myxid:
+                return True, 0, False
+            return False, xmin, False
+        if state == vis.DELETE_IN_PROGRESS:
+            if xmin != myxid and procarray.is_in_progress(xmin):
+                return False, xmin, False
+            if xmax != myxid or im & HEAP_XMAX_LOCK_ONLY:
+                return False, xmax, False
+            all_dead = False  # deleted by me: not a conflict, not dead either
+        elif state == vis.RECENTLY_DEAD:
+            all_dead = False
+        if not im2 & HEAP_HOT_UPDATED or cblk != block or not 1 <= coff <= nitems:
+            break
+        off = coff
+        lp_off, flags, _len = pg.get_item_id(page, off)
+        prev_xmax = xmax
+        at_start = False
+    return False, 0, all_dead
 
 
 def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes, keyvals,
@@ -142,33 +164,48 @@ def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes,
     klen = len(key)
     try:
         while True:
+            # this leaf's entries with the key (not LP_DEAD), in order
             maxoff = bt.nitems(cur)
-            if off <= maxoff:
+            entries = []   # (offset, heap tid)
+            ended = False
+            while off <= maxoff:
                 word = bt.lp_word(cur, off)
                 start, length = word & 0x7FFF, word >> 17
                 if cur[start + 8:start + length] != key:
-                    return 0
+                    ended = True
+                    break
                 if not bt.lp_is_dead(word):
-                    htid = bt.TID_BE.unpack_from(cur, start)
-                    conflict, xwait, all_dead = heap_dirty_check(bm, hrel, htid, procarray,
-                                                                 clog, myxid, horizon_box)
-                    if conflict:
-                        raise UniqueViolation(
-                            f'duplicate key value violates unique constraint "{irel.name}": '
-                            f"Key {irel.codec.describe(keyvals)} already exists.")
-                    if xwait:
-                        trace(backend, irel, f"unique check waits for xid {xwait} (heap tid "
-                                             f"{htid})")
-                        return xwait
-                    if all_dead and kill:
-                        page = bm.page(cur_b)
-                        pg.set_item_dead(page, off, keep_storage=True)
-                        bt.set_flags(page, bt.get_flags(page) | bt.BTP_HAS_GARBAGE)
-                        bm.mark_dirty_hint(cur_b)
-                        count(bm, "index_items_killed")
-                        trace(backend, irel, f"unique check killed item {off} (heap tid {htid})")
+                    entries.append((off, bt.TID_BE.unpack_from(cur, start)))
                 off += 1
-                continue
+            # the heap verdicts, one pin and lock per heap page (many versions of a
+            # bloated row share a few pages); then decided in the entries' order
+            verdicts = {}
+            by_block: dict = {}
+            for _o, htid in entries:
+                by_block.setdefault(int(htid[0]), []).append(int(htid[1]))
+            for blk, offs in by_block.items():
+                for o, v in zip(offs, heap_dirty_check_block(bm, hrel, blk, offs, procarray,
+                                                             clog, myxid, horizon_box)):
+                    verdicts.setdefault((blk, o), v)
+            for ioff, htid in entries:
+                conflict, xwait, all_dead = verdicts[(int(htid[0]), int(htid[1]))]
+                if conflict:
+                    raise UniqueViolation(
+                        f'duplicate key value violates unique constraint "{irel.name}": '
+                        f"Key {irel.codec.describe(keyvals)} already exists.")
+                if xwait:
+                    trace(backend, irel, f"unique check waits for xid {xwait} (heap tid "
+                                         f"{htid})")
+                    return xwait
+                if all_dead and kill:
+                    page = bm.page(cur_b)
+                    pg.set_item_dead(page, ioff, keep_storage=True)
+                    bt.set_flags(page, bt.get_flags(page) | bt.BTP_HAS_GARBAGE)
+                    bm.mark_dirty_hint(cur_b)
+                    count(bm, "index_items_killed")
+                    trace(backend, irel, f"unique check killed item {ioff} (heap tid {htid})")
+            if ended:
+                return 0
             _prev, nxt, _lvl, _fl, _c = bt.opaque(cur)
             if nxt == bt.P_NONE or bt.pivot_key(cur, bt.P_HIKEY)[:klen] != key:
                 return 0

@@ -45,7 +45,10 @@ a per-buffer header spinlock and atomics (Python has neither; one short critical
 per pin is what both cost); lookups, pins and share locks of a run of pages are done in
 vectorized batches (``pin_run``, ``lock_share_batch``) so that a scan costs a few
 microseconds per 256 pages; reads of consecutive missing pages are combined into one
-``preadv``.  There is no background writer: dirty pages are written at eviction,
+``preadv`` of at most ``io_combine_limit`` blocks (1: one 8 kB read per block, as
+PostgreSQL 16 and older), and the pages of a batch of reads are verified together
+(``start_read_batch`` / ``finish_reads``: a parallel scan's single-block runs are read one
+at a time but checksummed in one vectorized pass).  There is no background writer: dirty pages are written at eviction,
 checkpoint and close.
 """
 
@@ -100,6 +103,8 @@ class BufferManager:
         self._excl = memoryview(seg.buf_lock_excl)
         self._waiters = memoryview(seg.buf_waiters)
         self._pages = [None] * self.nbuffers
+        # reads of a read batch not verified yet (start_read_batch), else None
+        self._pending: list | None = None
         # LimitAdditionalPins: a batch may pin at most this backend's fair share of the pool
         self.max_batch_pins = max(1, self.nbuffers // seg.backend_pins.shape[0])
 
@@ -177,6 +182,7 @@ class BufferManager:
                     self.stats[C["buffers_hit"]] += 1
                     return b
                 # another backend is reading it in: wait, then look again
+                self._flush_pending_or_unpin(b)
                 deadline = deadline or self._deadline()
                 if self._wait_io(b, deadline):
                     self.stats[C["buffers_hit"]] += 1
@@ -190,11 +196,22 @@ class BufferManager:
             if self._flags[b] & BM_VALID:  # someone else loaded it meanwhile
                 self.stats[C["buffers_hit"]] += 1
                 return b
+            self._flush_pending_or_unpin(b)
             deadline = deadline or self._deadline()
             if self._wait_io(b, deadline):
                 self.stats[C["buffers_hit"]] += 1
                 return b
             self.unpin(b)
+
+    def _flush_pending_or_unpin(self, b: int) -> None:
+        """Before waiting for another backend's read of pinned ``b``: finish this
+        backend's pending reads (a read batch); if that fails, unpin ``b`` too."""
+        if self._pending:
+            try:
+                self._flush_pending()
+            except BaseException:
+                self.unpin(b)
+                raise
 
     def _pin_locked(self, b: int, strategy, bump: bool = True) -> None:
         """Take one pin on ``b`` (its partition lock held)."""
@@ -291,11 +308,18 @@ class BufferManager:
 
     def _read_missing(self, rfn, fork, blocks, bufs, miss_idx, strategy) -> None:
         """Pin the missing blocks of a run in place (``bufs[i]`` for each ``i`` in
-        ``miss_idx``): allocate them all, read the runs whose I/O we own, then wait for
-        the pages other backends are reading.  Reading ours before waiting for theirs
-        means two scans can never wait for each other's reads."""
-        owned: list[int] = []   # indexes whose read we own and have not finished
+        ``miss_idx``): allocate them all, read the runs whose I/O we own (in block order,
+        each run cut into reads of at most ``io_combine_limit`` blocks), verify what was
+        read all at once, then wait for the pages other backends are reading.  Reading
+        (and finishing) ours before waiting for theirs means two scans can never wait for
+        each other's reads."""
+        owned: list[int] = []   # indexes whose read we own and have not issued
         others: list[int] = []  # indexes pinned that someone else had or is reading
+        issued: list[int] = []  # indexes read by us (pending verification, or valid)
+        local = self._pending is None
+        if local:
+            self._pending = []
+        limit = max(1, int(self._settings.io_combine_limit))
         try:
             for i in miss_idx.tolist():
                 tag = make_tag(rfn, fork, int(blocks[i]))
@@ -305,11 +329,18 @@ class BufferManager:
                 (owned if mine else others).append(i)
             while owned:
                 n = 1
-                while n < len(owned) and owned[n] == owned[0] + n:
+                while n < len(owned) and n < limit and owned[n] == owned[0] + n:
                     n += 1
                 run, owned = owned[:n], owned[n:]
-                # _read_run finishes (ok or failed) and, on failure, unpins its buffers
+                # _read_run reads and queues the run for verification; if the read
+                # itself fails, it finishes (failed) and unpins the run's buffers
                 self._read_run(rfn, fork, int(blocks[run[0]]), [int(bufs[i]) for i in run])
+                issued.extend(run)
+            if local:
+                runs, self._pending = self._pending, None
+                self._verify_runs(runs)
+            elif others:
+                self._flush_pending()
             while others:
                 i = others[0]
                 b = int(bufs[i])
@@ -320,19 +351,65 @@ class BufferManager:
                 self.unpin(b)  # their read failed: read it ourselves
                 others.pop(0)
                 bufs[i] = self.pin(rfn, int(blocks[i]), fork, strategy)
+                issued.append(i)
         except BaseException:
+            # fail every read not verified yet (a batch's earlier ones too: finishing
+            # before unpinning, so that nobody can take a buffer with I/O in progress)
+            self.abandon_reads()
+            if not local:
+                self._pending = []
             for i in owned:
                 self._finish_io(int(bufs[i]), False)
                 self.unpin(int(bufs[i]))
             for i in others:
                 self.unpin(int(bufs[i]))
-            done = [i for i in miss_idx.tolist() if i not in set(owned) | set(others)]
-            for i in done:  # fully read earlier runs: still pinned by us
+            for i in issued:  # read by us, valid or failed: still pinned by us
                 b = int(bufs[i])
-                if b >= 0 and self._pins[b] and self._flags[b] & BM_VALID \
-                        and self._tag[b] == make_tag(rfn, fork, int(blocks[i])):
+                if b >= 0 and self._pins[b]:
                     self.unpin(b)
             raise
+        finally:
+            if local:
+                self._pending = None
+
+    # deferred verification: a batch of reads issued one at a time, verified together
+    def start_read_batch(self) -> None:
+        """Until ``finish_reads``: pages this backend reads are read at once, in the
+        order asked (the I/O model and the file see each request), but verified and made
+        valid only by ``finish_reads``, all together (one vectorized checksum pass).  A
+        caller must not look at a page pinned meanwhile before ``finish_reads``; before
+        this backend waits for another's read, its own pending reads are finished first
+        (so two backends never wait for each other)."""
+        if self._pending is None:
+            self._pending = []
+
+    def pending_reads(self) -> int:
+        """Pages read in the current read batch and not verified yet."""
+        return sum(len(bufs) for _, _, bufs in self._pending) if self._pending else 0
+
+    def finish_reads(self) -> None:
+        """Verify and make valid the pages read since ``start_read_batch``; ends the
+        batch.  On a bad page the batch's reads all fail (their buffers stay pinned: the
+        caller unpins them) and ``DataCorrupted`` is raised."""
+        runs, self._pending = self._pending, None
+        if runs:
+            self._verify_runs(runs)
+
+    def abandon_reads(self) -> None:
+        """Fail the reads pending since ``start_read_batch`` (on an error; the caller
+        still unpins); ends the batch."""
+        runs, self._pending = self._pending, None
+        for _, _, bufs in runs or ():
+            for b in bufs:
+                if self._flags[b] & BM_IO_IN_PROGRESS:
+                    self._finish_io(b, False)
+
+    def _flush_pending(self) -> None:
+        """Verify the reads pending so far (before waiting on another backend's read);
+        the batch goes on."""
+        if self._pending:
+            runs, self._pending = self._pending, []
+            self._verify_runs(runs)
 
     def unpin_batch(self, bufs: np.ndarray) -> None:
         if not len(bufs):
@@ -666,35 +743,66 @@ class BufferManager:
             self._sleep(b, deadline, "another backend's read")
 
     def _read_run(self, rfn: int, fork: int, first_block: int, bufs: list[int]) -> None:
-        """Read consecutive blocks into buffers we own the I/O of, verify, make valid."""
+        """Read consecutive blocks into buffers we own the I/O of (one request), then
+        verify them and make them valid - or, during a read batch, queue them for
+        ``finish_reads``.  A failed read finishes (failed) and unpins the buffers."""
         try:
             self.smgr.read_blocks(rfn, fork, first_block, [self._page_mv(b) for b in bufs])
-            pages = self.seg.buf_pages[bufs]
-            blocknos = np.arange(first_block, first_block + len(bufs))
-            good = (pg.verify_checksums(pages, blocknos) if self._settings.verify_checksums
-                    else np.ones(len(bufs), dtype=bool))
-            for i, b in enumerate(bufs):
-                if good[i]:
-                    pg.check_page_header(pages[i], f"block {first_block + i} of relation "
-                                                   f"{self.describe_rel(rfn)}")
-        except DataCorrupted:
-            self.stats[C["checksum_failures"]] += 1
-            self._fail_run(bufs)
-            raise
         except BaseException:
             self._fail_run(bufs)
             raise
-        if not good.all():
-            bad = int(np.flatnonzero(~good)[0])
-            self.stats[C["checksum_failures"]] += 1
-            self._fail_run(bufs)
-            raise DataCorrupted(
-                f"invalid page in block {first_block + bad} of relation "
-                f"{self.describe_rel(rfn)}: page verification failed, calculated checksum "
-                f"does not match the stored one")
-        for b in bufs:
+        run = (rfn, first_block, bufs)
+        if self._pending is not None:
+            self._pending.append(run)
+            return
+        try:
+            self._verify_runs([run])
+        except BaseException:
+            for b in bufs:
+                self.unpin(b)
+            raise
+
+    def _verify_runs(self, runs: list) -> None:
+        """Verify the pages of runs read (``(rfn, first block, buffers)``) with one
+        vectorized checksum pass and make them valid; if any page is bad (or anything
+        fails), every run's I/O fails (the buffers stay pinned) and the error is raised."""
+        allbufs = [b for _, _, bufs in runs for b in bufs]
+        if not allbufs:
+            return
+        try:
+            pages = self.seg.buf_pages[allbufs]
+            if self._settings.verify_checksums:
+                blocknos = np.concatenate([np.arange(f, f + len(bufs))
+                                           for _, f, bufs in runs])
+                good = pg.verify_checksums(pages, blocknos)
+            else:
+                good = np.ones(len(allbufs), dtype=bool)
+            k = 0
+            for rfn, first, bufs in runs:
+                for j in range(len(bufs)):
+                    if good[k]:
+                        pg.check_page_header(pages[k], f"block {first + j} of relation "
+                                                       f"{self.describe_rel(rfn)}")
+                    k += 1
+            if not good.all():
+                bad = int(np.flatnonzero(~good)[0])
+                k = 0
+                for rfn, first, bufs in runs:
+                    if bad < k + len(bufs):
+                        raise DataCorrupted(
+                            f"invalid page in block {first + bad - k} of relation "
+                            f"{self.describe_rel(rfn)}: page verification failed, "
+                            f"calculated checksum does not match the stored one")
+                    k += len(bufs)
+        except BaseException as e:
+            if isinstance(e, DataCorrupted):
+                self.stats[C["checksum_failures"]] += 1
+            for b in allbufs:
+                self._finish_io(b, False)
+            raise
+        for b in allbufs:
             self._finish_io(b, True)
-        self.stats[C["buffers_read"]] += len(bufs)
+        self.stats[C["buffers_read"]] += len(allbufs)
 
     def _fail_run(self, bufs: list[int]) -> None:
         for b in bufs:

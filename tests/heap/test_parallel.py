@@ -703,9 +703,14 @@ def test_block_allocation_over_two_workers_seeks_ten_times_more_than_pg14(tmp_pa
     is often descheduled for milliseconds, and the other then takes consecutive single
     blocks and earns read-ahead; that depends on the scheduler, so it is measured by
     bench/parallel_bench.py, not asserted here."""
+    # without the drive's read-ahead cache, which would serve the participants' alternate
+    # single blocks without seeks (a real drive's cache does: the requests still show it),
+    # and with per-file read-ahead (Linux's ondemand read-ahead follows the participants'
+    # shared stream through the page cache: tests/storage/test_iomodel.py)
     with Instance(tmp_path / "d", shared_buffers=64, max_worker_processes=0,
                   io_model="custom", io_seq_mb_per_s=20000, io_seek_ms=0.01,
-                  io_readahead_kb=128, os_cache_mb=16) as inst:
+                  io_readahead_kb=128, os_cache_mb=16, io_drive_cache_kb=0,
+                  io_readahead_policy="perfile") as inst:
         got = {policy: _alternating_scan(inst, 18_432, policy)
                for policy in ("pg14", "block")}
         for d in got.values():
@@ -750,3 +755,79 @@ def test_parallel_scan_under_the_io_model_reads_every_block_once(tmp_path):
             be.xact.rollback()
     finally:
         inst.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU per page: decode batches do not depend on the allocation policy
+def _cold_batches(inst, rel, nblocks: int, policy: str | None, **shape) -> tuple[int, int]:
+    """(decode batches, rows) of one cold scan of ``rel`` by a single participant with a
+    ring (``policy``; None: the serial scan)."""
+    from minidb.heap.heapam import HeapScan
+    with inst.connect() as be:
+        be.bufmgr.flush_buffers()
+        be.bufmgr.drop_relation_buffers(rel.relfilenode)
+        src = None
+        shared = None
+        if policy is not None:
+            shared = SharedScan.acquire(inst.seg, inst.locks)
+            shared.initialize(rel.relfilenode, nblocks, policy=policy, **shape)
+            src = BlockAllocator(shared, None)
+            src.startblock_init()
+        try:
+            hs = HeapScan(be, rel, [0], use_ring=True, syncscan=False, block_source=src)
+            rows = sum(len(b) for b in hs)
+        finally:
+            if shared is not None:
+                shared.release()
+        assert hs.pages_scanned == nblocks
+        return hs.batches_read, rows
+
+
+def test_decode_batches_do_not_depend_on_the_allocation_policy(tmp_path):
+    """A cold scan through a 32-buffer ring (256 kB) decodes 16 pages a batch (half the ring),
+    whether its runs are single blocks (``block``), chunks or the serial range: a
+    single-block run no longer ends its batch, so CPU per page is the same."""
+    with Instance(tmp_path / "d", shared_buffers=512, max_connections=4,
+                  max_worker_processes=0) as inst:
+        rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(200)")])
+        with inst.connect() as be:
+            n = 32 * 160
+            heap_bulk_insert(be, rel, {"id": np.arange(n, dtype=np.int32), "pad": [""] * n},
+                             n, xmin=2)
+            nblocks = be.bufmgr.smgr.nblocks(rel.relfilenode)
+        assert nblocks == 160
+        got = {p: _cold_batches(inst, rel, nblocks, p)
+               for p in (None, "block", "fixed", "pg14")}
+        assert {rows for _, rows in got.values()} == {n}
+        batches = {p: b for p, (b, _) in got.items()}
+        assert batches["block"] == batches["fixed"] == batches["pg14"] == batches[None], batches
+        assert batches["block"] == nblocks // 16
+
+
+def test_a_bad_page_in_a_read_batch_fails_the_scan_and_leaves_no_pins(tmp_path):
+    """A participant's single-block reads are verified together at the end of the batch:
+    a corrupted page there raises DataCorrupted (naming the block), and every buffer of
+    the batch is unpinned and usable again."""
+    from minidb.errors import DataCorrupted
+    with Instance(tmp_path / "d", shared_buffers=512, max_connections=4,
+                  max_worker_processes=0) as inst:
+        rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(200)")])
+        with inst.connect() as be:
+            n = 32 * 64
+            heap_bulk_insert(be, rel, {"id": np.arange(n, dtype=np.int32), "pad": [""] * n},
+                             n, xmin=2)
+            be.bufmgr.flush_buffers()
+            be.bufmgr.drop_relation_buffers(rel.relfilenode)
+        with open(inst.smgr.path(rel.relfilenode), "r+b") as f:
+            f.seek(37 * 8192 + 5000)
+            f.write(b"\xff" * 16)
+        with pytest.raises(DataCorrupted, match="block 37"):
+            _cold_batches(inst, rel, 64, "block")
+        assert_no_pins_in(inst)
+        # the pages before and after still read; the bad one fails again
+        with inst.connect() as be:
+            with pytest.raises(DataCorrupted):
+                be.bufmgr.pin(rel.relfilenode, 37)
+            b = be.bufmgr.pin(rel.relfilenode, 38)
+            be.bufmgr.unpin(b)
+        assert_no_pins_in(inst)

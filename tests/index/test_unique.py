@@ -212,3 +212,46 @@ def test_unique_build(instance):
     assert len(os.listdir(instance.smgr.base)) == nfiles   # the half-built file is gone
     s.backend.xact.commit()
     s.close()
+
+
+def test_the_check_visits_each_heap_page_once_and_makes_no_fstat_per_version(tmp_path,
+                                                                           monkeypatch):
+    """2002's engine (no HOT, no pruning, no killing): a row updated 300 times has 300 dead
+    versions on a few heap pages, each with an index entry the next update's uniqueness
+    check must look at.  Batched per leaf page, the check pins each heap page once (not
+    once per version) and asks the file's size without a system call."""
+    from minidb.instance import Instance
+    from minidb.sql.engine import Engine
+    with Instance(str(tmp_path / "d"), shared_buffers=256) as inst:
+        sess = Session(inst)
+        try:
+            e = Engine(sess)
+            e.execute("CREATE TABLE b (bid integer PRIMARY KEY, bal integer, f char(100))")
+            e.execute("INSERT INTO b VALUES (1, 0, 'x')")
+            for k, v in (("hot_updates", "off"), ("heap_page_pruning", "off"),
+                         ("kill_index_tuples", "off"), ("enable_seqscan", "off")):
+                e.execute(f"SET {k} = {v}")
+            for _ in range(300):
+                e.execute("UPDATE b SET bal = bal + 1 WHERE bid = 1")
+            heap_pages = inst.catalog.heap_rel("b")
+            nheap = sess.backend.bufmgr.smgr.nblocks(heap_pages.relfilenode)
+            calls = []
+            real_fstat = os.fstat
+            import minidb.index.unique as uq
+            visits = []
+            real_block = uq.heap_dirty_check_block
+
+            def counting(bm, hrel, block, offsets, *a):
+                visits.append(len(offsets))
+                return real_block(bm, hrel, block, offsets, *a)
+            monkeypatch.setattr(uq, "heap_dirty_check_block", counting)
+            monkeypatch.setattr(os, "fstat", lambda fd: calls.append(fd) or real_fstat(fd))
+            e.execute("UPDATE b SET bal = bal + 1 WHERE bid = 1")
+            monkeypatch.setattr(os, "fstat", real_fstat)
+            assert e.execute("SELECT bal FROM b WHERE bid = 1").rows == [(301,)]
+        finally:
+            sess.close()
+    assert nheap < 60
+    # before: one heap visit (pin, lock) and one fstat per old version (300 of each)
+    assert sum(visits) >= 300 and len(visits) <= nheap, (len(visits), nheap)
+    assert len(calls) < 20, len(calls)

@@ -58,8 +58,11 @@ def clock(monkeypatch):
 
 
 def _inst(tmp_path, **kw):
+    # perfile read-ahead unless a test asks for ondemand (the tests of the window sizes
+    # and resets were written for it: one stream's own sequential detection)
     settings = dict(shared_buffers=64, max_worker_processes=0, io_model="custom",
-                    io_seq_mb_per_s=100.0, io_seek_ms=5.0, io_readahead_kb=128, os_cache_mb=1)
+                    io_seq_mb_per_s=100.0, io_seek_ms=5.0, io_readahead_kb=128, os_cache_mb=1,
+                    io_readahead_policy="perfile")
     settings.update(kw)
     return Instance(tmp_path / "d", **settings)
 
@@ -102,7 +105,8 @@ def test_a_sequential_reader_gets_growing_read_ahead(tmp_path, clock):
 
 
 def test_a_jump_resets_the_read_ahead_and_random_reads_seek(tmp_path, clock):
-    with _inst(tmp_path) as inst:
+    # without the drive's cache (it would serve 300 -> 301 without a seek: see below)
+    with _inst(tmp_path, io_drive_cache_kb=0) as inst:
         io, b = inst.iomodel, inst.io_counters()
         for blk in (700, 100, 300, 301, 900):
             io.read(501, 0, blk, 1, 10_000)
@@ -263,3 +267,213 @@ def test_model_off_counts_nothing(tmp_path):
         assert inst.iomodel is None and inst.smgr.iomodel is None
         assert set(inst.io_counters().values()) == {0}
         inst.drop_os_cache()  # a no-op
+
+
+# ---------------------------------------------------------------------------------------------
+# the drive's read-ahead cache, the I/O scheduler, queue depth
+def test_a_late_contiguous_request_pays_no_seek_with_the_drive_cache(tmp_path, clock):
+    """The disk goes idle after [0, 16); a request for [16, 32) arriving 10 ms later finds
+    what the drive read meanwhile in its cache (8 MB: all 16 pages): no seek, no wait.
+    Without the drive's cache it pays the seek."""
+    for cache_kb, seeks, cached in ((8192, 1, 16), (0, 2, 0)):
+        with _inst(tmp_path / str(cache_kb), io_readahead_kb=0,
+                   io_drive_cache_kb=cache_kb) as inst:
+            io, b = inst.iomodel, inst.io_counters()
+            io.read(600, 0, 0, 16, 1000)
+            clock.advance(0.010)
+            b2 = inst.io_counters()
+            io.read(600, 0, 16, 16, 1000)
+            d, d2 = _delta(inst, b), _delta(inst, b2)
+            assert d["requests"] == 2 and d["seeks"] == seeks
+            assert d["drive_cache_pages"] == cached
+            if cache_kb:
+                assert d2["wait_us"] == 0
+            # a request elsewhere still seeks
+            io.read(600, 0, 500, 1, 1000)
+            assert _delta(inst, b)["seeks"] == seeks + 1
+
+
+def test_the_drive_cache_holds_what_the_idle_time_allowed(tmp_path, clock):
+    """100 MB/s = 81.92 us a page: after 0.5 ms idle the drive has read 6 pages ahead;
+    the rest of a 16-page request streams from there without a seek."""
+    with _inst(tmp_path, io_readahead_kb=0) as inst:
+        io, b = inst.iomodel, inst.io_counters()
+        io.read(601, 0, 0, 4, 1000)
+        clock.now = io._thread().vt + 0.0005
+        io.read(601, 0, 4, 16, 1000)
+        d = _delta(inst, b)
+        assert d["seeks"] == 1 and d["drive_cache_pages"] == 6
+
+
+def _interleave(inst, rounds: int = 10, pages: int = 16) -> dict:
+    """Two reader threads take turns, each reading its own sequential stream."""
+    io, b = inst.iomodel, inst.io_counters()
+    go = [queue.Queue(), queue.Queue()]
+    back = queue.Queue()
+
+    def reader(i, start):
+        for k in range(rounds):
+            go[i].get()
+            io.read(609, 0, start + pages * k, pages, 100_000)
+            back.put(i)
+    threads = [threading.Thread(target=reader, args=(i, s))
+               for i, s in ((0, 0), (1, 50_000))]
+    for t in threads:
+        t.start()
+    for _ in range(rounds):
+        for i in (0, 1):
+            go[i].put(1)
+            back.get()
+    for t in threads:
+        t.join()
+    return _delta(inst, b)
+
+
+def test_cfq_slices_spare_interleaved_streams_their_seeks(tmp_path, clock):
+    """noop and deadline serve two interleaved sequential streams in arrival order: a seek
+    at every switch.  CFQ gives each process a slice (100 ms of its own disk time, while
+    it comes back within slice_idle, 8 ms): each stream pays one seek per slice.  At
+    100 MB/s a 16-page request is 1.3 ms, so ten of them fit in one slice."""
+    got = {}
+    for sched in ("noop", "deadline", "cfq"):
+        with _inst(tmp_path / sched, io_readahead_kb=0, io_scheduler=sched) as inst:
+            got[sched] = _interleave(inst)
+    assert got["noop"]["seeks"] == got["deadline"]["seeks"] == 20
+    assert got["cfq"]["seeks"] == 2
+    assert got["cfq"]["requests"] == got["noop"]["requests"] == 20
+    # a slice of 8 ms of disk time (seek included): 5 + 1.3 ms, then two more requests
+    # fit (7.6 ms used, then 8.9), the fourth starts a new slice: requests 1, 4, 7, 10
+    with _inst(tmp_path / "short", io_readahead_kb=0, io_scheduler="cfq",
+               io_cfq_slice_sync_ms=8) as inst:
+        assert _interleave(inst)["seeks"] == 8
+
+
+def test_queue_depth_lets_concurrent_single_block_requests_overlap(tmp_path, clock):
+    """A solid-state device, 0.5 ms latency, 100 MB/s: two threads each ask for one block
+    at the same moment.  With queue depth 1 the second waits for the first (0.58 ms)
+    and then pays its own latency; with queue depth 4 the latencies overlap and only the
+    transfers queue."""
+    page = BLCKSZ / 100e6
+    waits = {}
+    for qd in (1, 4):
+        with _inst(tmp_path / str(qd), io_readahead_kb=0, io_rotational=False,
+                   io_queue_depth=qd, io_seek_ms=0.5) as inst:
+            io, b = inst.iomodel, inst.io_counters()
+            t0 = clock.now
+            out = queue.Queue()
+
+            def one(blk):
+                io._thread().vt = t0
+                io.read(610, 0, blk, 1, 1000)
+                out.put(io._thread().vt - t0)
+            threads = [threading.Thread(target=one, args=(blk,)) for blk in (10, 500)]
+            for t in threads:
+                t.start()
+                t.join()
+            d = _delta(inst, b)
+            assert d["requests"] == 2 and d["seeks"] == 2
+            waits[qd] = sorted(out.get() for _ in range(2))
+            assert d["overlapped"] == (0 if qd == 1 else 1)
+    assert waits[1][1] == pytest.approx(2 * (0.0005 + page))
+    assert waits[4][1] == pytest.approx(0.0005 + 2 * page)
+
+
+def test_ondemand_read_ahead_ramps_up_through_its_markers(tmp_path, clock):
+    """Linux's ondemand read-ahead, one block at a time from block 0: the first read
+    reads 2 blocks and marks the second; reaching a marker reads the next window
+    (4, 8, 16, 16 ... blocks) asynchronously; plain hits do nothing."""
+    with _inst(tmp_path, io_readahead_policy="ondemand") as inst:
+        io, b = inst.iomodel, inst.io_counters()
+        sizes = []
+        for blk in range(60):
+            before = inst.io_counters()["bytes"]
+            io.read(700, 0, blk, 1, 10_000)
+            got = (inst.io_counters()["bytes"] - before) // BLCKSZ
+            if got:
+                sizes.append(got)
+        d = _delta(inst, b)
+        assert sizes[:5] == [2, 4, 8, 16, 16], sizes
+        assert d["cache_misses"] == 1 and d["cache_hits"] == 59
+
+
+def test_ondemand_read_ahead_follows_a_stream_shared_by_two_processes(tmp_path, clock):
+    """Two readers (threads: streams of their own) take alternate blocks, as two
+    participants of a block-at-a-time parallel scan.  Each one's own reads are strided,
+    so per-file detection (perfile) never starts read-ahead: a request per block.  With
+    ondemand read-ahead, the marker pages in the shared cache and the context
+    read-ahead let either reader continue the other's window: a few requests per 16
+    blocks."""
+    got = {}
+    for policy in ("perfile", "ondemand"):
+        with _inst(tmp_path / policy, io_readahead_policy=policy) as inst:
+            io, b = inst.iomodel, inst.io_counters()
+            go = [queue.Queue(), queue.Queue()]
+            back = queue.Queue()
+
+            def reader(i):
+                for blk in range(i, 320, 2):
+                    go[i].get()
+                    io.read(701, 0, blk, 1, 10_000)
+                    back.put(i)
+            threads = [threading.Thread(target=reader, args=(i,)) for i in (0, 1)]
+            for t in threads:
+                t.start()
+            for _ in range(160):
+                for i in (0, 1):
+                    go[i].put(1)
+                    back.get()
+            for t in threads:
+                t.join()
+            got[policy] = _delta(inst, b)
+            assert got[policy]["cache_hits"] + got[policy]["cache_misses"] == 320
+    assert got["perfile"]["requests"] >= 320 - 4  # (block 0 starts a window)
+    assert got["ondemand"]["requests"] <= 320 // 8, got["ondemand"]
+    assert got["ondemand"]["bytes"] >= 320 * BLCKSZ
+
+
+def test_ondemand_random_reads_read_what_was_asked(tmp_path, clock):
+    with _inst(tmp_path, io_readahead_policy="ondemand") as inst:
+        io, b = inst.iomodel, inst.io_counters()
+        for blk in (700, 100, 300, 900):
+            io.read(702, 0, blk, 1, 10_000)
+        d = _delta(inst, b)
+        assert d["requests"] == 4 and d["readahead_pages"] == 0
+
+
+def test_demand_reads_are_one_block_per_call_with_io_combine_limit_1(tmp_path, monkeypatch):
+    """PostgreSQL 14/15 read one 8 kB block per call: with io_combine_limit 1 a cold scan's
+    reads reach the file and the I/O model as single blocks (the kernel's read-ahead
+    then ramps up on its own); with 16 (PostgreSQL 17's 128 kB) as runs of up to 16."""
+    from minidb.storage.smgr import Smgr
+    sizes: list = []
+    real = Smgr.read_blocks
+
+    def recording(self, rfn, fork, first, buffers):
+        sizes.append(len(buffers))
+        return real(self, rfn, fork, first, buffers)
+    monkeypatch.setattr(Smgr, "read_blocks", recording)
+    with _inst(tmp_path, shared_buffers=256, max_connections=4, io_seq_mb_per_s=100_000,
+               io_seek_ms=0.0, io_readahead_policy="ondemand") as inst:
+        rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(1800)")])
+        with inst.connect() as be:
+            n = 4 * 100
+            heap_bulk_insert(be, rel, {"id": np.arange(n, dtype=np.int32), "pad": [""] * n},
+                             n, xmin=2)
+            nblocks = be.bufmgr.smgr.nblocks(rel.relfilenode)
+            be.bufmgr.flush_buffers()
+            got = {}
+            for limit in (1, 16):
+                be.settings.set("io_combine_limit", limit)
+                be.bufmgr.drop_relation_buffers(rel.relfilenode)
+                inst.drop_os_cache()
+                sizes.clear()
+                b = inst.io_counters()
+                assert sum(len(x) for x in HeapScan(be, rel, [0], use_ring=False)) == n
+                d = _delta(inst, b)
+                got[limit] = (list(sizes), d)
+                assert sum(sizes) == nblocks
+                assert d["cache_hits"] + d["cache_misses"] == nblocks
+    assert set(got[1][0]) == {1}
+    assert max(got[16][0]) == 16
+    # one block at a time, the kernel's read-ahead still reads ahead: few demand misses
+    assert got[1][1]["cache_misses"] <= 2
