@@ -507,6 +507,14 @@ class Catalog:
     def drop_index(self, name: str) -> IndexDef:
         return self._run("drop_index", name)
 
+    def run_change(self, fn, *args):
+        """Run ``fn(self, backend, *args)`` as a catalog change of the backend's transaction
+        (ALTER TABLE and REINDEX: ``minidb.catalog.alter``)."""
+        return self._run("run_change", fn, *args)
+
+    def _run_change(self, b, fn, *args):
+        return fn(self, b, *args)
+
     def set_stats(self, name: str, relpages: int, reltuples: float) -> None:
         """VACUUM's relpages / reltuples: written in place, not transactional (PostgreSQL's
         heap_inplace_update), visible to every process at once."""

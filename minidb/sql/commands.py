@@ -15,6 +15,9 @@ CREATE TABLE                catalog rows + file; PRIMARY KEY -> unique index ``T
 DROP TABLE                  its catalog rows and its indexes'; the files go at commit
 CREATE [UNIQUE] INDEX       ``minidb.index.create_index`` (default name ``T_COLS_idx``)
 DROP INDEX                  ``minidb.index.drop_index``; a primary key's index is refused
+                            (2BP01, HINT: ALTER TABLE ... DROP CONSTRAINT drops it)
+ALTER TABLE / ALTER INDEX   ``minidb.sql.alter`` (ADD / DROP / RENAME COLUMN, RENAME TO, ADD /
+  / REINDEX                 DROP CONSTRAINT, SET / DROP NOT NULL); REINDEX INDEX / TABLE
 TRUNCATE                    as PostgreSQL: a new, empty relfilenode for the table and each
                             index (rebuilt empty); the old files go at commit
 VACUUM [ANALYZE] [t, ...]   ``heap.vacuum.vacuum_table`` with the indexes' callbacks; not in
@@ -44,6 +47,7 @@ from minidb.catalog import ColumnDef
 from minidb.config import SETTINGS
 from minidb.exec import indexam
 from minidb.sql import ast
+from minidb.sql.alter import alter_table, reindex
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
 from minidb.txn.lmgr import (SQL_MODES, AccessExclusiveLock, ShareLock,
@@ -325,8 +329,9 @@ def _drop_index_body(engine, st: ast.DropIndexStmt):
             raise errors.UndefinedObject(f'index "{name}" does not exist')
         if idef.primary:
             raise errors.ProgrammingError(
-                f'cannot drop index {name} because it is the primary key of table '
-                f'{idef.table}', sqlstate="2BP01")
+                f'cannot drop index {name} because constraint {name} on table {idef.table} '
+                f'requires it\nHINT:  You can drop constraint {name} on table {idef.table} '
+                f'instead: ALTER TABLE {idef.table} DROP CONSTRAINT {name}', sqlstate="2BP01")
         todo.append(name)
     for name in todo:
         idef = catalog.indexes[name]
@@ -444,4 +449,5 @@ _HANDLERS = {
     ast.CreateIndexStmt: _create_index, ast.DropIndexStmt: _drop_index,
     ast.TruncateStmt: _truncate, ast.VacuumStmt: _vacuum, ast.AnalyzeStmt: _analyze,
     ast.CheckpointStmt: _checkpoint, ast.CopyStmt: _copy, ast.LockStmt: _lock,
+    ast.AlterTableStmt: alter_table, ast.ReindexStmt: reindex,
 }
