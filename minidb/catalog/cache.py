@@ -251,7 +251,8 @@ class Catalog:
     (dicts by name, user relations only; do not change them), ``name_of_relfilenode``,
     ``version()`` (the plan cache's key).  Changes: ``create_table``, ``drop_table``,
     ``truncate_table``, ``create_index``, ``drop_index``, ``set_stats``,
-    ``set_column_stats``; each is part of the backend's transaction (or its own, committed
+    ``set_column_stats``, ``run_change`` (ALTER TABLE / REINDEX: ``minidb.catalog.alter``);
+    each is part of the backend's transaction (or its own, committed
     at once, when none is open).
     """
 
