@@ -49,7 +49,7 @@ from minidb.sql.locking import lock_oid, lock_table
 from minidb.txn.lmgr import AccessExclusiveLock, ShareLock
 from minidb.types import parse_type
 
-__all__ = ["alter_table", "reindex"]
+__all__ = ["alter_table", "reindex", "check_default", "free_name"]
 
 
 def _notice(msg):
@@ -59,6 +59,30 @@ def _notice(msg):
 def _result(tag, msgs=()):
     from minidb.sql.result import Result
     return Result(None, [], -1, tag, list(msgs))
+
+
+# -- shared with CREATE TABLE (minidb.sql.commands) ---------------------------------------------
+def check_default(engine, col, t):
+    """Bind a column's DEFAULT text against its type (an error if it cannot be assigned)."""
+    from minidb.exec.compile import K, compile_expr
+    from minidb.sql.binder import Binder
+    from minidb.sql.parser.translate import parse_expression_text
+    node = parse_expression_text(col.default)
+    b = Binder(engine.session.backend.catalog)
+    e = b.assignable(b.expr(node, [], ctx=t), t, col.name)
+    if not isinstance(compile_expr(e, {}), K):
+        pass   # evaluated per row at INSERT time
+
+
+def free_name(catalog, name: str) -> str:
+    """``name``, or ``name`` with the first number appended that no relation has."""
+    if name not in catalog.tables and name not in catalog.indexes:
+        return name
+    for i in range(1, 10000):
+        cand = f"{name}{i}"
+        if cand not in catalog.tables and cand not in catalog.indexes:
+            return cand
+    raise errors.DuplicateTable(f'relation "{name}" already exists')
 
 
 # -- ALTER TABLE ----------------------------------------------------------------------------------
@@ -114,7 +138,6 @@ def _rebuild(backend):
 
 
 def _add_column(engine, name, act, msgs):
-    from minidb.sql.commands import _check_default
     backend = engine.session.backend
     t = _table(engine, name)
     spec = act.column
@@ -127,7 +150,7 @@ def _add_column(engine, name, act, msgs):
             f'column "{spec.name}" of relation "{name}" already exists')
     typ = parse_type(spec.type_name)
     if spec.default is not None:
-        _check_default(engine, spec, typ)
+        check_default(engine, spec, typ)
     col = ColumnDef(spec.name, str(typ), spec.not_null or spec.primary, spec.default)
     n = len(t.columns)
     source = list(range(n)) + [None]
@@ -178,7 +201,6 @@ def _rename(engine, name, act, msgs):
 
 
 def _add_constraint(engine, name, act, msgs):
-    from minidb.sql.commands import _free_name
     backend = engine.session.backend
     catalog = backend.catalog
     t = _table(engine, name)
@@ -198,7 +220,7 @@ def _add_constraint(engine, name, act, msgs):
                 _set_not_null(engine, name, ast.AlterAction("set_not_null", c), msgs)
     iname = act.name
     if iname is None:
-        iname = _free_name(catalog, f"{name}_pkey" if act.primary
+        iname = free_name(catalog, f"{name}_pkey" if act.primary
                            else f"{name}_{'_'.join(cols)}_key")
     elif iname in catalog.tables or iname in catalog.indexes:
         raise errors.DuplicateTable(f'relation "{iname}" already exists')

@@ -47,7 +47,7 @@ from minidb.catalog import ColumnDef
 from minidb.config import SETTINGS
 from minidb.exec import indexam
 from minidb.sql import ast
-from minidb.sql.alter import alter_table, reindex
+from minidb.sql.alter import alter_table, check_default, free_name, reindex
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
 from minidb.txn.lmgr import (SQL_MODES, AccessExclusiveLock, ShareLock,
@@ -218,40 +218,19 @@ def _create_table_body(engine, st: ast.CreateTableStmt):
     for c in st.columns:
         t = parse_type(c.type_name)
         if c.default is not None:
-            _check_default(engine, c, t)
+            check_default(engine, c, t)
         defs.append(ColumnDef(c.name, str(t), c.not_null or c.name in pk, c.default))
     catalog.create_table(st.name, defs)
     if pk:
-        indexam.create_index(backend, st.name, _free_name(catalog, f"{st.name}_pkey"), pk,
+        indexam.create_index(backend, st.name, free_name(catalog, f"{st.name}_pkey"), pk,
                              unique=True, primary=True)
     for u in uniques:
         if u == pk:
             continue
         indexam.create_index(backend, st.name,
-                             _free_name(catalog, f"{st.name}_{'_'.join(u)}_key"), u,
+                             free_name(catalog, f"{st.name}_{'_'.join(u)}_key"), u,
                              unique=True)
     return _result("CREATE TABLE")
-
-
-def _check_default(engine, col, t):
-    from minidb.exec.compile import K, compile_expr
-    from minidb.sql.binder import Binder
-    from minidb.sql.parser.translate import parse_expression_text
-    node = parse_expression_text(col.default)
-    b = Binder(engine.session.backend.catalog)
-    e = b.assignable(b.expr(node, [], ctx=t), t, col.name)
-    if not isinstance(compile_expr(e, {}), K):
-        pass   # evaluated per row at INSERT time
-
-
-def _free_name(catalog, name: str) -> str:
-    if name not in catalog.tables and name not in catalog.indexes:
-        return name
-    for i in range(1, 10000):
-        cand = f"{name}{i}"
-        if cand not in catalog.tables and cand not in catalog.indexes:
-            return cand
-    raise errors.DuplicateTable(f'relation "{name}" already exists')
 
 
 def _drop_table(engine, st: ast.DropTableStmt):
@@ -301,7 +280,7 @@ def _create_index_body(engine, st: ast.CreateIndexStmt):
         raise errors.DuplicateColumn("an index column is named more than once")
     name = st.name
     if name is None:
-        name = _free_name(catalog, f"{st.table}_{'_'.join(st.columns)}_idx")
+        name = free_name(catalog, f"{st.table}_{'_'.join(st.columns)}_idx")
     elif name in catalog.indexes or name in catalog.tables:
         if st.if_not_exists:
             return _result("CREATE INDEX", messages=[
