@@ -37,7 +37,7 @@ rewriting ALTER TABLE and TRUNCATE).
 
 from __future__ import annotations
 
-from minidb.catalog.bootstrap import PG_ATTRIBUTE, PG_CLASS, PG_INDEX, PG_STATISTIC, attribute_row
+from minidb.catalog.bootstrap import PG_ATTRIBUTE, PG_INDEX, PG_STATISTIC, attribute_row
 from minidb.catalog.defs import ColumnDef
 from minidb.errors import (DuplicateColumn, DuplicateTable, InsufficientPrivilege,
                            UndefinedColumn, UndefinedTable)
