@@ -45,6 +45,11 @@ TRUNCATE list the old files as delete-at-commit (``Transaction.pending_deletes``
 list is executed when the transaction has ended.  A failed statement inside a block fails
 the block (25P02 for DDL too) and the abort removes what it created: nothing half-done.
 
+**ALTER TABLE and REINDEX** (``alter``).  Renames and NOT NULL update pg_class /
+pg_attribute rows; REINDEX gives an index a new relfilenode built from the heap; ADD and
+DROP COLUMN rewrite the table and its indexes into new relfilenodes (a departure: see
+below), all through pending deletes, so each rolls back.
+
 **Checker** (``check``): the catalog heaps' pages, the rows' agreement with each other,
 and with the files on disk (no orphan file, no relation without its file).
 
@@ -61,6 +66,10 @@ Departures from PostgreSQL
 * Invalidation is one counter (any committed change rebuilds the whole cache) rather than
   a message queue of per-object invalidations; with few, small catalog tables a rebuild is
   cheap and the hot path cheaper than PostgreSQL's hash lookups.
+* ADD / DROP COLUMN rewrite the table (no "missing value" for an added column, no
+  ``attisdropped`` slot for a dropped one: the fixed row layout has no room for tuples of
+  another shape); attnums are renumbered after a drop.  A constraint is its index (no
+  pg_constraint).
 * VACUUM and ANALYZE write relpages / reltuples in place (not transactionally), as
   PostgreSQL's ``heap_inplace_update`` does; ANALYZE's pg_statistic rows are transactional.
   ``stavalues`` holds the MCV list, its frequencies and the histogram as JSON text instead
@@ -72,7 +81,7 @@ Departures from PostgreSQL
   refused at open, with a message naming the format.
 
 Public interface: ``Catalog`` (``backend.catalog``, ``instance.catalog``), ``CatalogCache``,
-``ColumnDef`` / ``TableDef`` / ``IndexDef``, ``check_catalog``, ``at_xact_end``,
+``ColumnDef`` / ``TableDef`` / ``IndexDef``, ``check_catalog``, ``at_xact_end``, ``alter``,
 ``bootstrap``, ``CATALOGS``.
 """
 

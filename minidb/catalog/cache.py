@@ -251,7 +251,8 @@ class Catalog:
     (dicts by name, user relations only; do not change them), ``name_of_relfilenode``,
     ``version()`` (the plan cache's key).  Changes: ``create_table``, ``drop_table``,
     ``truncate_table``, ``create_index``, ``drop_index``, ``set_stats``,
-    ``set_column_stats``; each is part of the backend's transaction (or its own, committed
+    ``set_column_stats``, ``run_change`` (ALTER TABLE / REINDEX: ``minidb.catalog.alter``);
+    each is part of the backend's transaction (or its own, committed
     at once, when none is open).
     """
 
@@ -506,6 +507,14 @@ class Catalog:
 
     def drop_index(self, name: str) -> IndexDef:
         return self._run("drop_index", name)
+
+    def run_change(self, fn, *args):
+        """Run ``fn(self, backend, *args)`` as a catalog change of the backend's transaction
+        (ALTER TABLE and REINDEX: ``minidb.catalog.alter``)."""
+        return self._run("run_change", fn, *args)
+
+    def _run_change(self, b, fn, *args):
+        return fn(self, b, *args)
 
     def set_stats(self, name: str, relpages: int, reltuples: float) -> None:
         """VACUUM's relpages / reltuples: written in place, not transactional (PostgreSQL's

@@ -58,7 +58,9 @@ def open_index(backend, index) -> IndexRel:
     per_cat = _CACHE.get(owner)
     if per_cat is None:
         per_cat = _CACHE[owner] = {}
-    key = (idef.name, idef.relfilenode)
+    # the table's name and the key columns' names are in the key too: ALTER TABLE ...
+    # RENAME changes them without a new relfilenode
+    key = (idef.name, idef.relfilenode, idef.table, tuple(idef.columns))
     irel = per_cat.get(key)
     if irel is None:
         t = catalog.table(idef.table)
@@ -79,7 +81,8 @@ def forget_index(backend, name: str, relfilenode: int) -> None:
     """Drop this process's ``IndexRel`` of a dropped index."""
     per_cat = _CACHE.get(backend.instance.catalog_cache)
     if per_cat is not None:
-        per_cat.pop((name, relfilenode), None)
+        for key in [k for k in per_cat if k[0] == name and k[1] == relfilenode]:
+            del per_cat[key]
 
 
 def count(bm, name: str, n: int = 1) -> None:

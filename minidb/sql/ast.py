@@ -335,6 +335,35 @@ class DropIndexStmt(Statement):
 
 
 @dataclass
+class AlterAction:
+    """One action of ALTER TABLE (``kind``: add_column, drop_column, rename_column, rename,
+    add_constraint, drop_constraint, set_not_null, drop_not_null)."""
+    kind: str
+    name: str | None = None           # the column or constraint acted on
+    new_name: str | None = None       # RENAME targets
+    column: ColumnSpec | None = None  # ADD COLUMN
+    columns: list | None = None       # ADD CONSTRAINT's key columns
+    primary: bool = False             # ADD CONSTRAINT: PRIMARY KEY (else UNIQUE)
+    missing_ok: bool = False          # IF EXISTS / IF NOT EXISTS
+
+
+@dataclass
+class AlterTableStmt(Statement):
+    table: str
+    actions: list                     # [AlterAction]
+    if_exists: bool = False
+    kind: str = "table"               # ALTER TABLE / ALTER INDEX
+    tag: str = "ALTER TABLE"
+
+
+@dataclass
+class ReindexStmt(Statement):
+    kind: str                         # "index" or "table"
+    name: str
+    tag: str = "REINDEX"
+
+
+@dataclass
 class TruncateStmt(Statement):
     names: list
     tag: str = "TRUNCATE TABLE"

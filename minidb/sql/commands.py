@@ -15,6 +15,9 @@ CREATE TABLE                catalog rows + file; PRIMARY KEY -> unique index ``T
 DROP TABLE                  its catalog rows and its indexes'; the files go at commit
 CREATE [UNIQUE] INDEX       ``minidb.index.create_index`` (default name ``T_COLS_idx``)
 DROP INDEX                  ``minidb.index.drop_index``; a primary key's index is refused
+                            (2BP01, HINT: ALTER TABLE ... DROP CONSTRAINT drops it)
+ALTER TABLE / ALTER INDEX   ``minidb.sql.alter`` (ADD / DROP / RENAME COLUMN, RENAME TO, ADD /
+  / REINDEX                 DROP CONSTRAINT, SET / DROP NOT NULL); REINDEX INDEX / TABLE
 TRUNCATE                    as PostgreSQL: a new, empty relfilenode for the table and each
                             index (rebuilt empty); the old files go at commit
 VACUUM [ANALYZE] [t, ...]   ``heap.vacuum.vacuum_table`` with the indexes' callbacks; not in
@@ -44,6 +47,7 @@ from minidb.catalog import ColumnDef
 from minidb.config import SETTINGS
 from minidb.exec import indexam
 from minidb.sql import ast
+from minidb.sql.alter import alter_table, check_default, free_name, reindex
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
 from minidb.txn.lmgr import (SQL_MODES, AccessExclusiveLock, ShareLock,
@@ -214,40 +218,19 @@ def _create_table_body(engine, st: ast.CreateTableStmt):
     for c in st.columns:
         t = parse_type(c.type_name)
         if c.default is not None:
-            _check_default(engine, c, t)
+            check_default(engine, c, t)
         defs.append(ColumnDef(c.name, str(t), c.not_null or c.name in pk, c.default))
     catalog.create_table(st.name, defs)
     if pk:
-        indexam.create_index(backend, st.name, _free_name(catalog, f"{st.name}_pkey"), pk,
+        indexam.create_index(backend, st.name, free_name(catalog, f"{st.name}_pkey"), pk,
                              unique=True, primary=True)
     for u in uniques:
         if u == pk:
             continue
         indexam.create_index(backend, st.name,
-                             _free_name(catalog, f"{st.name}_{'_'.join(u)}_key"), u,
+                             free_name(catalog, f"{st.name}_{'_'.join(u)}_key"), u,
                              unique=True)
     return _result("CREATE TABLE")
-
-
-def _check_default(engine, col, t):
-    from minidb.exec.compile import K, compile_expr
-    from minidb.sql.binder import Binder
-    from minidb.sql.parser.translate import parse_expression_text
-    node = parse_expression_text(col.default)
-    b = Binder(engine.session.backend.catalog)
-    e = b.assignable(b.expr(node, [], ctx=t), t, col.name)
-    if not isinstance(compile_expr(e, {}), K):
-        pass   # evaluated per row at INSERT time
-
-
-def _free_name(catalog, name: str) -> str:
-    if name not in catalog.tables and name not in catalog.indexes:
-        return name
-    for i in range(1, 10000):
-        cand = f"{name}{i}"
-        if cand not in catalog.tables and cand not in catalog.indexes:
-            return cand
-    raise errors.DuplicateTable(f'relation "{name}" already exists')
 
 
 def _drop_table(engine, st: ast.DropTableStmt):
@@ -297,7 +280,7 @@ def _create_index_body(engine, st: ast.CreateIndexStmt):
         raise errors.DuplicateColumn("an index column is named more than once")
     name = st.name
     if name is None:
-        name = _free_name(catalog, f"{st.table}_{'_'.join(st.columns)}_idx")
+        name = free_name(catalog, f"{st.table}_{'_'.join(st.columns)}_idx")
     elif name in catalog.indexes or name in catalog.tables:
         if st.if_not_exists:
             return _result("CREATE INDEX", messages=[
@@ -325,8 +308,9 @@ def _drop_index_body(engine, st: ast.DropIndexStmt):
             raise errors.UndefinedObject(f'index "{name}" does not exist')
         if idef.primary:
             raise errors.ProgrammingError(
-                f'cannot drop index {name} because it is the primary key of table '
-                f'{idef.table}', sqlstate="2BP01")
+                f'cannot drop index {name} because constraint {name} on table {idef.table} '
+                f'requires it\nHINT:  You can drop constraint {name} on table {idef.table} '
+                f'instead: ALTER TABLE {idef.table} DROP CONSTRAINT {name}', sqlstate="2BP01")
         todo.append(name)
     for name in todo:
         idef = catalog.indexes[name]
@@ -444,4 +428,5 @@ _HANDLERS = {
     ast.CreateIndexStmt: _create_index, ast.DropIndexStmt: _drop_index,
     ast.TruncateStmt: _truncate, ast.VacuumStmt: _vacuum, ast.AnalyzeStmt: _analyze,
     ast.CheckpointStmt: _checkpoint, ast.CopyStmt: _copy, ast.LockStmt: _lock,
+    ast.AlterTableStmt: alter_table, ast.ReindexStmt: reindex,
 }

@@ -12,6 +12,9 @@ CREATE INDEX                    Share on the table
 VACUUM, ANALYZE                 ShareUpdateExclusive on each table
 DROP TABLE, TRUNCATE            AccessExclusive on the table and its indexes
 DROP INDEX                      AccessExclusive on the index's table and the index
+ALTER TABLE (every form)        AccessExclusive on the table and its indexes
+ALTER INDEX ... RENAME          AccessExclusive on the index
+REINDEX                         Share on the table, AccessExclusive on each index rebuilt
 LOCK TABLE                      the named mode (AccessExclusive by default)
 ==============================  =====================================================
 

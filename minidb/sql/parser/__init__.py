@@ -5,7 +5,7 @@ any number.  The statement's first word decides the route:
 
 * a utility word (BEGIN, COMMIT, SET, SHOW, VACUUM, EXPLAIN, COPY ...) -> ``utility``;
 * SELECT / INSERT / UPDATE / DELETE / CREATE / DROP -> sqlglot, then ``translate``;
-* a word PostgreSQL knows but minidb does not implement (ALTER, GRANT, WITH ...) ->
+* a word PostgreSQL knows but minidb does not implement (GRANT, CLUSTER ...) ->
   NotSupportedError naming it;
 * anything else -> a syntax error at that word (so ``selec * frm t``, which sqlglot
   would happily read as an alias, is refused like PostgreSQL refuses it).
@@ -38,8 +38,8 @@ _SQLGLOT_WORDS = {"select": _QUERY, "insert": ("Insert",), "update": ("Update",)
                   "delete": ("Delete",), "create": ("Create",), "drop": ("Drop",),
                   "with": _QUERY, "(": _QUERY}
 _KNOWN_UNSUPPORTED = {
-    "alter", "grant", "revoke", "prepare", "execute", "deallocate", "listen", "notify",
-    "unlisten", "do", "call", "comment", "lock", "merge", "cluster", "reindex", "discard",
+    "grant", "revoke", "prepare", "execute", "deallocate", "listen", "notify",
+    "unlisten", "do", "call", "comment", "lock", "merge", "cluster", "discard",
     "fetch", "declare", "close", "move", "savepoint", "release", "refresh", "security",
     "import", "load", "values", "table", "reassign", "create", "security", "vacuum",
 }

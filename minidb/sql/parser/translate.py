@@ -974,6 +974,15 @@ def _case(e) -> ast.CaseE:
                      t(default) if default is not None else None)
 
 
+def parse_column_text(text: str) -> ast.ColumnSpec:
+    """One column definition (``name type [NOT NULL] [DEFAULT e] ...``, ALTER TABLE ADD
+    COLUMN's) read as CREATE TABLE reads it."""
+    st = _create(sqlglot.parse_one(f"CREATE TABLE _ ({text})", read="postgres"))
+    if len(st.columns) != 1 or st.primary_key or st.uniques:
+        raise unsupported(f"column definition {text}")
+    return st.columns[0]
+
+
 def parse_expression_text(text: str) -> ast.Node:
     """A stored expression (a column DEFAULT) back into the logical tree."""
     return translate_expression(sqlglot.parse_one(text, read="postgres"))

@@ -16,6 +16,15 @@ itself from ``lexer.tokenize``'s tokens.  Grammar (PostgreSQL's, the parts minid
     TRUNCATE [TABLE] name [, ...] [CASCADE | RESTRICT]
     LOCK [TABLE] [ONLY] name [, ...] [IN lockmode MODE] [NOWAIT]
     CHECKPOINT
+    ALTER TABLE [IF EXISTS] [ONLY] name action [, ...]
+    ALTER TABLE [IF EXISTS] [ONLY] name RENAME [COLUMN] column TO new_column
+    ALTER TABLE [IF EXISTS] name RENAME TO new_name;  ALTER INDEX [IF EXISTS] name RENAME TO new
+    REINDEX {INDEX | TABLE} name
+    action: ADD [COLUMN] [IF NOT EXISTS] column_definition
+          | DROP [COLUMN] [IF EXISTS] column [RESTRICT | CASCADE]
+          | ADD [CONSTRAINT name] {PRIMARY KEY | UNIQUE} (column [, ...])
+          | DROP CONSTRAINT [IF EXISTS] name [RESTRICT | CASCADE]
+          | ALTER [COLUMN] column {SET | DROP} NOT NULL
     level: READ COMMITTED | REPEATABLE READ | SERIALIZABLE | READ UNCOMMITTED
     lockmode: ACCESS SHARE | ROW SHARE | ROW EXCLUSIVE | SHARE UPDATE EXCLUSIVE | SHARE
               | SHARE ROW EXCLUSIVE | EXCLUSIVE | ACCESS EXCLUSIVE
@@ -28,7 +37,8 @@ from minidb.sql import ast
 from minidb.sql.parser.lexer import Token, syntax_error, tokenize
 
 UTILITY_WORDS = {"begin", "start", "commit", "end", "rollback", "abort", "set", "show", "reset",
-                 "vacuum", "analyze", "analyse", "explain", "copy", "truncate", "checkpoint", "lock"}
+                 "vacuum", "analyze", "analyse", "explain", "copy", "truncate", "checkpoint", "lock",
+                 "alter", "reindex"}
 
 
 class _P:
@@ -178,7 +188,148 @@ def parse_utility(word: str, text: str, base: int, full: str, parse_any) -> ast.
         return ast.TruncateStmt(names)
     if word == "lock":
         return _lock(p)
+    if word == "alter":
+        return _alter(p)
+    if word == "reindex":
+        if p.op("("):
+            raise NotSupportedError("REINDEX options are not supported")
+        what = p.expect_word("index", "table", "schema", "database", "system")
+        if what not in ("index", "table"):
+            raise NotSupportedError(f"REINDEX {what.upper()} is not supported")
+        if p.word("concurrently"):
+            raise NotSupportedError("REINDEX CONCURRENTLY is not supported")
+        name = p.name()
+        p.end()
+        return ast.ReindexStmt(what, name)
     raise p.error()
+
+
+def _alter(p: _P) -> ast.Statement:
+    kind = p.expect_word("table", "index")
+    st = ast.AlterTableStmt("", [], kind=kind, tag=f"ALTER {kind.upper()}")
+    if p.word("if"):
+        p.expect_word("exists")
+        st.if_exists = True
+    p.word("only")
+    st.table = p.name()
+    if p.word("rename"):
+        if p.word("to"):
+            st.actions.append(ast.AlterAction("rename", new_name=p.name()))
+        elif kind == "table":
+            p.word("column")
+            old = p.name()
+            p.expect_word("to")
+            st.actions.append(ast.AlterAction("rename_column", old, p.name()))
+        else:
+            raise p.error(None, "expected TO")
+        p.end()
+        return st
+    if kind == "index":
+        raise NotSupportedError("ALTER INDEX supports RENAME TO only")
+    while True:
+        st.actions.append(_alter_action(p))
+        if not p.op(","):
+            break
+    p.end()
+    return st
+
+
+def _name_list(p: _P) -> list:
+    p.expect_op("(")
+    names = [p.name()]
+    while p.op(","):
+        names.append(p.name())
+    p.expect_op(")")
+    return names
+
+
+def _action_text(p: _P) -> str:
+    """The text of the tokens up to the next comma outside parentheses (a column
+    definition, read again by ``translate.parse_column_text``)."""
+    start = p.peek()
+    if start is None:
+        raise p.error()
+    depth = 0
+    while not p.at_end():
+        t = p.peek()
+        if t.kind == "op" and t.value == "," and depth == 0:
+            break
+        if t.kind == "op" and t.value == "(":
+            depth += 1
+        elif t.kind == "op" and t.value == ")":
+            depth -= 1
+        p.next()
+    end = p.toks[p.i].pos if not p.at_end() else p.base + len(p.text)
+    return p.full[start.pos:end].strip()
+
+
+def _alter_action(p: _P) -> ast.AlterAction:
+    if p.word("add"):
+        if p.word("constraint"):
+            cname = p.name()
+            return _constraint(p, cname)
+        t = p.peek()
+        if t is not None and t.kind == "ident" and t.value in ("primary", "unique"):
+            return _constraint(p, None)
+        p.word("column")
+        missing_ok = False
+        if p.word("if"):
+            p.expect_word("not")
+            p.expect_word("exists")
+            missing_ok = True
+        from minidb.sql.parser.translate import parse_column_text
+        text = _action_text(p)
+        try:
+            spec = parse_column_text(text)
+        except NotSupportedError:
+            raise
+        except Exception:  # noqa: BLE001 - sqlglot's errors: a syntax error at the column
+            raise p.error(None, f"could not read the column definition {text!r}") from None
+        return ast.AlterAction("add_column", spec.name, column=spec, missing_ok=missing_ok)
+    if p.word("drop"):
+        if p.word("constraint"):
+            missing_ok = False
+            if p.word("if"):
+                p.expect_word("exists")
+                missing_ok = True
+            act = ast.AlterAction("drop_constraint", p.name(), missing_ok=missing_ok)
+        else:
+            p.word("column")
+            missing_ok = False
+            if p.word("if"):
+                p.expect_word("exists")
+                missing_ok = True
+            act = ast.AlterAction("drop_column", p.name(), missing_ok=missing_ok)
+        p.word("restrict", "cascade")
+        return act
+    if p.word("alter"):
+        p.word("column")
+        col = p.name()
+        w = p.expect_word("set", "drop", "type")
+        if w == "type":
+            raise NotSupportedError("ALTER COLUMN ... TYPE is not supported")
+        t = p.peek()
+        if t is not None and t.kind == "ident" and t.value == "default":
+            raise NotSupportedError(f"ALTER COLUMN ... {w.upper()} DEFAULT is not supported")
+        p.expect_word("not")
+        p.expect_word("null")
+        return ast.AlterAction("set_not_null" if w == "set" else "drop_not_null", col)
+    t = p.peek()
+    if t is not None and t.kind == "ident" and t.value in (
+            "owner", "set", "enable", "disable", "cluster", "inherit", "no", "replica",
+            "attach", "detach", "validate", "force", "reset", "of", "not"):
+        raise NotSupportedError(f"ALTER TABLE ... {t.value.upper()} is not supported")
+    raise p.error()
+
+
+def _constraint(p: _P, name: str | None) -> ast.AlterAction:
+    w = p.expect_word("primary", "unique", "check", "foreign", "exclude")
+    if w in ("check", "foreign", "exclude"):
+        raise NotSupportedError(f"{w.upper()} constraints are not supported")
+    if w == "primary":
+        p.expect_word("key")
+    cols = _name_list(p)
+    return ast.AlterAction("add_constraint", name, columns=cols, primary=w == "primary")
 
 
 def _lock(p: _P) -> ast.Statement:
