@@ -13,9 +13,10 @@ utility.c, small).
      the plan's choices, were made for another size; looked at every ``SIZE_CHECK_EVERY``
      uses).  ``prepare(sql)`` returns a handle
      that skips even the cache lookup;
-  2. **parse** (``minidb.sql.parser``) -> **bind** (``binder``) -> **plan** (``planner``)
-     -> **lock** (``locking``: the plan's relation locks, taken inside the transaction
-     before a cached plan's validity is checked);
+  2. **parse** (``minidb.sql.parser``) -> **bind** (``binder``) -> **lock** (``locking``:
+     the statement's relation locks, taken inside the transaction after binding and
+     before planning, since the planner opens the relations' files; a cached plan's are
+     taken before its validity is checked) -> **plan** (``planner``);
   3. **execute** under the transaction rules of ``minidb.session``: a statement outside a
      BEGIN block is its own transaction, committed when it ends; inside a block, an error
      fails the block (every later statement gets 25P02 until ROLLBACK).  Any error - a
@@ -204,7 +205,8 @@ class Engine:
         """The plan of a DML statement for these parameters' types (cached), with its
         relation locks taken (``minidb.sql.locking``): a cached plan's locks are taken
         before its validity is checked, so a statement that waited for a DROP or
-        TRUNCATE to commit plans again against the catalog that committed."""
+        TRUNCATE to commit plans again against the catalog that committed; a new plan is
+        made with its locks held (``_plan``)."""
         sig = tuple(type(p) for p in params)
         self.session.xact.start_implicit()   # the locks belong to the transaction
         lockmgr = self.session.backend.lockmgr
@@ -222,12 +224,7 @@ class Engine:
                 return plan
             self.counters["replans"] += 1
         ssig = self._settings_sig()
-        for _ in range(100):
-            gen = self._catalog_gen()
-            plan = self._plan(entry.stmt, sig)
-            lockmgr.lock_prepared(plan.lock_reqs)
-            if self._catalog_gen() == gen:
-                break   # nothing changed while the locks were taken
+        plan, gen = self._plan(entry.stmt, sig)
         entry.plans[sig] = [plan, gen, ssig, 1]
         return plan
 
@@ -244,12 +241,31 @@ class Engine:
         return True
 
     def _plan(self, stmt, sig):
+        """Bind ``stmt``, take its relation locks, then plan it: returns (plan, the
+        catalog version it was bound against).
+
+        The locks come before the planner, as PostgreSQL takes them during parse
+        analysis: the planner opens the relations' files (their sizes), and only the
+        locks keep a DROP or TRUNCATE from committing and removing them meanwhile.  A
+        binding whose catalog version moved while the locks were taken (a DDL committed
+        in between: the names may now mean other relations or files) is made again."""
         catalog = self.session.backend.catalog
-        bound = Binder(catalog, sig, default_parser=parse_expression_text).bind(stmt)
+        lockmgr = self.session.backend.lockmgr
+        self.session.xact.start_implicit()   # the locks belong to the transaction
+        for _ in range(100):
+            gen = self._catalog_gen()
+            bound = Binder(catalog, sig, default_parser=parse_expression_text).bind(stmt)
+            reqs = statement_lock_reqs(bound, catalog)
+            lockmgr.lock_prepared(reqs)
+            if self._catalog_gen() == gen:
+                break   # nothing changed while the locks were taken
+        else:
+            raise errors.InternalError("the catalog keeps changing while a statement is "
+                                       "being locked")
         plan = Planner(catalog, self.session.settings, self.instance.smgr).plan(bound)
-        plan.lock_reqs = statement_lock_reqs(bound, catalog)
+        plan.lock_reqs = reqs
         self.counters["plans"] += 1
-        return plan
+        return plan, gen
 
     def _statement(self, body):
         """Run ``body(snapshot) -> (result, wrote)`` as one statement (Session's rules)."""
@@ -284,9 +300,7 @@ class Engine:
         t0 = time.perf_counter()
         xact = self.session.xact
         implicit = xact.state == IDLE
-        plan = self._plan(stmt.stmt, tuple(type(p) for p in params))
-        xact.start_implicit()
-        self.session.backend.lockmgr.lock_prepared(plan.lock_reqs)
+        plan, _ = self._plan(stmt.stmt, tuple(type(p) for p in params))   # locks taken
         planning = time.perf_counter() - t0
         lines: list[str]
         if not stmt.analyze:

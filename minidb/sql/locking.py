@@ -19,9 +19,12 @@ LOCK TABLE                      the named mode (AccessExclusive by default)
 ==============================  =====================================================
 
 DML locks are computed once per plan (``statement_lock_keys`` after binding, kept on the
-plan as ``lock_reqs``) and taken before the plan's validity is checked, as PostgreSQL's
-AcquireExecutorLocks: a statement that waited for a DROP or TRUNCATE to commit sees the
-catalog generation moved and plans again against the new catalog.  Utility statements
+plan as ``lock_reqs``).  A new statement takes them right after binding, before the
+planner opens the relations' files (as PostgreSQL locks during parse analysis), and binds
+again if the catalog generation moved while it waited; a cached plan takes them before its
+validity is checked, as PostgreSQL's AcquireExecutorLocks: a statement that waited for a
+DROP or TRUNCATE to commit sees the catalog generation moved and plans again against the
+new catalog.  Utility statements
 look the table up, lock it, and look again (``lock_table``): if a concurrent DROP won,
 the name is gone and the error says so; if it was dropped and re-created, the new one is
 locked instead.
