@@ -44,6 +44,7 @@ from minidb.storage.bufmgr import BufferManager
 from minidb.storage.iomodel import IOModel
 from minidb.storage.smgr import Smgr
 from minidb.heap.pgstat import TableStats
+from minidb.recovery import Background, checkpoint, start_wal
 from minidb.txn.clog import CommitLog
 from minidb.txn.procarray import ProcArray
 from minidb.txn.xact import Transaction
@@ -55,7 +56,7 @@ REAPER_INTERVAL_S = 0.1
 _HELD_DIRS: dict[tuple[int, int], int] = {}
 _HELD_LOCK = threading.Lock()
 
-FORMAT_VERSION = "minidb 1"
+FORMAT_VERSION = "minidb 2"  # 2: the write-ahead log and 64-bit page LSNs
 VERSION_FILE = "MINIDB_VERSION"
 LOCK_FILE = "postmaster.pid"
 
@@ -77,6 +78,12 @@ class Instance:
             self.clog = CommitLog(self.datadir, self.locks.clog)
             self.procarray = ProcArray(self.datadir, self.seg, self.locks, self.clog)
             self.procarray._on_wait_tick = self.reap_dead_backends
+            self._ckpt_lock = threading.Lock()
+            self.checkpoints_done = 0
+            self.last_checkpoint: dict = {}
+            self.recovery_stats: dict = {}
+            self.wal_shared = start_wal(self)  # crash recovery, if the last run crashed
+            self.wal = self.wal_shared.handle(n_slots(self.settings) + 1)
         except BaseException:
             self._release_lock()
             raise
@@ -105,6 +112,8 @@ class Instance:
         self._reaper = threading.Thread(target=self._reaper_loop, name="minidb-reaper",
                                         daemon=True)
         self._reaper.start()
+        self._background = Background(self)
+        self._background.start()
 
     # -- data directory and its lock ----------------------------------------------------------
     def _prepare_directory(self) -> None:
@@ -119,9 +128,12 @@ class Instance:
             with open(vpath) as f:
                 found = f.read().strip()
             if found != FORMAT_VERSION:
+                hint = (" (its pages have 32-bit change counters and it has no write-ahead "
+                        "log; dump it with the older minidb and load it into a new "
+                        "directory)") if found == "minidb 1" else ""
                 raise OperationalError(
                     f'data directory "{self.datadir}" was written by "{found}", '
-                    f'this is "{FORMAT_VERSION}"')
+                    f'this is "{FORMAT_VERSION}"{hint}')
         else:
             if os.listdir(self.datadir):
                 raise OperationalError(
@@ -265,12 +277,14 @@ class Instance:
         if self.iomodel is not None:
             self.iomodel.drop_cache()
 
-    def checkpoint(self) -> int:
-        """Write every dirty buffer and fsync the relation files; returns pages written."""
-        with self.connect(aux=True) as b:
-            n = b.bufmgr.flush_buffers()
-        self.smgr.fsync_all()
-        return n
+    def checkpoint(self, shutdown: bool = False) -> int:
+        """CHECKPOINT (minidb.recovery.checkpoint): every dirty buffer written, relation
+        files fsynced, a checkpoint record, the control file; returns pages written."""
+        return checkpoint(self, shutdown=shutdown)["buffers_written"]
+
+    def wal_stats(self) -> dict[str, int]:
+        """pg_stat_wal's counters since the instance opened."""
+        return self.wal_shared.stats()
 
     def describe_rel(self, rfn: int) -> str:
         name = self.catalog.name_of_relfilenode(rfn)
@@ -289,14 +303,37 @@ class Instance:
         if self.pool is not None:
             self.pool.stop()  # the workers close their backends; nothing is left running
         self._stop.set()
+        self._background.stop()
         try:
-            self.checkpoint()
+            self.checkpoint(shutdown=True)
         finally:
             self._closed = True
+            self.wal_shared.close_files()
             self.clog.close()
             self.smgr.close()
             self._release_lock()
             self.seg.close()
+
+    def crash_abandon(self) -> None:
+        """For crash tests: drop the instance as a power loss or ``kill -9`` would - no
+        checkpoint, no buffer written, the WAL left as it is - and free this process's
+        hold on the directory so that it can be opened (and recovered) again."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        self._background.stop_event.set()
+        if self.pool is not None:
+            try:
+                self.pool.stop()
+            except BaseException:
+                pass
+        for fn in (self.wal_shared.close_files, self.smgr.close, self.clog.close):
+            try:
+                fn()
+            except BaseException:
+                pass
+        self._release_lock()
 
     def __enter__(self):
         return self
@@ -313,12 +350,14 @@ class Backend:
         self.slot = slot
         self.settings = settings
         self.pid = os.getpid()
+        self.wal = instance.wal_shared.handle(slot)
         self.bufmgr = BufferManager(instance.seg, instance.locks, instance.smgr, settings,
-                                    slot, describe_rel=instance.describe_rel)
+                                    slot, describe_rel=instance.describe_rel, wal=self.wal)
         self.pgstat = TableStats(instance.seg, instance.locks.stats)
         # relfilenode -> the heap block this backend inserted into last (rd_targblock)
         self.heap_targets: dict[int, int] = {}
         self.xact = Transaction(instance.procarray, slot, settings, on_end=self.pgstat.flush)
+        self.xact.wal = self.wal
         self.closed = False
 
     @property

@@ -122,6 +122,7 @@ CTL_XID_LIMIT = 6         # procarray lock: xids below this are reserved in pg_c
 N_CONTROL = 16
 
 N_CLOG_LOCKS = 16
+N_WAL_CTL = 32            # see minidb.wal.xlog (WAL_* indexes)
 MAX_TABLE_STATS = 512     # tables with shared statistics (pg_stat_user_tables rows)
 
 N_EXTENSION_LOCKS = 16
@@ -159,6 +160,8 @@ COUNTERS = (
     "index_heap_fetches",  # heap fetches (HOT chain walks) made by index scans
     "index_items_deleted",  # LP_DEAD items removed by simple deletion before a split
     "index_splits",       # B-tree page splits (any level; a new root is not a split)
+    "buffers_wal_flushed",  # page writes that first had to flush the WAL (WAL before data)
+    "wal_rule_violations",  # pages written with an LSN beyond the flushed WAL (must stay 0)
 )
 C = {name: i for i, name in enumerate(COUNTERS)}
 
@@ -250,6 +253,11 @@ def regions(settings: Settings) -> list[Region]:
         Region("io_state", (N_IO_STATE,), "<i8", "iomodel lock"),
         Region("io_busy", (1,), "<f8", "iomodel lock"),
         Region("io_counters", (len(IO_COUNTERS),), "<i8", "iomodel lock"),
+        Region("wal_ctl", (N_WAL_CTL,), "<i8", "wal insert / wal write lock (minidb.wal.xlog)"),
+        Region("wal_insert_at", (s + 2,), "<i8", "owning backend (set under wal insert lock)"),
+        Region("wal_ring", (settings.wal_buffers * BLCKSZ,), "u1",
+               "reserved by the wal insert lock, then the reserving backend"),
+        Region("proc_delay_chkpt", (s + 2,), "<i8", "owning backend"),
     ]
 
 
@@ -356,4 +364,6 @@ class SharedLocks:
         self.pscan = [lw(f"parallel scan {i}") for i in range(N_PSCAN_LOCKS)]
         self.pool = lw("worker pool")
         self.iomodel = lw("I/O model")
+        self.wal_insert = lw("WAL insert")
+        self.wal_write = lw("WAL write")
         self.sem = [ctx.Semaphore(0) for _ in range(n_slots(settings))]

@@ -30,11 +30,16 @@ transaction, and the caller commits it when the statement ends.
 from __future__ import annotations
 
 import datetime as _dt
+import struct
 import sys
+import time as _time
 
 from minidb.errors import (ActiveSqlTransaction, InFailedSqlTransaction, NotSupportedError,
                            NoActiveSqlTransaction)
 from minidb.txn.procarray import ProcArray, Snapshot
+from minidb.wal.record import RM_XACT, XLOG_XACT_ABORT, XLOG_XACT_COMMIT
+
+_XACT = struct.Struct("<qI")  # commit time (us since the epoch), relations to drop; then rfns
 
 IDLE, INPROGRESS, FAILED = "idle", "in progress", "failed"
 READ_COMMITTED, REPEATABLE_READ = "read committed", "repeatable read"
@@ -56,6 +61,7 @@ class Transaction:
         self.start_time: _dt.datetime | None = None
         self._statement_snapshot: Snapshot | None = None
         self._on_end = on_end  # callbacks run at commit/abort (statistics, locks)
+        self.wal = None  # minidb.wal.xlog.WalHandle (set by the backend)
 
     # -- starting --------------------------------------------------------------------------------
     def begin(self, isolation: str | None = None) -> None:
@@ -157,6 +163,7 @@ class Transaction:
         if self.state == FAILED:
             return
         xid = self.xid
+        self._log_end(xid, committed=False)
         self.procarray.end_transaction(self.slot, xid, committed=False)
         self._trace(f"abort xid {xid} (error in a transaction block)")
         self.xid = 0
@@ -190,7 +197,12 @@ class Transaction:
 
     def _end(self, committed: bool) -> None:
         xid = self.xid
-        self.procarray.end_transaction(self.slot, xid, committed)
+        delay = self._log_end(xid, committed)
+        try:
+            self.procarray.end_transaction(self.slot, xid, committed)
+        finally:
+            if delay:
+                self.procarray.seg.proc_delay_chkpt[self.slot] = 0
         self._trace(f"{'commit' if committed else 'abort'} xid {xid}")
         self.state = IDLE
         self.explicit = False
@@ -200,6 +212,37 @@ class Transaction:
         self._statement_snapshot = None
         if self._on_end is not None:
             self._on_end(committed)
+
+    def _log_end(self, xid: int, committed: bool) -> bool:
+        """RecordTransactionCommit / RecordTransactionAbort: the commit (abort) record with
+        its time and the relations to drop, flushed before a commit returns unless
+        synchronous_commit is off.  Returns True if ``delay_chkpt`` was set (until the
+        commit log has the status: a checkpoint must not fall in between)."""
+        wal = self.wal
+        if not xid or wal is None:
+            return False
+        rels = [int(rfn) for rfn, at_commit in getattr(self, "pending_deletes", ())
+                if bool(at_commit) == committed]
+        data = _XACT.pack(int(_time.time() * 1e6), len(rels)) + \
+            struct.pack(f"<{len(rels)}Q", *rels)
+        if not committed:
+            wal.insert(RM_XACT, XLOG_XACT_ABORT, xid, data)  # never flushed by the aborter
+            return False
+        seg = self.procarray.seg
+        seg.proc_delay_chkpt[self.slot] = 1
+        try:
+            lsn = wal.insert(RM_XACT, XLOG_XACT_COMMIT, xid, data)
+            if self.settings.synchronous_commit or rels:
+                s = self.settings
+                siblings = s.commit_siblings
+                wal.flush(lsn, s.commit_delay,
+                          lambda: int((seg.proc_xid != 0).sum()) - 1 >= siblings)
+            else:
+                wal.set_async_commit(lsn)
+        except BaseException:
+            seg.proc_delay_chkpt[self.slot] = 0
+            raise
+        return True
 
     def _trace(self, msg: str) -> None:
         if self.settings.trace_xact:

@@ -29,7 +29,7 @@ from minidb.errors import (CantChangeParameter, DatabaseInUse, InterfaceError,
                            InvalidParameterValue, OperationalError, TooManyConnections)
 from minidb.heap.check import check_heap
 from minidb.heap.heapam import HeapScan, heap_bulk_insert, heap_insert
-from minidb.instance import LOCK_FILE, VERSION_FILE, Instance
+from minidb.instance import FORMAT_VERSION, LOCK_FILE, VERSION_FILE, Instance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(minidb.instance.__file__)))
 
@@ -155,14 +155,14 @@ def test_other_format_version_is_refused(tmp_path):
     with pytest.raises(OperationalError, match='written by "minidb 99"'):
         Instance(d)
     assert sorted(os.listdir(d)) == before
-    (d / VERSION_FILE).write_text("minidb 1\n")
+    (d / VERSION_FILE).write_text(FORMAT_VERSION + "\n")
     Instance(d).close()  # the refusal left no lock behind
 
 
 def test_new_directory_is_created_and_lock_file_names_the_owner(tmp_path):
     d = tmp_path / "a" / "b" / "data"
     inst = Instance(d)
-    assert (d / VERSION_FILE).read_text().strip() == "minidb 1"
+    assert (d / VERSION_FILE).read_text().strip() == FORMAT_VERSION == "minidb 2"
     assert (d / LOCK_FILE).read_text().split()[0] == str(os.getpid())
     inst.close()
     assert (d / LOCK_FILE).read_text() == ""  # released and emptied
