@@ -18,7 +18,8 @@ arbitrary subset of the unsynced operations, applied in order, each one kept, dr
 
 Simplifications (documented in minidb/wal/README.md): creating, renaming and unlinking a
 file are durable at once (as on a file system that journals metadata synchronously), so
-``fsync_dir`` only counts; a file first seen by the layer is durable as it stands.
+``fsync_dir`` only counts; a file first seen by the layer (installed while descriptors were
+already open: they are named through /proc/self/fd) is durable as it stands.
 
 Invariants:
   1. Nothing outside this module calls ``os.pwrite``/``os.fsync``/``os.rename`` ... on a
@@ -30,6 +31,7 @@ Invariants:
 
 from __future__ import annotations
 
+import builtins
 import os
 import threading
 
@@ -127,7 +129,7 @@ class CrashFiles(OSFiles):
         st = self._files.get(path)
         if st is None:
             try:
-                with open(path, "rb") as f:
+                with builtins.open(path, "rb") as f:
                     data = f.read()
             except FileNotFoundError:
                 data = b""
@@ -135,7 +137,10 @@ class CrashFiles(OSFiles):
         return st
 
     def _path(self, fd: int) -> str:
-        return self._fd_path[fd]
+        p = self._fd_path.get(fd)
+        if p is None:  # opened before the layer was installed
+            p = self._fd_path[fd] = os.path.realpath(os.readlink(f"/proc/self/fd/{fd}"))
+        return p
 
     # -- the operations ---------------------------------------------------------------------
     def open(self, path: str, flags: int, mode: int = 0o600) -> int:
@@ -156,7 +161,7 @@ class CrashFiles(OSFiles):
     def close(self, fd: int) -> None:
         with self._lock:
             self._fd_path.pop(fd, None)
-            os.close(fd)
+            os.close(fd)  # allowed after the crash: the abandoned instance lets go
 
     def pread(self, fd: int, n: int, offset: int) -> bytes:
         self._check()
@@ -248,17 +253,11 @@ class CrashFiles(OSFiles):
                         kept += 1
                         _apply(img, op, None)
                 try:
-                    with open(path, "r+b") as f:
+                    with builtins.open(path, "r+b") as f:
                         f.truncate(0)
                         f.write(img)
                 except FileNotFoundError:
                     pass
-            for fd in list(self._fd_path):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-            self._fd_path.clear()
             return {"kept": kept, "dropped": dropped, "torn": torn}
 
 

@@ -15,10 +15,12 @@ Opening a data directory plays the postmaster's part:
    own buffer-manager handle and session settings.  Backends work from any thread of the
    process that opened the instance, and from processes forked from it (benchmark clients,
    parallel workers), which inherit the segment and the locks;
-5. ``close()`` (in the opening process) writes every dirty buffer, fsyncs the files and
-   releases the lock.  Without WAL, a crash of the opening process loses the changes that
-   were still only in shared buffers: minidb is for studying engines, not for keeping data
-   safe across power failures.
+5. the write-ahead log is opened (``minidb.recovery.start_wal``: crash recovery if the last
+   run did not shut down cleanly) before the pool is forked, and a background thread plays
+   the WAL writer and the checkpointer;
+6. ``close()`` (in the opening process) takes a shutdown checkpoint (every dirty buffer
+   written, files fsynced, checkpoint record, control file) and releases the lock.  A crash
+   of the opening process loses nothing that committed (minidb/wal/README.md).
 
 Invariants:
   1. At most one process at a time has a data directory open (the fcntl lock).

@@ -46,7 +46,7 @@ leftward while holding a lock.
 
 Left out: deduplication (posting lists), suffix truncation of pivots, bottom-up
 deletion, the fast root, free-page reuse (pages are never deleted, so a split always
-extends the file), WAL.
+extends the file).  Each step is one WAL record (minidb/storage/xloginsert.py).
 """
 
 from __future__ import annotations
