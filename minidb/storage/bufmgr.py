@@ -74,8 +74,9 @@ class BufferManager:
     """One backend's handle on the shared buffer pool."""
 
     def __init__(self, seg, locks, smgr: Smgr, settings: Settings, slot: int,
-                 describe_rel=None):
+                 describe_rel=None, wal=None):
         self.seg = seg
+        self.wal = wal  # minidb.wal.xlog.WalHandle, or None (no logging: tools and tests)
         self.locks = locks
         self.part_locks = locks.partition
         self.smgr = smgr
@@ -507,18 +508,40 @@ class BufferManager:
         self.part_locks[p].release()
 
     def mark_dirty_hint(self, b: int) -> None:
-        """Mark dirty after setting a hint (share lock suffices; MarkBufferDirtyHint)."""
+        """Mark dirty after setting a hint (share lock suffices; MarkBufferDirtyHint).
+
+        The first hint change of a clean page after a checkpoint's redo point logs an image
+        of the page (``xloginsert.log_hint``), with this backend's ``delay_chkpt`` flag set
+        meanwhile so that a checkpoint cannot slip between the decision and the dirtying."""
         assert self._held[b] != UNLOCKED, "mark_dirty_hint without a content lock"
         if self._flags[b] & BM_DIRTY:
             return
-        p = self._lock_buf_part(b)
-        self._flags[b] |= BM_DIRTY
-        self.part_locks[p].release()
+        wal = self.wal
+        logging = wal is not None and not wal.shared.ctl[7]  # WAL_RECOVERY
+        if logging:
+            self.seg.proc_delay_chkpt[self.slot] = 1
+        try:
+            if logging and self._tag_fork(b) == MAIN_FORKNUM:
+                from minidb.storage.xloginsert import log_hint
+                log_hint(self, b, self.seg.buf_pages[b])
+            p = self._lock_buf_part(b)
+            self._flags[b] |= BM_DIRTY
+            self.part_locks[p].release()
+        finally:
+            if logging:
+                self.seg.proc_delay_chkpt[self.slot] = 0
+
+    def _tag_fork(self, b: int) -> int:
+        return (self._tag[b] >> 32) & 3
 
     def mark_dirty_hint_batch(self, bufs: np.ndarray) -> None:
         bufs = np.asarray(bufs, dtype=np.int64)
         bufs = bufs[(self.seg.buf_flags[bufs] & BM_DIRTY) == 0]
         if not bufs.size:
+            return
+        if self.wal is not None:
+            for b in bufs.tolist():
+                self.mark_dirty_hint(b)
             return
         parts = self.seg.buf_part[bufs]
         uparts = np.unique(parts).tolist()
@@ -684,6 +707,12 @@ class BufferManager:
         except BaseException:
             self._fail_run(bufs)
             raise
+        if not good.all() and fork != MAIN_FORKNUM:
+            # the free-space map is not WAL-logged: a torn page of it is simply forgotten
+            # (PostgreSQL reads FSM pages with RBM_ZERO_ON_ERROR)
+            for i in np.flatnonzero(~good).tolist():
+                self.seg.buf_pages[bufs[i]].fill(0)
+            good[:] = True
         if not good.all():
             bad = int(np.flatnonzero(~good)[0])
             self.stats[C["checksum_failures"]] += 1
@@ -740,6 +769,32 @@ class BufferManager:
         self.stats[C["buffers_extended"]] += count
         return first, bufs
 
+    def pin_for_redo(self, rfn: int, fork: int, block: int, zero: bool) -> int:
+        """Pin and exclusively lock a block for replay (XLogReadBufferExtended): the file is
+        extended with zero pages up to ``block`` if shorter; with ``zero`` the page is not
+        read at all but zeroed (an image will overwrite it: RBM_ZERO_AND_LOCK)."""
+        n = self.smgr.nblocks(rfn, fork)
+        if block >= n:
+            self.smgr.extend(rfn, fork, n, block + 1 - n)
+        if zero:
+            tag = make_tag(rfn, fork, block)
+            bucket, p = self.table.hash(tag)
+            lk = self.part_locks[p]
+            lk.acquire()
+            b = self.table.lookup(tag, bucket)
+            if b >= 0:
+                self._pin_locked(b, None)
+            lk.release()
+            if b < 0:
+                b, mine = self._alloc(tag, bucket, p, None)
+                if mine:
+                    self.seg.buf_pages[b].fill(0)
+                    self._finish_io(b, True)
+        else:
+            b = self.pin(rfn, block, fork)
+        self.lock(b, EXCLUSIVE)
+        return b
+
     # ------------------------------------------------------------------------------------
     # write-back
     def _flush(self, b: int) -> bool:
@@ -762,6 +817,14 @@ class BufferManager:
                 self.unlock(b)
         ok = False
         try:
+            wal = self.wal
+            if wal is not None and not wal.shared.ctl[7]:  # not during recovery
+                lsn = pg.get_lsn(copy)
+                if lsn > wal.shared.ctl[5]:  # WAL_FLUSHED: the WAL rule
+                    wal.flush(lsn)
+                    self.stats[C["buffers_wal_flushed"]] += 1
+                if lsn > wal.shared.ctl[5]:
+                    self.stats[C["wal_rule_violations"]] += 1
             pg.set_checksum(copy, block)
             self.smgr.write_blocks(rfn, fork, block, [copy])
             ok = True
