@@ -546,7 +546,8 @@ class Instance:
                 self.pool.stop()
             except BaseException:
                 pass
-        for fn in (self.wal_shared.close_files, self.smgr.close, self.clog.close):
+        # (not clog.close(): it would write the commit log's dirty pages)
+        for fn in (self.wal_shared.close_files, self.smgr.close):
             try:
                 fn()
             except BaseException:

@@ -165,15 +165,16 @@ def _crash_once(tmp_path, seed: int, steps: int = 40, crash_in_recovery: bool = 
     return lost, stats
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(10))
 def test_power_loss_with_ddl(tmp_path, seed):
     lost, stats = _crash_once(tmp_path, seed)
     assert lost["writes"] > 0
     assert stats["records"] > 0
 
 
-def test_power_loss_with_ddl_during_recovery(tmp_path):
-    _crash_once(tmp_path, 21, crash_in_recovery=True)
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_power_loss_with_ddl_during_recovery(tmp_path, seed):
+    _crash_once(tmp_path, seed, crash_in_recovery=True)
 
 
 def test_uncommitted_create_leaves_no_file_after_a_crash(tmp_path):
