@@ -53,8 +53,11 @@ connection because of crash of another server process ... the instance must be
 reopened"), and ``close()`` skips its checkpoint (the shared buffers are not trusted; the
 next open replays the WAL from the last checkpoint, as after a crash of the owner).  A blocked LWLock wait finds the
 same by itself (a dead holder, or a lock taken with no holder recorded for
-``HOLDERLESS_S``).  A backend killed outside those sections (the usual case) is cleaned
-up as before.
+``HOLDERLESS_S``).  So does a backend that died inside a WAL critical section
+(``minidb.wal.xlog.wal_critical_section``: copying a record into the WAL buffers, or
+between its commit record and the commit log - PostgreSQL PANICs there), and the WAL's
+waits and the buffer content-lock waits look at the flag.  A backend killed outside those
+sections (the usual case) is cleaned up as before.
 
 Invariants:
   1. At most one process at a time owns a data directory (the flock), and no process of
@@ -94,6 +97,7 @@ from minidb.txn.lmgr import LockManager, SharedLockTable
 from minidb.txn.procarray import ProcArray
 from minidb.txn.xact import Transaction
 from minidb.wal.control import control_path
+from minidb.wal.xlog import wal_critical_section
 
 REAPER_INTERVAL_S = 0.1
 ORPHAN_WAIT_S = 2.0  # an opener waits this long for a dead owner's children to exit
@@ -447,6 +451,10 @@ class Instance:
                 self.locks.mark_crashed(
                     pid, f"process {pid} (backend slot {slot}) died holding the "
                          f"{', '.join(held)} lock{'s' if len(held) > 1 else ''}")
+                return freed
+            why = wal_critical_section(self.seg, slot)
+            if why:  # PostgreSQL's PANIC in a critical section: a crash restart
+                self.locks.mark_crashed(pid, f"process {pid} (backend slot {slot}) died {why}")
                 return freed
             with self.locks.proc:
                 if int(pids[slot]) != pid:

@@ -286,6 +286,7 @@ def _checkpoint(inst, shutdown: bool, state: int | None) -> dict:
     redo = wal.begin_checkpoint()
     deadline = time.monotonic() + 60
     while seg.proc_delay_chkpt.any():
+        inst.locks.check_crash()  # a backend died in its critical section: no checkpoint
         if time.monotonic() > deadline:
             raise OperationalError("checkpoint waited 60 s for a backend's delay_chkpt")
         time.sleep(0.001)
@@ -370,6 +371,8 @@ class Background(threading.Thread):
         while not self.stop_event.wait(delay):
             if os.getpid() != inst.owner_pid:
                 return  # pragma: no cover
+            if inst.locks.crashed():
+                continue  # nothing is trusted until the directory is reopened (recovery)
             try:
                 wal.background_flush()
                 now = time.monotonic()

@@ -58,7 +58,7 @@ import numpy as np
 
 from minidb.config import Settings
 from minidb.errors import DataCorrupted, InsufficientResources, LockNotAvailable
-from minidb.shmem import C
+from minidb.shmem import LWLOCK_POLL_S, C
 from minidb.storage import page as pg
 from minidb.storage.buf_internals import (BM_DIRTY, BM_IO_IN_PROGRESS, BM_MAX_USAGE_COUNT,
                                           BM_PIN_COUNT_WAITER, BM_TAG_VALID, BM_VALID)
@@ -143,9 +143,19 @@ class BufferManager:
             slot += 1
 
     def _sleep(self, buf: int, deadline: float, what: str) -> None:
-        """Sleep on our semaphore (our bit is already in buf_waiters[buf])."""
-        left = deadline - time.monotonic()
-        if left <= 0 or not self.locks.sem[self.slot].acquire(timeout=left):
+        """Sleep on our semaphore (our bit is already in buf_waiters[buf]), looking at the
+        crash flag (and, in a forked child, the owner) every ``LWLOCK_POLL_S``: a process
+        that died holding an LWLock may have held the buffer's content lock too, and the
+        reaper then frees nothing (CrashShutdown, 57P02, instead of a timeout)."""
+        sem = self.locks.sem[self.slot]
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or sem.acquire(timeout=min(left, LWLOCK_POLL_S)):
+                break
+            self.locks.check_crash()
+            if self.locks.check_owner is not None:
+                self.locks.check_owner()
+        if left <= 0:
             p = self._lock_buf_part(buf)
             self._waiters[buf] &= ~self.bit
             self.part_locks[p].release()

@@ -214,6 +214,8 @@ class SharedWAL:
             spins += 1
             if spins > 50:
                 time.sleep(0.0002)
+                if spins % 1000 == 0:
+                    self.locks.check_crash()  # an inserter died mid-copy (the reaper saw it)
                 deadline = deadline or time.monotonic() + 60
                 if time.monotonic() > deadline:
                     raise InternalError(f"waited 60 s for WAL insertions below "
@@ -435,6 +437,20 @@ class WalHandle:
 
     def usage(self) -> tuple[int, int, int]:
         return self.records, self.fpi, self.bytes
+
+
+def wal_critical_section(seg, slot: int) -> str:
+    """What WAL critical section backend ``slot`` is in ("" if none): copying a record into
+    the WAL buffers (its reserved space would never be filled, and every flush past it
+    would wait), or between a commit record and the commit log's update (``delay_chkpt``;
+    also set while a hint-bit image is logged).  A process that dies there leaves the log
+    and the commit log disagreeing: PostgreSQL PANICs (a crash restart), and so the
+    instance's reaper sets the crash flag."""
+    if int(seg.wal_insert_at[slot]) != IDLE:
+        return "while copying a WAL record into the WAL buffers"
+    if int(seg.proc_delay_chkpt[slot]):
+        return "between a WAL record and the change it logs (delay_chkpt)"
+    return ""
 
 
 def first_lsn(segsize: int) -> int:

@@ -317,3 +317,45 @@ def test_group_commit_makes_fewer_flushes_than_commits(tmp_path):
     syncs = after["wal_sync"] - before["wal_sync"]
     assert 0 < syncs < commits
     inst.close()
+
+
+# -- a backend dying inside a WAL critical section -------------------------------------------------
+
+@pytest.mark.parametrize("where", ["wal_insert_at", "proc_delay_chkpt"])
+def test_death_in_a_wal_critical_section_sets_the_crash_flag(tmp_path, where):
+    """A process killed while copying a WAL record (its reserved space never filled: every
+    flush past it would wait) or between a commit record and the commit log (the two would
+    disagree) is PostgreSQL's PANIC in a critical section: the reaper sets the crash flag
+    instead of aborting and freeing the slot; close() skips its checkpoint, and the next
+    open recovers with the committed data."""
+    d = tmp_path / "data"
+    inst = Instance(d, max_worker_processes=0)
+    try:
+        from minidb.catalog import ColumnDef
+        from minidb.session import Session
+        inst.catalog.create_table("t", [ColumnDef("k", "bigint", True)])
+        s = Session(inst)
+        s.insert("t", (1,))
+        s.commit()
+        s.close()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                b = inst.connect()
+                getattr(inst.seg, where)[b.slot] = 1 if where == "proc_delay_chkpt" else 8192
+            finally:
+                os.kill(os.getpid(), signal.SIGKILL)
+        os.waitpid(pid, 0)
+        assert inst.reap_dead_backends() == []
+        assert "died" in inst.locks.crashed() and f"process {pid}" in inst.locks.crashed()
+    finally:
+        inst.close()
+    inst = Instance(d, max_worker_processes=0)
+    try:
+        assert inst.recovery_stats["records"] > 0
+        from minidb.session import Session
+        s = Session(inst)
+        assert s.select("t") == [(1,)]
+        s.close()
+    finally:
+        inst.close()
