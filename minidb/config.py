@@ -138,6 +138,45 @@ _ALL = [
        "directory. Off: only COPY FROM STDIN / TO STDOUT (cursor.copy(), \\copy)"),
     _s("verify_checksums", True, bool, "instance",
        "verify each page's checksum when it is read from disk; PostgreSQL: data_checksums"),
+    # -- write-ahead log ---------------------------------------------------------------------
+    _s("wal_buffers", 512, int, "instance",
+       "WAL buffer pages in the shared segment (PostgreSQL: shared_buffers / 32, 8..2048); "
+       "4 MB: a ring that writes out whole pages long before it wraps", min=8, max=2048,
+       unit="8kB"),
+    _s("wal_segment_size", 16 * 1024 * 1024, int, "instance",
+       "bytes per file in pg_wal (PostgreSQL's initdb --wal-segsize, default 16 MB); fixed "
+       "when the data directory is created (the control file keeps it); tests use 1 MB so "
+       "that segment switches and removal are exercised", min=1 << 20, max=1 << 30),
+    _s("fsync", True, bool, "instance",
+       "PostgreSQL's default: flush the WAL and relation files to disk; off survives "
+       "process crashes but not power loss (for experiments)"),
+    _s("wal_sync_method", "fdatasync", str, "instance",
+       "fdatasync is PostgreSQL's default on Linux", choices=("fdatasync", "fsync")),
+    _s("synchronous_commit", True, bool, "session",
+       "on: COMMIT returns after its commit record is flushed; off: returns at once and the "
+       "WAL writer flushes within 3 x wal_writer_delay (the last commits may be lost in a "
+       "crash, consistency never)"),
+    _s("commit_delay", 0, int, "session",
+       "microseconds a committer that is about to flush waits for others to join the "
+       "flush (PostgreSQL's default 0: group commit comes from queueing alone)",
+       min=0, max=100000, unit="us"),
+    _s("commit_siblings", 5, int, "session",
+       "commit_delay applies only with at least this many other transactions running",
+       min=0, max=1000),
+    _s("wal_writer_delay", 200, int, "instance",
+       "PostgreSQL's default: how often the WAL writer flushes asynchronous commits",
+       min=1, max=10000, unit="ms"),
+    _s("full_page_writes", True, bool, "instance",
+       "PostgreSQL's default: the first change of a page after a checkpoint logs the whole "
+       "page, so a torn page write is repaired by replay"),
+    _s("checkpoint_timeout", 300, int, "instance",
+       "PostgreSQL's default, 5 minutes between automatic checkpoints", min=1,
+       max=86400, unit="s"),
+    _s("max_wal_size", 1024, int, "instance",
+       "PostgreSQL's default 1 GB: a checkpoint is requested when this much WAL / 2 was "
+       "written since the last redo point", min=2, max=1024 * 1024, unit="MB"),
+    _s("trace_recovery", False, bool, "instance",
+       "print crash recovery's progress (every 10000 records) and where redo ended"),
     # -- transactions ------------------------------------------------------------------------
     _s("default_transaction_isolation", "read committed", str, "session",
        "PostgreSQL's default: a fresh snapshot for every statement",

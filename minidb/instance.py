@@ -19,10 +19,15 @@ Opening a data directory plays the postmaster's part:
    own buffer-manager handle and session settings.  Backends work from any thread of the
    process that opened the instance, and from processes forked from it (benchmark clients,
    parallel workers), which inherit the segment and the locks;
-5. ``close()`` (in the opening process) writes every dirty buffer and commit-log page,
-   fsyncs the files and releases the lock.  Without WAL, a crash of the opening process loses the changes that
-   were still only in shared buffers: minidb is for studying engines, not for keeping data
-   safe across power failures.
+5. the write-ahead log is opened (``minidb.recovery.start_wal``: crash recovery if the last
+   run did not shut down cleanly) right after the shared segment, before the catalog is
+   read and before the pool is forked, and a background thread plays the WAL writer and
+   the checkpointer.  The control file (``global/pg_control``, with its CRC) must exist
+   unless the directory is new: a missing or damaged one refuses to open;
+6. ``close()`` (in the opening process) takes a shutdown checkpoint (every dirty buffer and
+   commit-log page written, files fsynced, checkpoint record, control file) and releases
+   the lock.  A crash of the opening process loses nothing that committed
+   (minidb/wal/README.md).
 
 The owner's death.  Every process of an instance - the pool master and its workers, the
 user's forked DB-API and benchmark clients, children of those - stops soon after the owner
@@ -41,15 +46,18 @@ dies, as PostgreSQL's backends do when the postmaster dies:
 A process that dies holding a shared-memory lock.  Every LWLock records its holder's pid in
 shared memory (``minidb.shmem``).  The reaper never blocks on a lock a dead process may
 hold: before cleaning up after a dead backend it looks up the LWLocks recorded as held by
-it; if there are any, the shared state it was changing may be half-changed, and (without
-a WAL to rebuild it from) the honest answer is the instance's *crash flag*: from then on
+it; if there are any, the shared state it was changing may be half-changed, and (with no
+restart in place) the honest answer is the instance's *crash flag*: from then on
 every statement, connect and wait raises ``CrashShutdown`` (57P02, "terminating
 connection because of crash of another server process ... the instance must be
-reopened"), and ``close()`` skips its checkpoint (the shared buffers are not trusted; what
-was only in them is lost, as at a crash of the owner).  A blocked LWLock wait finds the
+reopened"), and ``close()`` skips its checkpoint (the shared buffers are not trusted; the
+next open replays the WAL from the last checkpoint, as after a crash of the owner).  A blocked LWLock wait finds the
 same by itself (a dead holder, or a lock taken with no holder recorded for
-``HOLDERLESS_S``).  A backend killed outside those sections (the usual case) is cleaned
-up as before.
+``HOLDERLESS_S``).  So does a backend that died inside a WAL critical section
+(``minidb.wal.xlog.wal_critical_section``: copying a record into the WAL buffers, or
+between its commit record and the commit log - PostgreSQL PANICs there), and the WAL's
+waits and the buffer content-lock waits look at the flag.  A backend killed outside those
+sections (the usual case) is cleaned up as before.
 
 Invariants:
   1. At most one process at a time owns a data directory (the flock), and no process of
@@ -77,16 +85,19 @@ from minidb.config import SETTINGS, Settings
 from minidb.errors import (AdminShutdown, CantChangeParameter, DatabaseInUse,
                            InsufficientPrivilege, InterfaceError, OperationalError,
                            TooManyConnections)
-from minidb.shmem import (COUNTERS, CTL_XID_LIMIT, IO_COUNTERS, SharedLocks, Segment, n_slots, pid_alive,
+from minidb.shmem import (COUNTERS, IO_COUNTERS, SharedLocks, Segment, n_slots, pid_alive,
                           set_parent_death_signal)
 from minidb.storage.bufmgr import BufferManager
 from minidb.storage.iomodel import IOModel
 from minidb.storage.smgr import Smgr
 from minidb.heap.pgstat import TableStats
+from minidb.recovery import Background, checkpoint, remove_orphan_files, start_wal
 from minidb.txn.clog import CommitLog
 from minidb.txn.lmgr import LockManager, SharedLockTable
-from minidb.txn.procarray import CONTROL_FILE, ProcArray
+from minidb.txn.procarray import ProcArray
 from minidb.txn.xact import Transaction
+from minidb.wal.control import control_path
+from minidb.wal.xlog import wal_critical_section
 
 REAPER_INTERVAL_S = 0.1
 ORPHAN_WAIT_S = 2.0  # an opener waits this long for a dead owner's children to exit
@@ -96,7 +107,8 @@ ORPHAN_WAIT_S = 2.0  # an opener waits this long for a dead owner's children to 
 _HELD_DIRS: dict[tuple[int, int], int] = {}
 _HELD_LOCK = threading.Lock()
 
-FORMAT_VERSION = "minidb 2"  # 2: the catalog in heap tables (1: catalog.json)
+FORMAT_VERSION = "minidb 3"  # 3: the write-ahead log and 64-bit page LSNs, with the
+#                              catalog in heap tables (2: heap catalog, no WAL; 1: catalog.json)
 VERSION_FILE = "MINIDB_VERSION"
 LOCK_FILE = "postmaster.pid"
 
@@ -127,21 +139,27 @@ class Instance:
             self.locks = SharedLocks(self.settings)
             self.smgr = Smgr(self.datadir)
             self.clog = CommitLog(self.datadir, self.seg, self.locks)
-            control = os.path.join(self.datadir, CONTROL_FILE)
+            control = control_path(self.datadir)
             if not new and not os.path.exists(control):
                 raise OperationalError(
                     f'could not open file "{control}": No such file or directory: the data '
                     f'directory "{self.datadir}" has lost its control file, without which '
                     "transaction ids would be reused and rolled-back rows could show as "
                     "committed; restore the directory from a copy", sqlstate="58P01")
-            self.procarray = ProcArray(self.datadir, self.seg, self.locks, self.clog)
-            if new and not os.path.exists(control):
-                # written at creation, so that its absence later always means damage
-                self.procarray._reserve(int(self.seg.control[CTL_XID_LIMIT]))
+            self.procarray = ProcArray(self.seg, self.locks, self.clog)
             self.procarray._on_wait_tick = self.reap_dead_backends
             self.catalog_cache = CatalogCache(self)
             self.catalog = Catalog(self.catalog_cache)  # runs each call in its own transaction
+            self._ckpt_lock = threading.Lock()
+            self.checkpoints_done = 0
+            self.last_checkpoint: dict = {}
+            self.recovery_stats: dict = {}
+            self.wal_shared = start_wal(self, new)  # crash recovery, if the last run crashed
+            self.wal = self.wal_shared.handle(n_slots(self.settings) + 1)
+            self.clog.wal_flush = self.wal.flush  # WAL before a commit-log page
             self._open_catalog(new)
+            if self.recovery_stats:
+                remove_orphan_files(self)  # created by transactions the crash ended
         except BaseException:
             self._closed = True
             self._release_lock()
@@ -167,6 +185,8 @@ class Instance:
         self._reaper = threading.Thread(target=self._reaper_loop, name="minidb-reaper",
                                         daemon=True)
         self._reaper.start()
+        self._background = Background(self)
+        self._background.start()
 
     # -- data directory and its lock ----------------------------------------------------------
     def _open_catalog(self, new: bool) -> None:
@@ -202,9 +222,11 @@ class Instance:
                 raise OperationalError(
                     f'data directory "{self.datadir}" was written by "{found}", '
                     f'this is "{FORMAT_VERSION}"'
-                    + (" (its catalog is catalog.json, the format before the catalog moved "
-                       "into heap tables; dump the data with the older minidb and load it "
-                       "into a new directory)" if old else ""))
+                    + ((" (its catalog is catalog.json, the format before the catalog moved "
+                        "into heap tables" if old else " (it has no write-ahead log and its "
+                        "pages have 32-bit change counters")
+                       + "; dump the data with the older minidb and load it into a new "
+                       "directory)" if found in ("minidb 1", "minidb 2") else ""))
             return False
         else:
             if os.listdir(self.datadir):
@@ -430,6 +452,10 @@ class Instance:
                     pid, f"process {pid} (backend slot {slot}) died holding the "
                          f"{', '.join(held)} lock{'s' if len(held) > 1 else ''}")
                 return freed
+            why = wal_critical_section(self.seg, slot)
+            if why:  # PostgreSQL's PANIC in a critical section: a crash restart
+                self.locks.mark_crashed(pid, f"process {pid} (backend slot {slot}) died {why}")
+                return freed
             with self.locks.proc:
                 if int(pids[slot]) != pid:
                     continue  # freed meanwhile
@@ -460,14 +486,15 @@ class Instance:
         if self.iomodel is not None:
             self.iomodel.drop_cache()
 
-    def checkpoint(self) -> int:
-        """Write every dirty buffer and fsync the relation files, then write and fsync the
-        commit log's dirty pages; returns the relation pages written."""
-        with self.connect(aux=True) as b:
-            n = b.bufmgr.flush_buffers()
-        self.smgr.fsync_all()
-        self.clog.flush_all()
-        return n
+    def checkpoint(self, shutdown: bool = False) -> int:
+        """CHECKPOINT (minidb.recovery.checkpoint): every dirty buffer written, the commit
+        log's dirty pages written, relation files fsynced, a checkpoint record, the control
+        file; returns the relation pages written."""
+        return checkpoint(self, shutdown=shutdown)["buffers_written"]
+
+    def wal_stats(self) -> dict[str, int]:
+        """pg_stat_wal's counters since the instance opened."""
+        return self.wal_shared.stats()
 
     def describe_lock_tag(self, tag) -> str | None:
         """The name of a relation lock tag's relation (None if unknown)."""
@@ -499,17 +526,41 @@ class Instance:
         if self.pool is not None:
             self.pool.stop()  # the workers close their backends; nothing is left running
         self._stop.set()
+        self._background.stop()
         try:
             if self.locks.crashed() is None:
-                self.checkpoint()
-            # else: the shared buffers are not trusted - nothing of them is written (what
-            # only they held is lost, as at a crash of the owner; no WAL yet)
+                self.checkpoint(shutdown=True)
+            # else: the shared buffers are not trusted - nothing of them is written, and
+            # the next open replays the log from the last checkpoint (a crash restart)
         finally:
             self._closed = True
+            self.wal_shared.close_files()
             self.clog.close()
             self.smgr.close()
             self._release_lock()
             self.seg.close()
+
+    def crash_abandon(self) -> None:
+        """For crash tests: drop the instance as a power loss or ``kill -9`` would - no
+        checkpoint, no buffer written, the WAL left as it is - and free this process's
+        hold on the directory so that it can be opened (and recovered) again."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        self._background.stop_event.set()
+        if self.pool is not None:
+            try:
+                self.pool.stop()
+            except BaseException:
+                pass
+        # (not clog.close(): it would write the commit log's dirty pages)
+        for fn in (self.wal_shared.close_files, self.smgr.close):
+            try:
+                fn()
+            except BaseException:
+                pass
+        self._release_lock()
 
     def __enter__(self):
         return self
@@ -526,8 +577,9 @@ class Backend:
         self.slot = slot
         self.settings = settings
         self.pid = os.getpid()
+        self.wal = instance.wal_shared.handle(slot)
         self.bufmgr = BufferManager(instance.seg, instance.locks, instance.smgr, settings,
-                                    slot, describe_rel=instance.describe_rel)
+                                    slot, describe_rel=instance.describe_rel, wal=self.wal)
         self.pgstat = TableStats(instance.seg, instance.locks.stats)
         # relfilenode -> the heap block this backend inserted into last (rd_targblock)
         self.heap_targets: dict[int, int] = {}
@@ -536,6 +588,7 @@ class Backend:
         self.lockmgr.describe = instance.describe_lock_tag
         self.xact = Transaction(instance.procarray, slot, settings, on_end=self._at_xact_end,
                                 lockmgr=self.lockmgr)
+        self.xact.wal = self.wal
         self.closed = False
 
     @property
@@ -650,7 +703,9 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 # an atexit hook, so committed work of a program that forgot ``close()`` reaches the disk.
 
 _SHARED: dict[str, list] = {}  # realpath of the data directory -> [Instance, references]
-_SHARED_LOCK = threading.Lock()
+# reentrant: opening an Instance under it allocates, a garbage collection then may run a
+# forgotten Connection's __del__, which releases its reference under the same lock
+_SHARED_LOCK = threading.RLock()
 
 
 def acquire_shared(datadir: str, **instance_settings) -> Instance:

@@ -83,6 +83,15 @@ clog_lru           (X,)            int64      clog control lock (last-use stamp)
 clog_group_lsn     (X,)            int64      clog control lock (highest commit LSN on page)
 clog_ctl           (CC,)           int64      clog control lock (CLOG_CTL_*; pg_stat_slru
                                               counters)
+wal_ctl            (32,)           int64      wal_insert / wal_write (WAL_* of
+                                              ``minidb.wal.xlog``: insert and flush
+                                              positions, redo point, WAL statistics)
+wal_insert_at      (S + 2,)        int64      owning backend, set under wal_insert (start
+                                              of the record it is copying, 0: none)
+wal_ring           (WB * 8192,)    uint8      the WAL buffers: a range reserved under
+                                              wal_insert is filled by its reserver
+proc_delay_chkpt   (S + 2,)        int64      owning backend (a commit between its record
+                                              and its clog update delays a checkpoint)
 =================  ==============  =========  ============================================
 
 ``NP`` = 16 lock partitions, ``LP`` = lock entries per partition
@@ -90,7 +99,8 @@ clog_ctl           (CC,)           int64      clog control lock (CLOG_CTL_*; pg_
 (a power of two >= 2 LP), ``FP`` = 16 fast-path slots per backend; ``P`` = parallel scan
 slots (max_connections), ``W`` = max_worker_processes, ``OC`` = pages of the simulated OS
 cache (``os_cache_mb``; a placeholder of 8 when ``io_model`` is none), ``X`` = commit-log page
-buffers (``transaction_buffers``, see ``n_clog_buffers``), ``CC`` = ``N_CLOG_CTL``.
+buffers (``transaction_buffers``, see ``n_clog_buffers``), ``CC`` = ``N_CLOG_CTL``,
+``WB`` = ``wal_buffers`` (pages).
 
 Locks (all created before any fork):
 
@@ -119,6 +129,9 @@ Locks (all created before any fork):
 * ``lockmgr[i]`` - the heavyweight lock manager's partitions (LockManager partition locks);
   a deadlock check takes all 16 in order, then ``procarray``.
 * ``fp[slot]`` - each backend's fast-path relation locks (PostgreSQL's fpInfoLock).
+* ``wal_insert`` - reserving WAL space (PostgreSQL's insertion lock; one, not eight).
+* ``wal_write`` - writing and flushing the WAL buffers (WALWriteLock); order: wal_insert ->
+  wal_write, never the reverse.
 * ``sem[slot]`` - one semaphore per backend slot: a backend that must wait (for a buffer
   content lock, an I/O in progress, a cleanup lock, a transaction's end) sets its bit
   in the object's waiter mask and sleeps on its own semaphore, as a PostgreSQL backend
@@ -128,8 +141,9 @@ Every lock above is an ``LWLock``: a ``multiprocessing`` lock that records its h
 pid in a shared holder table (entry 0 of which is the instance's *crash flag*).  The
 critical sections they guard last microseconds to milliseconds, and a killed process
 cannot release a semaphore, so a holder that died means shared state may be half-changed:
-PostgreSQL's postmaster answers with a crash restart of every backend; minidb has no restart
-yet (it needs the WAL), so whoever finds such a death - the instance's reaper, or a blocked
+PostgreSQL's postmaster answers with a crash restart of every backend; minidb does not
+restart in place (reopening the directory is the restart: crash recovery), so whoever finds
+such a death - the instance's reaper, or a blocked
 wait that sees a dead holder - sets the crash flag, and from then on statements and waits
 raise ``CrashShutdown`` (57P02) saying the instance must be reopened.  A blocked wait still
 gives up after ``LWLOCK_TIMEOUT_S`` (60 s) with ``LWLockTimeout`` naming the lock.
@@ -166,7 +180,6 @@ CTL_CATALOG_GEN = 1       # catalog lock: bumped by every committed catalog chan
 CTL_NEXT_OID = 2          # catalog lock: the next OID / relfilenode to hand out
 CTL_NEXT_XID = 4          # procarray lock: the next xid to assign
 CTL_LATEST_COMPLETED = 5  # procarray lock: newest xid that committed or aborted
-CTL_XID_LIMIT = 6         # procarray lock: xids below this are reserved in pg_control
 N_CONTROL = 16
 
 # commit-log (pg_xact) SLRU control entries (clog_ctl[]) and its pg_stat_slru counters
@@ -177,6 +190,7 @@ CLOG_STATS = ("blks_zeroed", "blks_hit", "blks_read", "blks_written", "flushes",
               "truncates", "evictions")
 CLOG_STAT_BASE = 3        # clog_ctl[CLOG_STAT_BASE + i] counts CLOG_STATS[i]
 N_CLOG_CTL = CLOG_STAT_BASE + len(CLOG_STATS)
+N_WAL_CTL = 32            # see minidb.wal.xlog (WAL_* indexes)
 MAX_TABLE_STATS = 512     # tables with shared statistics (pg_stat_user_tables rows)
 
 N_EXTENSION_LOCKS = 16
@@ -221,6 +235,8 @@ COUNTERS = (
     "index_heap_fetches",  # heap fetches (HOT chain walks) made by index scans
     "index_items_deleted",  # LP_DEAD items removed by simple deletion before a split
     "index_splits",       # B-tree page splits (any level; a new root is not a split)
+    "buffers_wal_flushed",  # page writes that first had to flush the WAL (WAL before data)
+    "wal_rule_violations",  # pages written with an LSN beyond the flushed WAL (must stay 0)
 )
 C = {name: i for i, name in enumerate(COUNTERS)}
 
@@ -355,6 +371,11 @@ def regions(settings: Settings) -> list[Region]:
         Region("clog_lru", (n_clog_buffers(settings),), "<i8", "clog control lock"),
         Region("clog_group_lsn", (n_clog_buffers(settings),), "<i8", "clog control lock"),
         Region("clog_ctl", (N_CLOG_CTL,), "<i8", "clog control lock"),
+        Region("wal_ctl", (N_WAL_CTL,), "<i8", "wal insert / wal write lock (minidb.wal.xlog)"),
+        Region("wal_insert_at", (s + 2,), "<i8", "owning backend (set under wal insert lock)"),
+        Region("wal_ring", (settings.wal_buffers * BLCKSZ,), "u1",
+               "reserved by the wal insert lock, then the reserving backend"),
+        Region("proc_delay_chkpt", (s + 2,), "<i8", "owning backend"),
     ]
 
 
@@ -604,6 +625,8 @@ class SharedLocks:
         self.iomodel = lw("I/O model")
         self.lockmgr = [lw(f"lock manager {i}") for i in range(N_LOCK_PARTITIONS)]
         self.fp = [lw(f"fast path {s}") for s in range(n_slots(settings))]
+        self.wal_insert = lw("WAL insert")
+        self.wal_write = lw("WAL write")
         self.sem = [ctx.Semaphore(0) for _ in range(n_slots(settings))]
 
     # -- a process that died holding a lock: the crash flag ----------------------------------------

@@ -11,7 +11,8 @@ What is proven here:
   * a heap file truncated to half: index lookups of lost keys give XX001 "could not read
     block N in file ..." (never an empty answer), a sequential scan reads what is left (as
     PostgreSQL's does), and ``minidb check`` reports the index;
-  * a deleted ``pg_control`` refuses to open (58P01) instead of reusing transaction ids;
+  * a deleted ``global/pg_control`` refuses to open (58P01) instead of reusing transaction
+    ids, a damaged one (CRC) refuses too;
     a lock file the process may not open gives 42501, not a traceback.
 """
 
@@ -162,13 +163,28 @@ def test_minidb_check_and_a_heap_truncated_to_half(tmp_path):
 def test_missing_pg_control_refuses_to_open(tmp_path):
     data = tmp_path / "data"
     make_db(data, n=3).close()
-    os.unlink(data / "pg_control")
+    os.unlink(data / "global" / "pg_control")
     with pytest.raises(errors.OperationalError, match="lost its control file") as e:
         Instance(data, max_worker_processes=0)
     assert e.value.sqlstate == "58P01"
-    assert not (data / "pg_control").exists()  # nothing was written
+    assert not (data / "global" / "pg_control").exists()  # nothing was written
     Instance(tmp_path / "new", max_worker_processes=0).close()  # a new one has it at once
-    assert (tmp_path / "new" / "pg_control").exists()
+    assert (tmp_path / "new" / "global" / "pg_control").exists()
+
+
+def test_damaged_pg_control_refuses_to_open(tmp_path):
+    """The one control file (global/pg_control, with the WAL's checkpoint location and the
+    next xid) fails its CRC: the directory does not open, and nothing is written."""
+    data = tmp_path / "data"
+    make_db(data, n=3).close()
+    path = data / "global" / "pg_control"
+    raw = bytearray(path.read_bytes())
+    raw[40] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(errors.DataCorrupted, match="incorrect checksum in control file"):
+        Instance(data, max_worker_processes=0)
+    assert path.read_bytes() == bytes(raw)
+    assert not (data / "pg_control").exists()  # no second control file
 
 
 def test_unusable_data_directory_is_a_clear_error(tmp_path, monkeypatch):

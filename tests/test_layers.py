@@ -33,8 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "minidb"
 
 # Bottom to top.  "minidb" is the package itself (minidb/__init__.py re-exports the DB-API).
-LAYERS = ("errors", "config", "types", "shmem", "storage", "txn", "heap", "catalog", "index",
-          "workers", "instance", "amcheck", "session", "exec", "sql", "dbapi", "pgbench", "repl",
+LAYERS = ("errors", "config", "types", "fileio", "shmem", "wal", "storage", "txn", "heap",
+          "catalog", "index", "workers", "recovery", "instance", "amcheck", "session", "exec",
+          "sql", "dbapi", "pgbench", "repl",
           "experiments", "cli", "minidb")
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from minidb.catalog.defs import ColumnDef, TableDef
 from minidb.heap.heapam import HeapRel, heap_insert
 from minidb.heap.layout import Column, RowLayout
+from minidb.storage.xloginsert import log_smgr_create
 from minidb.types import parse_type
 
 PG_CATALOG_NAMESPACE = 11
@@ -105,6 +106,7 @@ def bootstrap(backend) -> None:
     smgr = backend.instance.smgr
     for d in CATALOGS:
         smgr.create(d.oid)
+        log_smgr_create(backend.wal, d.oid)
     xact = backend.xact
     xact.start_statement()
     xid = xact.xid_for_write()

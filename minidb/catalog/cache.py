@@ -22,6 +22,7 @@ from minidb.catalog.bootstrap import (BY_NAME, BY_OID, CATALOGS, PG_ATTRIBUTE, P
                                       PG_INDEX, PG_STATISTIC, RELKIND_INDEX, RELKIND_TABLE,
                                       attribute_row, class_row)
 from minidb.catalog.defs import FIRST_OID, ColumnDef, IndexDef, TableDef
+from minidb.catalog.storage import create_relation_storage
 from minidb.errors import (DuplicateTable, InFailedSqlTransaction, InsufficientPrivilege,
                            ProgramLimitExceeded, SerializationFailure,
                            TooManyConnections, UndefinedColumn, UndefinedObject, UndefinedTable)
@@ -34,9 +35,11 @@ from minidb.shmem import CTL_CATALOG_GEN, CTL_NEXT_OID
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE
 from minidb.storage.htup import HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY
+from minidb.storage.xloginsert import PageRecord
 from minidb.txn import visibility as vis
 from minidb.txn.visibility import TM_DELETED, TM_OK, TM_SELF_MODIFIED, TM_UPDATED
 from minidb.txn.xact import FAILED, IDLE
+from minidb.wal.record import RM_HEAP, XLOG_HEAP_INPLACE
 
 MAX_OID = (1 << 31) - 1
 _overlay_serial = itertools.count(1)
@@ -431,8 +434,7 @@ class Catalog:
                 wait = self._name_taken(b, name)
                 if wait == 0:
                     oid = self._cache.new_oid()
-                    self._cache.smgr.create(oid)
-                    xact.pending_deletes.append((oid, False))
+                    create_relation_storage(b, oid)
                     heap_insert(b, PG_CLASS.rel, row_of_oid(oid), xmin=xid, cmin=xact.cid)
                     return oid
             if wait < 0:
@@ -579,8 +581,7 @@ class Catalog:
     def _new_file(self, b) -> int:
         with self._cache.lock:
             rfn = self._cache.new_oid()
-            self._cache.smgr.create(rfn)
-            b.xact.pending_deletes.append((rfn, False))
+            create_relation_storage(b, rfn)
         return rfn
 
     def _truncate_table(self, b, name: str, build_index) -> TableDef:
@@ -659,7 +660,8 @@ class Catalog:
 
     def _inplace_stats(self, b, tid, relpages: int, reltuples: float) -> None:
         """Overwrite relpages / reltuples of the pg_class row at ``tid`` in place (fixed
-        columns: same offsets in every version)."""
+        columns: same offsets in every version), WAL-logged as Heap INPLACE (the page's
+        delta: heap_inplace_update)."""
         import struct
         layout = PG_CLASS.rel.layout
         bm = b.bufmgr
@@ -668,11 +670,11 @@ class Catalog:
             bm.lock(buf, EXCLUSIVE)
             try:
                 page = bm.page(buf)
+                wr = PageRecord(bm).add(buf)
                 item = pg.get_item(page, tid[1])
                 struct.pack_into("<i", item, layout.offsets[5], relpages)
                 struct.pack_into("<d", item, layout.offsets[6], reltuples)
-                pg.bump_lsn(page)
-                bm.mark_dirty(buf)
+                wr.log(RM_HEAP, XLOG_HEAP_INPLACE, 0, struct.pack("<H", tid[1]))
             finally:
                 bm.unlock(buf)
         finally:

@@ -79,6 +79,20 @@ def check_catalog(backend, in_progress=()) -> list[str]:
     return problems
 
 
-def relation_files(backend) -> set[int]:
-    """The relfilenodes that have a main-fork file in ``base/``."""
-    return {int(f) for f in os.listdir(backend.instance.smgr.base) if f.isdigit()}
+def relation_files(backend, forks: bool = False) -> set[int]:
+    """The relfilenodes that have a main-fork file in ``base/`` (with ``forks``: a file of
+    any fork)."""
+    names = os.listdir(backend.instance.smgr.base)
+    if forks:
+        names = [f.split("_")[0] for f in names]
+    return {int(f) for f in names if f.isdigit()}
+
+
+def named_relfilenodes(backend) -> set[int]:
+    """The relfilenodes the committed pg_class rows name."""
+    snap, clear = _catalog_snapshot(backend, own=False)
+    try:
+        return {r[4] for _, r in _rows(backend, PG_CLASS, snap)}
+    finally:
+        if clear:
+            backend.xact.procarray.clear_xmin(backend.slot)

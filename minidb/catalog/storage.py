@@ -3,10 +3,14 @@
 A file system has no MVCC, so the files of relations are created and removed around the
 transaction that changes the catalog rows naming them:
 
-* CREATE TABLE / CREATE INDEX / TRUNCATE create the new file at once and append
-  ``(relfilenode, False)`` to ``xact.pending_deletes``: removed if the transaction aborts;
+* CREATE TABLE / CREATE INDEX / TRUNCATE create the new file at once, log a Storage CREATE
+  record (``create_relation_storage``) and append ``(relfilenode, False)`` to
+  ``xact.pending_deletes``: removed if the transaction aborts;
 * DROP TABLE / DROP INDEX / TRUNCATE append ``(old relfilenode, True)``: removed when it
   commits, and not before (a ROLLBACK keeps it, with its rows);
+* the commit (abort) record carries the relfilenodes the commit (abort) removes, and is
+  flushed before they go (a commit that drops files is flushed even with synchronous_commit
+  off), so recovery removes them again if the crash came first;
 * ``at_xact_end`` runs once the commit (or abort) is visible in the proc array: it bumps the
   shared invalidation counter if the catalog changed and committed, drops the backend's
   overlay, then executes the list: forget the relation's buffers without writing them, and
@@ -17,8 +21,9 @@ A buffer of a relation being removed may still be pinned by a backend that read 
 the commit (there are no relation locks yet to make it wait): the buffers are dropped as
 soon as their pins go, with a bounded wait, and the file is unlinked after.  A write-back of
 such a buffer after the unlink is discarded (``Smgr.write_blocks``).  The files of a
-transaction interrupted by a crash are not removed (as in PostgreSQL: orphans, which
-``check_catalog_files`` reports).
+transaction interrupted by a crash are removed at the end of crash recovery
+(``minidb.recovery.remove_orphan_files``: every file no committed pg_class row names;
+PostgreSQL leaves them as orphans).
 """
 
 from __future__ import annotations
@@ -27,8 +32,18 @@ import sys
 import time
 
 from minidb.errors import InsufficientResources
+from minidb.storage.xloginsert import log_smgr_create
 
 DROP_WAIT_S = 30.0
+
+
+def create_relation_storage(backend, rfn: int) -> None:
+    """RelationCreateStorage: create ``rfn``'s file, log a Storage CREATE record (with the
+    transaction's xid) and list the file for removal if the transaction aborts."""
+    xact = backend.xact
+    backend.instance.smgr.create(rfn)
+    log_smgr_create(backend.wal, rfn, 0, xact.xid)
+    xact.pending_deletes.append((rfn, False))
 
 
 def drop_relation_storage(backend, rfn: int) -> None:

@@ -80,6 +80,9 @@ from minidb.storage import freespace
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE, BufferManager
 from minidb.storage.freelist import AccessStrategy, is_bulk_read
+from minidb.storage.xloginsert import PageRecord
+from minidb.wal.record import (RM_HEAP, RM_HEAP2, XLOG_HEAP2_MULTI_INSERT, XLOG_HEAP_INIT_PAGE,
+                               XLOG_HEAP_INSERT)
 
 MAX_HEAP_TUPLES_PER_PAGE = (BLCKSZ - pg.PAGE_HEADER_SIZE) // (
     pg.maxalign(HEAP_TUPLE_HEADER_SIZE) + pg.ITEMID_SIZE)
@@ -87,6 +90,8 @@ SCAN_BATCH_PAGES = 512
 EXTEND_BATCH_PAGES = 64
 
 _CTID = struct.Struct("<IH")
+_XMIN = struct.Struct("<Q")     # t_xmin, at offset 0 of the tuple header
+_OFFNUM = struct.Struct("<H")   # INSERT's main data: the offset number (MULTI_INSERT: count)
 _CTID_OFFSET = 24  # t_ctid's offset inside the tuple header
 _LOWER_UPPER = struct.Struct("<HH")
 
@@ -150,9 +155,11 @@ def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
             page = bm.page(b)
             avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
             if avail >= need:
+                wr = PageRecord(bm).add(b)
                 off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
                 _set_ctid(page, off, target)
-                bm.mark_dirty(b)
+                wr.log(RM_HEAP, XLOG_HEAP_INSERT, _XMIN.unpack_from(data, 0)[0],
+                       _OFFNUM.pack(off))
                 bm.unlock(b)
                 targets[rfn] = target
                 return target, off
@@ -171,11 +178,13 @@ def _insert_on_new_page(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
     b = bufs[0]
     try:
         page = bm.page(b)
+        wr = PageRecord(bm).add(b, new=True)
         pg.init_page(page)
         off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
         _set_ctid(page, off, block)
         avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
-        bm.mark_dirty(b)
+        wr.log(RM_HEAP, XLOG_HEAP_INSERT | XLOG_HEAP_INIT_PAGE, _XMIN.unpack_from(data, 0)[0],
+               _OFFNUM.pack(off))
         bm.unlock(b)
     finally:
         bm.unpin(b)
@@ -223,11 +232,13 @@ def heap_bulk_insert(backend, rel: HeapRel, columns: dict, nrows: int, *,
         try:
             for n, b in enumerate(bufs):
                 i, j = cuts[first_page + n], cuts[first_page + n + 1]
+                wr = PageRecord(bm).add(b, new=True)
                 avail = _fill_page(bm.page(b), block0 + n, data, starts[i:j], ends[j - 1],
                                    lengths[i:j])
                 fsm_blocks.append(block0 + n)
                 fsm_avail.append(avail)
-                bm.mark_dirty(b)
+                wr.log(RM_HEAP2, XLOG_HEAP2_MULTI_INSERT | XLOG_HEAP_INIT_PAGE, xmin,
+                       _OFFNUM.pack(j - i))
         finally:
             for b in bufs:
                 bm.unlock(b)
@@ -251,8 +262,7 @@ def _fill_page(page: np.ndarray, block: int, data: np.ndarray, starts: np.ndarra
         lp_off | (pg.LP_NORMAL << 15) | (lengths << 17)).astype(np.uint32)
     page.view("<u4")[(lp_off + _CTID_OFFSET) >> 2] = block
     page.view("<u2")[(lp_off + _CTID_OFFSET + 4) >> 1] = np.arange(1, m + 1, dtype=np.uint16)
-    _LOWER_UPPER.pack_into(page, 8, lower, upper)
-    pg.bump_lsn(page)
+    _LOWER_UPPER.pack_into(page, pg.OFF_LOWER, lower, upper)
     return pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
 
 
@@ -606,7 +616,7 @@ def _page_items_small(flat, bufs: list[int]):
     lps = []
     for b in bufs:
         base = b * BLCKSZ
-        lower = _U16.unpack_from(flat, base + 8)[0]
+        lower = _U16.unpack_from(flat, base + pg.OFF_LOWER)[0]
         k = max(lower - pg.PAGE_HEADER_SIZE, 0) >> 2
         lps.append((base, struct.unpack_from(f"<{k}I", flat, base + pg.PAGE_HEADER_SIZE)))
     width = max(len(lp) for _, lp in lps)
@@ -642,7 +652,7 @@ def page_items(v: FlatViews, bufs: np.ndarray):
     one fancy index reads all line pointers of the batch.
     """
     bufs = np.asarray(bufs, dtype=np.int64)
-    lower = v.u16[bufs * (BLCKSZ // 2) + 4].astype(np.int64)  # pd_lower is at byte 8
+    lower = v.u16[bufs * (BLCKSZ // 2) + pg.OFF_LOWER // 2].astype(np.int64)
     nitems = np.maximum(lower - pg.PAGE_HEADER_SIZE, 0) >> 2
     width = int(nitems.max()) if len(nitems) else 0
     if width == 0:

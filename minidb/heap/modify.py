@@ -93,11 +93,17 @@ from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_ONLY_
                                  HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE
+from minidb.storage.xloginsert import PageRecord
 from minidb.txn import visibility as vis
 from minidb.txn.clog import COMMITTED
 from minidb.txn.visibility import (TM_BEING_MODIFIED, TM_DELETED, TM_INVISIBLE, TM_OK,
                                    TM_SELF_MODIFIED, TM_UPDATED)
 from minidb.txn.xact import REPEATABLE_READ
+from minidb.wal.record import (RM_HEAP, XLOG_HEAP_DELETE, XLOG_HEAP_HOT_UPDATE, XLOG_HEAP_LOCK,
+                               XLOG_HEAP_UPDATE)
+
+_OFFNUM = struct.Struct("<H")         # main data of DELETE / LOCK: the offset number
+_UPDATE_MAIN = struct.Struct("<HH")   # UPDATE / HOT_UPDATE: old and new offset numbers
 
 TM_NAMES = ("TM_OK", "TM_INVISIBLE", "TM_SELF_MODIFIED", "TM_BEING_MODIFIED", "TM_UPDATED",
             "TM_DELETED")
@@ -239,13 +245,13 @@ def heap_delete(backend, rel: HeapRel, tid, snapshot) -> tuple[int, tuple | None
     try:
         page = bm.page(b)
         xid = backend.xact.xid
+        wr = PageRecord(bm).add(b)
         _set_xmax(item, xid, snapshot.curcid, 0)
         _put16(item, _OFF_INFOMASK2,
                (h["infomask2"] & ~HEAP_HOT_UPDATED) | HEAP_KEYS_UPDATED)
         _CTID.pack_into(item, _OFF_CTID, *tid)  # no forward link (an aborted update's)
         _set_prune_xid(page, xid)
-        pg.bump_lsn(page)
-        bm.mark_dirty(b)
+        wr.log(RM_HEAP, XLOG_HEAP_DELETE, xid, _OFFNUM.pack(tid[1]))
     finally:
         bm.unlock(b)
         bm.unpin(b)
@@ -265,13 +271,12 @@ def heap_lock_tuple(backend, rel: HeapRel, tid, snapshot) -> tuple[int, tuple | 
     try:
         xid = backend.xact.xid
         if h["xmax"] != xid or not h["infomask"] & HEAP_XMAX_LOCK_ONLY:
-            page = bm.page(b)
+            wr = PageRecord(bm).add(b)
             _set_xmax(item, xid, None, HEAP_XMAX_LOCK_ONLY)
             # a lock leaves no newer version: drop an aborted update's forward link
             _put16(item, _OFF_INFOMASK2, h["infomask2"] & ~HEAP_HOT_UPDATED)
             _CTID.pack_into(item, _OFF_CTID, *tid)
-            pg.bump_lsn(page)
-            bm.mark_dirty(b)
+            wr.log(RM_HEAP, XLOG_HEAP_LOCK, xid, _OFFNUM.pack(tid[1]))
     finally:
         bm.unlock(b)
         bm.unpin(b)
@@ -306,10 +311,12 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
             new_row = rel.layout.decode(data)
             keys_changed = any(old_row[c] != new_row[c] for c in rel.indexed_columns)
         fits = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE) >= size
+        wr = PageRecord(bm).add(b)
         if fits:
             hot = bool(backend.settings.hot_updates) and not keys_changed
             new_tid = _update_on_page(page, block, off, h, data, xid, cid, hot, keys_changed)
-            bm.mark_dirty(b)
+            wr.log(RM_HEAP, XLOG_HEAP_HOT_UPDATE if hot else XLOG_HEAP_UPDATE, xid,
+                   _UPDATE_MAIN.pack(off, new_tid[1]))
             bm.unlock(b)
             bm.unpin(b)
             b = None
@@ -317,8 +324,7 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
             # step 1: lock the old version for myself, mark the page full, let go of it
             _set_xmax(item, xid, cid, HEAP_XMAX_LOCK_ONLY)
             pg.set_flags(page, pg.get_flags(page) | pg.PD_PAGE_FULL)
-            pg.bump_lsn(page)
-            bm.mark_dirty(b)
+            wr.log(RM_HEAP, XLOG_HEAP_LOCK, xid, _OFFNUM.pack(off))
             bm.unlock(b)
     except BaseException:
         if b is not None:
@@ -362,7 +368,6 @@ def _update_on_page(page, block: int, off: int, h: dict, data: bytearray, xid: i
     _put16(item, _OFF_INFOMASK2, im2)
     _CTID.pack_into(item, _OFF_CTID, *new_tid)
     _set_prune_xid(page, xid)
-    pg.bump_lsn(page)
     return new_tid
 
 
@@ -379,6 +384,7 @@ def _update_elsewhere(backend, rel: HeapRel, b: int, off: int, data: bytearray, 
         bm.lock(b, EXCLUSIVE)
         try:
             page = bm.page(b)
+            wr = PageRecord(bm).add(b)
             item = pg.get_item(page, off)
             im2 = _get16(item, _OFF_INFOMASK2) & ~(HEAP_HOT_UPDATED | HEAP_KEYS_UPDATED)
             if keys_changed:
@@ -387,8 +393,7 @@ def _update_elsewhere(backend, rel: HeapRel, b: int, off: int, data: bytearray, 
             _put16(item, _OFF_INFOMASK2, im2)
             _CTID.pack_into(item, _OFF_CTID, *new_tid)
             _set_prune_xid(page, xid)
-            pg.bump_lsn(page)
-            bm.mark_dirty(b)
+            wr.log(RM_HEAP, XLOG_HEAP_UPDATE, xid, _UPDATE_MAIN.pack(off, new_tid[1]))
         finally:
             bm.unlock(b)
     finally:

@@ -52,16 +52,19 @@ running (a later reader whose snapshot sees it finished sets the bit).  The filt
 them into each tuple's t_infomask in place, under the scan's *share* locks (buffer rule
 4: concurrent setters OR in the same bits; a lost update only loses a hint, which the
 next reader sets again), and marks the pages that got any as dirty hints
-(``mark_dirty_hint_batch``; no WAL here, so no full-page-image question).  A table's
+(``mark_dirty_hint_batch``, which logs an image of a page's first hint change after a
+checkpoint).  A table's
 first scan after a load or a mass update therefore dirties every page it hints, as in
 PostgreSQL; later scans find the bits and never ask the commit log.  ``hint_writes``
 counts the tuples whose t_infomask a filter changed (tests use it).  Hint bits never
 change a visibility answer: they cache what the commit log says, and the snapshot check
 (``xid_running``) is still made on a hinted xid (rows 10 and 16 of the decision table).
 
-Hint bits are not written when ``COMMITTED`` would be unsafe in PostgreSQL (asynchronous
-commit not yet flushed): minidb has no WAL and commits synchronously, so there is no
-such case.
+PostgreSQL does not write a ``COMMITTED`` hint while the transaction's asynchronous commit
+record is unflushed (a hinted page written before the WAL writer's flush could outlive a
+commit that a crash then loses); minidb's visibility functions apply the coarse form of the
+rule: no ``COMMITTED`` hint at all while any asynchronous commit record is unflushed
+(``CommitLog.commit_hints_ok``).
 
 The HOT chain walk (``heap_hot_search``)
 ---------------------------------------

@@ -89,6 +89,7 @@ heap-only tuple that no chain reaches is removed even if it is flagged HOT-updat
 
 from __future__ import annotations
 
+import struct
 import sys
 from dataclasses import dataclass, field
 
@@ -101,9 +102,13 @@ from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_IN
                                  HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
 from minidb.storage import freespace
 from minidb.storage import page as pg
+from minidb.storage.xloginsert import PageRecord
+from minidb.wal.record import RM_HEAP2, XLOG_HEAP2_PRUNE
 from minidb.storage.bufmgr import EXCLUSIVE
 from minidb.txn.visibility import (DEAD, DELETE_IN_PROGRESS, INSERT_IN_PROGRESS, LIVE,
                                    RECENTLY_DEAD, satisfies_vacuum_batch)
+
+_PRUNE_MAIN = struct.Struct("<QHHH")  # PRUNE main data: horizon, nredirected, ndead, nunused
 
 # Prune only pages with less free space than this fraction of a block (or than fillfactor
 # keeps free, if more): PostgreSQL's BLCKSZ / 10 in heap_page_prune_opt.
@@ -230,11 +235,11 @@ def _batch_candidates(backend, bufs, min_free: int) -> tuple[list, int]:
         return [], 0
     # page headers straight from the pool, without content locks (hints only)
     head = backend.bufmgr.seg.buf_pages[bufs, :pg.PAGE_HEADER_SIZE]
-    prune_xid = head.view("<u8")[:, 2]
+    prune_xid = head.view("<u4")[:, 5].astype(np.uint64)
     if not prune_xid.any():
         return [], 0
     h16 = head.view("<u2").astype(np.int64)
-    flags, lower, upper = h16[:, 3], h16[:, 4], h16[:, 5]
+    flags, lower, upper = h16[:, 5], h16[:, 6], h16[:, 7]
     free = upper - lower - pg.ITEMID_SIZE
     no_lines = (((lower - pg.PAGE_HEADER_SIZE) >> 2) >= MAX_HEAP_TUPLES_PER_PAGE) \
         & ((flags & pg.PD_HAS_FREE_LINES) == 0)
@@ -304,6 +309,8 @@ def _prune(backend, rel: HeapRel, buf: int, horizon: int, *, block: int | None =
     xmax = hdr["xmax"].astype(np.int64)
     redirects, to_dead, to_unused, removed = _plan(n, block, lp_flags, lp_off, offsets,
                                                    states, hdr, infomask, xmax)
+    wr = PageRecord(bm).add(buf) if (len(redirects) or len(to_dead) or len(to_unused)) \
+        else None
     changed = _apply(page, redirects, to_dead, to_unused)
 
     keep = ~removed[offsets]
@@ -313,8 +320,9 @@ def _prune(backend, rel: HeapRel, buf: int, horizon: int, *, block: int | None =
     pg.set_prune_xid(page, new_prune_xid)
     pg.set_flags(page, pg.get_flags(page) & ~pg.PD_PAGE_FULL)
     if changed:
-        pg.bump_lsn(page)
-        bm.mark_dirty(buf)
+        wr = wr or PageRecord(bm).add(buf)
+        wr.log(RM_HEAP2, XLOG_HEAP2_PRUNE, 0,
+               _PRUNE_MAIN.pack(horizon, len(redirects), len(to_dead), len(to_unused)))
     elif nhinted or new_prune_xid != old_prune_xid or old_flags & pg.PD_PAGE_FULL:
         bm.mark_dirty_hint(buf)
 

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import struct
 import sys
 import threading
 from dataclasses import dataclass
@@ -76,6 +77,8 @@ from minidb.storage import freespace
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE
 from minidb.storage.freelist import AccessStrategy
+from minidb.storage.xloginsert import PageRecord, log_page
+from minidb.wal.record import RM_HEAP2, XLOG_HEAP2_VACUUM
 
 FSM_FLUSH_PAGES = 1024  # free-space records are written to the FSM in groups of this many
 VACUUM_LOCK_FILE = "vacuum.lock"
@@ -132,7 +135,7 @@ def _vacuum(backend, rel: HeapRel, index_callbacks) -> VacuumResult:
                 page = bm.page(b)
                 if pg.page_is_new(page):
                     pg.init_page(page)
-                    bm.mark_dirty(b)
+                    log_page(bm, b)
                     r = None
                     avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
                 else:
@@ -175,11 +178,11 @@ def _vacuum(backend, rel: HeapRel, index_callbacks) -> VacuumResult:
                     page = bm.page(b)
                     _, flags, _ = pg.line_pointer_arrays(page)
                     still = offs[flags[offs - 1] == pg.LP_DEAD]
+                    wr = PageRecord(bm).add(b) if still.size else None
                     for off in still.tolist():
                         pg.set_item_unused(page, off)
                     if still.size:
-                        pg.bump_lsn(page)
-                        bm.mark_dirty(b)
+                        wr.log(RM_HEAP2, XLOG_HEAP2_VACUUM, 0, struct.pack("<H", still.size))
                     avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
                 finally:
                     bm.unlock(b)

@@ -129,7 +129,7 @@ TID_BE = struct.Struct(">IH")
 META = struct.Struct("<IIIIII")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
-_LOWER = 8  # pd_lower's offset in the page header
+_LOWER = pg.OFF_LOWER  # pd_lower's offset in the page header
 
 
 # -- special area ------------------------------------------------------------------------------

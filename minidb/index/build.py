@@ -77,8 +77,7 @@ def assemble_page(items: list[bytes], level: int, flags: int, prev: int, nxt: in
         lower = pg.PAGE_HEADER_SIZE + 4 * n
         page[pg.PAGE_HEADER_SIZE:lower] = (
             starts | (pg.LP_NORMAL << 15) | (lens << 17)).astype("<u4").view(np.uint8)
-        page[8:12] = np.array([lower, upper], dtype="<u2").view(np.uint8)
-    pg.bump_lsn(page)
+        page[pg.OFF_LOWER:pg.OFF_LOWER + 4] = np.array([lower, upper], dtype="<u2").view(np.uint8)
     return page
 
 
@@ -382,6 +381,11 @@ def build_index(backend, irel: IndexRel, hrel) -> int:
                   + k for i, k in enumerate(key_list)]
     sortkeys = [k + tb[6 * i:6 * i + 6] for i, k in enumerate(key_list)]
     root, level, pages = write_tree(backend.bufmgr.smgr, irel, leaf_items, sortkeys)
+    if backend.settings.fsync:
+        # written around the buffer pool and not WAL-logged (PostgreSQL's wal_level=minimal
+        # index build): durable before the index can be used, and every later change of a
+        # page logs an image first (its pd_lsn is older than any redo point)
+        backend.bufmgr.smgr.fsync_rels([irel.relfilenode])
     trace(backend, irel, f"built: {n} entries, {pages} pages, root {root} at level "
                          f"{level}")
     return n

@@ -46,7 +46,7 @@ leftward while holding a lock.
 
 Left out: deduplication (posting lists), suffix truncation of pivots, bottom-up
 deletion, the fast root, free-page reuse (pages are never deleted, so a split always
-extends the file), WAL.
+extends the file).  Each step is one WAL record (minidb/storage/xloginsert.py).
 """
 
 from __future__ import annotations
@@ -63,10 +63,16 @@ from minidb.index.search import get_endpoint, get_root, moveright, release, sear
 from minidb.index.unique import check_unique
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE
+from minidb.storage.xloginsert import PageRecord
+from minidb.wal.record import (RM_BTREE, XLOG_BTREE_DELETE, XLOG_BTREE_INSERT_LEAF,
+                               XLOG_BTREE_INSERT_UPPER, XLOG_BTREE_NEWROOT, XLOG_BTREE_SPLIT_L,
+                               XLOG_BTREE_SPLIT_R)
 
 __all__ = ["insert_entry", "finish_split", "choose_split"]
 
-_LSN = struct.Struct("<I")  # pd_lsn, at offset 0 of the page header
+_U16 = struct.Struct("<H")                # INSERT_* main data: the offset; DELETE: count
+_SPLIT_MAIN = struct.Struct("<IHH")      # level, first offset going right, new item's offset
+_NEWROOT_MAIN = struct.Struct("<II")     # root block, its level
 
 
 def insert_entry(backend, index, row, tid) -> None:
@@ -135,23 +141,22 @@ def _simple_delete(backend, irel: IndexRel, b: int, blk: int) -> int:
     page = bm.page(b)
     _off, flags, _len = bt.leaf_items(page)
     dead = (np.flatnonzero(flags == pg.LP_DEAD) + 1).tolist()
+    wr = PageRecord(bm).add(b)
     if dead:
         pg.delete_items(page, dead)
         count(bm, "index_items_deleted", len(dead))
         trace(backend, irel,
               f"simple deletion removed {len(dead)} LP_DEAD items from block {blk}")
     bt.set_flags(page, bt.get_flags(page) & ~bt.BTP_HAS_GARBAGE)
-    bm.mark_dirty(b)
+    wr.log(RM_BTREE, XLOG_BTREE_DELETE, backend.xact.xid, _U16.pack(len(dead)))
     return len(dead)
 
 
 def _clear_incomplete(bm, cb: int) -> None:
-    """The downlink of the right half is in: clear the left half's flag and release it."""
+    """The downlink of the right half is in: clear the left half's flag (the caller has
+    added ``cb`` to the record that inserts the downlink)."""
     page = bm.page(cb)
     bt.set_flags(page, bt.get_flags(page) & ~bt.BTP_INCOMPLETE_SPLIT)
-    pg.bump_lsn(page)
-    bm.mark_dirty(cb)
-    release(bm, cb)
 
 
 def _insert_on_page(backend, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int, stack,
@@ -173,17 +178,23 @@ def _insert_on_page(backend, irel: IndexRel, b: int, blk: int, itup: bytes, pos:
                 pos = bt.binsearch_leaf(data, _sortkey_of(itup, True), bt.first_data(nxt),
                                         bt.nitems(data))
         if need <= pg.free_space(page):
+            wr = PageRecord(bm).add(b)
+            if cb >= 0:
+                wr.add(cb)
             pg.add_item(page, itup, offset=pos, heap=False)
-            bm.mark_dirty(b)
+            if cb >= 0:
+                _clear_incomplete(bm, cb)
+            wr.log(RM_BTREE, XLOG_BTREE_INSERT_LEAF if leaf else XLOG_BTREE_INSERT_UPPER,
+                   backend.xact.xid, _U16.pack(pos))
             if cb >= 0:
                 cb, c = -1, cb
-                _clear_incomplete(bm, c)
+                release(bm, c)
             release(bm, b)
             return
-        rb, rblk = _split(backend, irel, b, blk, itup, pos)
+        rb, rblk = _split(backend, irel, b, blk, itup, pos, cb)
         if cb >= 0:
             cb, c = -1, cb
-            _clear_incomplete(bm, c)
+            release(bm, c)
     except BaseException:
         release(bm, b)
         for x in (rb, cb):
@@ -229,9 +240,12 @@ def choose_split(items: list[bytes], leaf: bool, rightmost: bool, old_hikey: byt
     return best
 
 
-def _split(backend, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int) -> tuple[int, int]:
+def _split(backend, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int, cb: int = -1
+           ) -> tuple[int, int]:
     """Split the exclusively locked page ``b`` with ``itup`` going to ``pos``.  Returns the
-    new right page (pinned, locked); ``b`` stays locked, flagged INCOMPLETE_SPLIT."""
+    new right page (pinned, locked); ``b`` stays locked, flagged INCOMPLETE_SPLIT.  ``cb``:
+    the locked child whose split the new item's downlink completes (its flag is cleared in
+    the same WAL record, SPLIT_L / SPLIT_R with four blocks as PostgreSQL's)."""
     bm = backend.bufmgr
     rfn = irel.relfilenode
     page = bm.page(b)
@@ -257,6 +271,11 @@ def _split(backend, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int) -> 
         if nxt != bt.P_NONE:
             sb = bm.pin(rfn, nxt)
             bm.lock(sb, EXCLUSIVE)
+        wr = PageRecord(bm).add(b).add(rb, new=True)
+        if sb >= 0:
+            wr.add(sb)
+        if cb >= 0:
+            wr.add(cb)
         page_flags = flags & bt.BTP_LEAF
         rpage = bm.page(rb)
         bt.init_page(rpage, level, page_flags)
@@ -276,12 +295,13 @@ def _split(backend, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int) -> 
 
         if sb >= 0:
             bt.set_prev(bm.page(sb), rblk)
-            bm.mark_dirty(sb)
         lsn = pg.get_lsn(page)
         page[:] = tmp
-        _LSN.pack_into(page, 0, (lsn + 1) & 0xFFFFFFFF)  # later than any LSN seen before
-        bm.mark_dirty(b)
-        bm.mark_dirty(rb)
+        pg.set_lsn(page, lsn)
+        if cb >= 0:
+            _clear_incomplete(bm, cb)
+        wr.log(RM_BTREE, XLOG_BTREE_SPLIT_L if pos - first < m else XLOG_BTREE_SPLIT_R,
+               backend.xact.xid, _SPLIT_MAIN.pack(level, m + first, pos))
     except BaseException:
         bm.mark_dirty(rb)  # an orphan page: harmless, never linked
         release(bm, rb)
@@ -308,18 +328,17 @@ def _new_root(backend, irel: IndexRel, lb: int, lblk: int, rb: int, rblk: int) -
         nb = bufs[0]
         mb = bm.pin(rfn, bt.BTREE_METAPAGE)
         bm.lock(mb, EXCLUSIVE)
+        wr = PageRecord(bm).add(nb, new=True).add(lb).add(mb)
         npage = bm.page(nb)
         bt.init_page(npage, level + 1, bt.BTP_ROOT)
         pg.add_item(npage, bt.pivot_tuple(b"", lblk), heap=False)
         pg.add_item(npage, bt.pivot_tuple(sep, rblk), heap=False)
-        bm.mark_dirty(nb)
         bt.write_meta(bm.page(mb), nblk, level + 1)
-        bm.mark_dirty(mb)
+        _clear_incomplete(bm, lb)
+        wr.log(RM_BTREE, XLOG_BTREE_NEWROOT, backend.xact.xid, _NEWROOT_MAIN.pack(nblk, level + 1))
         irel.root_cache = [nblk, level + 1]
         trace(backend, irel, f"new root block {nblk} at level {level + 1} over blocks {lblk} "
                              f"and {rblk}")
-        _clear_incomplete(bm, lb)
-        lb = -1
     finally:
         for x in (mb, nb, rb, lb):
             if x >= 0:

@@ -30,6 +30,7 @@ statistics, the vacuum cycle id.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,8 @@ from minidb.index.search import release
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
 from minidb.storage.freelist import AccessStrategy
+from minidb.storage.xloginsert import PageRecord
+from minidb.wal.record import RM_BTREE, XLOG_BTREE_VACUUM
 
 __all__ = ["bulk_delete", "index_vacuum_callbacks", "BulkDeleteResult"]
 
@@ -107,13 +110,14 @@ def _vacuum_page(bm, irel: IndexRel, b: int, blk: int, dead: np.ndarray,
     gone = np.isin(tids, dead) if dead.size else np.zeros(len(offsets), dtype=bool)
     killed = lp_flags[offsets - 1] == pg.LP_DEAD
     doomed = gone | killed
-    if doomed.any():
-        pg.delete_items(page, offsets[doomed].tolist())
-        bm.mark_dirty(b)
     flags = bt.get_flags(page)
-    if flags & bt.BTP_HAS_GARBAGE:
-        bt.set_flags(page, flags & ~bt.BTP_HAS_GARBAGE)  # no LP_DEAD item is left
-        bm.mark_dirty(b)
+    if doomed.any() or flags & bt.BTP_HAS_GARBAGE:
+        wr = PageRecord(bm).add(b)
+        if doomed.any():
+            pg.delete_items(page, offsets[doomed].tolist())
+        if flags & bt.BTP_HAS_GARBAGE:
+            bt.set_flags(page, flags & ~bt.BTP_HAS_GARBAGE)  # no LP_DEAD item is left
+        wr.log(RM_BTREE, XLOG_BTREE_VACUUM, 0, struct.pack("<H", int(doomed.sum())))
     res.entries_removed += int(gone.sum())
     res.dead_items_removed += int((killed & ~gone).sum())
     res.entries_remaining += int((~doomed).sum())

@@ -61,7 +61,7 @@ import numpy as np
 
 from minidb.config import Settings
 from minidb.errors import DataCorrupted, InsufficientResources, LockNotAvailable
-from minidb.shmem import C
+from minidb.shmem import LWLOCK_POLL_S, C
 from minidb.storage import page as pg
 from minidb.storage.buf_internals import (BM_DIRTY, BM_IO_IN_PROGRESS, BM_MAX_USAGE_COUNT,
                                           BM_PIN_COUNT_WAITER, BM_TAG_VALID, BM_VALID)
@@ -77,8 +77,9 @@ class BufferManager:
     """One backend's handle on the shared buffer pool."""
 
     def __init__(self, seg, locks, smgr: Smgr, settings: Settings, slot: int,
-                 describe_rel=None):
+                 describe_rel=None, wal=None):
         self.seg = seg
+        self.wal = wal  # minidb.wal.xlog.WalHandle, or None (no logging: tools and tests)
         self.locks = locks
         self.part_locks = locks.partition
         self.smgr = smgr
@@ -147,9 +148,19 @@ class BufferManager:
             slot += 1
 
     def _sleep(self, buf: int, deadline: float, what: str) -> None:
-        """Sleep on our semaphore (our bit is already in buf_waiters[buf])."""
-        left = deadline - time.monotonic()
-        if left <= 0 or not self.locks.sem[self.slot].acquire(timeout=left):
+        """Sleep on our semaphore (our bit is already in buf_waiters[buf]), looking at the
+        crash flag (and, in a forked child, the owner) every ``LWLOCK_POLL_S``: a process
+        that died holding an LWLock may have held the buffer's content lock too, and the
+        reaper then frees nothing (CrashShutdown, 57P02, instead of a timeout)."""
+        sem = self.locks.sem[self.slot]
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or sem.acquire(timeout=min(left, LWLOCK_POLL_S)):
+                break
+            self.locks.check_crash()
+            if self.locks.check_owner is not None:
+                self.locks.check_owner()
+        if left <= 0:
             p = self._lock_buf_part(buf)
             self._waiters[buf] &= ~self.bit
             self.part_locks[p].release()
@@ -385,7 +396,7 @@ class BufferManager:
 
     def pending_reads(self) -> int:
         """Pages read in the current read batch and not verified yet."""
-        return sum(len(bufs) for _, _, bufs in self._pending) if self._pending else 0
+        return sum(len(bufs) for _, _, bufs, _ in self._pending) if self._pending else 0
 
     def finish_reads(self) -> None:
         """Verify and make valid the pages read since ``start_read_batch``; ends the
@@ -399,7 +410,7 @@ class BufferManager:
         """Fail the reads pending since ``start_read_batch`` (on an error; the caller
         still unpins); ends the batch."""
         runs, self._pending = self._pending, None
-        for _, _, bufs in runs or ():
+        for _, _, bufs, _ in runs or ():
             for b in bufs:
                 if self._flags[b] & BM_IO_IN_PROGRESS:
                     self._finish_io(b, False)
@@ -584,18 +595,40 @@ class BufferManager:
         self.part_locks[p].release()
 
     def mark_dirty_hint(self, b: int) -> None:
-        """Mark dirty after setting a hint (share lock suffices; MarkBufferDirtyHint)."""
+        """Mark dirty after setting a hint (share lock suffices; MarkBufferDirtyHint).
+
+        The first hint change of a clean page after a checkpoint's redo point logs an image
+        of the page (``xloginsert.log_hint``), with this backend's ``delay_chkpt`` flag set
+        meanwhile so that a checkpoint cannot slip between the decision and the dirtying."""
         assert self._held[b] != UNLOCKED, "mark_dirty_hint without a content lock"
         if self._flags[b] & BM_DIRTY:
             return
-        p = self._lock_buf_part(b)
-        self._flags[b] |= BM_DIRTY
-        self.part_locks[p].release()
+        wal = self.wal
+        logging = wal is not None and not wal.shared.ctl[7]  # WAL_RECOVERY
+        if logging:
+            self.seg.proc_delay_chkpt[self.slot] = 1
+        try:
+            if logging and self._tag_fork(b) == MAIN_FORKNUM:
+                from minidb.storage.xloginsert import log_hint
+                log_hint(self, b, self.seg.buf_pages[b])
+            p = self._lock_buf_part(b)
+            self._flags[b] |= BM_DIRTY
+            self.part_locks[p].release()
+        finally:
+            if logging:
+                self.seg.proc_delay_chkpt[self.slot] = 0
+
+    def _tag_fork(self, b: int) -> int:
+        return (self._tag[b] >> 32) & 3
 
     def mark_dirty_hint_batch(self, bufs: np.ndarray) -> None:
         bufs = np.asarray(bufs, dtype=np.int64)
         bufs = bufs[(self.seg.buf_flags[bufs] & BM_DIRTY) == 0]
         if not bufs.size:
+            return
+        if self.wal is not None:
+            for b in bufs.tolist():
+                self.mark_dirty_hint(b)
             return
         parts = self.seg.buf_part[bufs]
         uparts = np.unique(parts).tolist()
@@ -751,7 +784,7 @@ class BufferManager:
         except BaseException:
             self._fail_run(bufs)
             raise
-        run = (rfn, first_block, bufs)
+        run = (rfn, first_block, bufs, fork)
         if self._pending is not None:
             self._pending.append(run)
             return
@@ -763,22 +796,33 @@ class BufferManager:
             raise
 
     def _verify_runs(self, runs: list) -> None:
-        """Verify the pages of runs read (``(rfn, first block, buffers)``) with one
+        """Verify the pages of runs read (``(rfn, first block, buffers, fork)``) with one
         vectorized checksum pass and make them valid; if any page is bad (or anything
-        fails), every run's I/O fails (the buffers stay pinned) and the error is raised."""
-        allbufs = [b for _, _, bufs in runs for b in bufs]
+        fails), every run's I/O fails (the buffers stay pinned) and the error is raised.
+        A bad page of the free-space map is zeroed instead: that fork is not WAL-logged, so a
+        torn page of it is simply forgotten (PostgreSQL reads FSM pages with
+        RBM_ZERO_ON_ERROR)."""
+        allbufs = [b for _, _, bufs, _ in runs for b in bufs]
         if not allbufs:
             return
         try:
             pages = self.seg.buf_pages[allbufs]
             if self._settings.verify_checksums:
                 blocknos = np.concatenate([np.arange(f, f + len(bufs))
-                                           for _, f, bufs in runs])
+                                           for _, f, bufs, _ in runs])
                 good = pg.verify_checksums(pages, blocknos)
             else:
                 good = np.ones(len(allbufs), dtype=bool)
+            if not good.all():
+                k = 0
+                for _, _, bufs, fork in runs:
+                    if fork != MAIN_FORKNUM:
+                        for j in np.flatnonzero(~good[k:k + len(bufs)]).tolist():
+                            self.seg.buf_pages[bufs[j]].fill(0)
+                            good[k + j] = True
+                    k += len(bufs)
             k = 0
-            for rfn, first, bufs in runs:
+            for rfn, first, bufs, _ in runs:
                 for j in range(len(bufs)):
                     if good[k]:
                         pg.check_page_header(pages[k], f"block {first + j} of relation "
@@ -787,7 +831,7 @@ class BufferManager:
             if not good.all():
                 bad = int(np.flatnonzero(~good)[0])
                 k = 0
-                for rfn, first, bufs in runs:
+                for rfn, first, bufs, _ in runs:
                     if bad < k + len(bufs):
                         raise DataCorrupted(
                             f"invalid page in block {first + bad - k} of relation "
@@ -848,6 +892,32 @@ class BufferManager:
         self.stats[C["buffers_extended"]] += count
         return first, bufs
 
+    def pin_for_redo(self, rfn: int, fork: int, block: int, zero: bool) -> int:
+        """Pin and exclusively lock a block for replay (XLogReadBufferExtended): the file is
+        extended with zero pages up to ``block`` if shorter; with ``zero`` the page is not
+        read at all but zeroed (an image will overwrite it: RBM_ZERO_AND_LOCK)."""
+        n = self.smgr.nblocks(rfn, fork)
+        if block >= n:
+            self.smgr.extend(rfn, fork, n, block + 1 - n)
+        if zero:
+            tag = make_tag(rfn, fork, block)
+            bucket, p = self.table.hash(tag)
+            lk = self.part_locks[p]
+            lk.acquire()
+            b = self.table.lookup(tag, bucket)
+            if b >= 0:
+                self._pin_locked(b, None)
+            lk.release()
+            if b < 0:
+                b, mine = self._alloc(tag, bucket, p, None)
+                if mine:
+                    self.seg.buf_pages[b].fill(0)
+                    self._finish_io(b, True)
+        else:
+            b = self.pin(rfn, block, fork)
+        self.lock(b, EXCLUSIVE)
+        return b
+
     # ------------------------------------------------------------------------------------
     # write-back
     def _flush(self, b: int) -> bool:
@@ -870,6 +940,14 @@ class BufferManager:
                 self.unlock(b)
         ok = False
         try:
+            wal = self.wal
+            if wal is not None and not wal.shared.ctl[7]:  # not during recovery
+                lsn = pg.get_lsn(copy)
+                if lsn > wal.shared.ctl[5]:  # WAL_FLUSHED: the WAL rule
+                    wal.flush(lsn)
+                    self.stats[C["buffers_wal_flushed"]] += 1
+                if lsn > wal.shared.ctl[5]:
+                    self.stats[C["wal_rule_violations"]] += 1
             pg.set_checksum(copy, block)
             self.smgr.write_blocks(rfn, fork, block, [copy])
             ok = True

@@ -88,7 +88,6 @@ def _store(bm, rfn: int, fsm_block: int, slots, cats) -> None:
         bm.lock(b, EXCLUSIVE)
         page = bm.page(b)
         page[pg.PAGE_HEADER_SIZE + slots] = cats
-        pg.bump_lsn(page)
         bm.mark_dirty(b)
         bm.unlock(b)
     finally:

@@ -33,16 +33,17 @@ Page header (little-endian):
     ======  ====  ===================  ============================================
     OFFSET  SIZE  FIELD                MEANING
     ======  ====  ===================  ============================================
-    0       4     pd_lsn               uint32 change counter (see departures)
-    4       2     pd_checksum          uint16, 0 = never set; see compute_checksums
-    6       2     pd_flags             PD_HAS_FREE_LINES 0x1, PD_PAGE_FULL 0x2,
+    0       8     pd_lsn               uint64: end LSN of the last WAL record that
+                                       changed the page (set by minidb.storage.xloginsert)
+    8       2     pd_checksum          uint16, 0 = never set; see compute_checksums
+    10      2     pd_flags             PD_HAS_FREE_LINES 0x1, PD_PAGE_FULL 0x2,
                                        PD_ALL_VISIBLE 0x4 (all hints)
-    8       2     pd_lower             end of the line pointer array
-    10      2     pd_upper             start of item storage; 0 = page is new
-    12      2     pd_special           start of special space
-    14      2     pd_pagesize_version  BLCKSZ | PG_PAGE_LAYOUT_VERSION (8196)
-    16      8     pd_prune_xid         oldest xid that may have left prunable
-                                       tuples; 0 = none (64-bit xids)
+    12      2     pd_lower             end of the line pointer array
+    14      2     pd_upper             start of item storage; 0 = page is new
+    16      2     pd_special           start of special space
+    18      2     pd_pagesize_version  BLCKSZ | PG_PAGE_LAYOUT_VERSION (8197)
+    20      4     pd_prune_xid         oldest xid that may have left prunable
+                                       tuples; 0 = none (saturates at 2**32 - 1)
     ======  ====  ===================  ============================================
 
 Line pointer (ItemIdData), one little-endian uint32 at 24 + 4 * (offset - 1):
@@ -100,19 +101,17 @@ Invariants (``check_page`` verifies 1-4; tests check all of them):
      need not hold: the flag is a hint, cleared lazily by add_item.
   5. The free space [pd_lower, pd_upper) is all zero, so alignment padding is
      zero and page images are deterministic.  (Not relied on for correctness.)
-  6. Every change this module makes to line pointers or item storage bumps
-     pd_lsn.  Setting hint flags or pd_prune_xid does not, and neither do writes
-     through ``get_item``'s memoryview (heap hint bits, xmax): callers that want
-     those to count call ``bump_lsn`` themselves.
+  6. Nothing here changes pd_lsn: the caller that changes a page logs the change
+     (``minidb.storage.xloginsert``), which sets pd_lsn to the record's end LSN.
 
 Departures from PostgreSQL:
 
-  * pd_lsn is a 4-byte page change counter, not an 8-byte WAL position: minidb
-    has no WAL.  The B-tree compares it to notice "page changed while
-    unpinned" (_bt_killitems); wrap-around after 2**32 changes is harmless for
-    that use.  The 4 bytes freed go to pd_prune_xid.
-  * pd_prune_xid is 8 bytes: minidb's xids are 64-bit and never wrap, so there
-    is no freezing and no epoch.
+  * Layout version 5, not PostgreSQL's 4 (the fields are PostgreSQL's): minidb's
+    version-4 pages had a 4-byte change counter in place of pd_lsn and an 8-byte
+    pd_prune_xid; such data directories are refused when opened.
+  * pd_prune_xid keeps PostgreSQL's 32 bits although minidb's xids are 64-bit:
+    it is a hint, and a larger xid is stored as 2**32 - 1 (pruning is then tried
+    whenever the page looks full, which is still correct).
   * The checksum is minidb's own (a weighted sum of 64-bit words with a final
     mix, see ``compute_checksums``), chosen because it vectorizes over many pages
     in numpy; PostgreSQL's FNV-1a variant is built for SIMD C loops.  Like
@@ -124,7 +123,7 @@ Departures from PostgreSQL:
     pages), where PostgreSQL's heap-only version requires DEAD to be storage-free.
   * Free space is kept zeroed (invariant 5); PostgreSQL leaves garbage there.
 
-Left out: WAL and full-page images; PageIndexTupleOverwrite with a size change
+Left out: PageIndexTupleOverwrite with a size change
 (``overwrite_item`` requires the same length); PageTruncateLinePointerArray
 (trailing UNUSED pointers are never truncated); large pages (lp_off and lp_len
 are 15 bits, enough for BLCKSZ 8192 only); page-level compression.
@@ -144,7 +143,7 @@ from minidb.errors import DataCorrupted, InternalError, ProgramLimitExceeded
 PAGE_HEADER_SIZE = 24
 ITEMID_SIZE = 4
 MAXALIGN = 8  # as on 64-bit PostgreSQL builds: item starts are 8-byte aligned
-PG_PAGE_LAYOUT_VERSION = 4  # PostgreSQL's since 8.3
+PG_PAGE_LAYOUT_VERSION = 5  # PostgreSQL's field layout (its version 4) with minidb's number
 PAGESIZE_VERSION = BLCKSZ | PG_PAGE_LAYOUT_VERSION
 
 LP_UNUSED = 0  # free slot, no storage
@@ -164,15 +163,17 @@ _LP_MAX = 0x7FFF  # 15-bit lp_off and lp_len
 
 # header field offsets (the table in the docstring)
 _OFF_LSN = 0
-_OFF_CHECKSUM = 4
-_OFF_FLAGS = 6
-_OFF_LOWER = 8
-_OFF_UPPER = 10
-_OFF_SPECIAL = 12
-_OFF_VERSION = 14
-_OFF_PRUNE_XID = 16
+_OFF_CHECKSUM = 8
+_OFF_FLAGS = 10
+_OFF_LOWER = 12
+_OFF_UPPER = 14
+_OFF_SPECIAL = 16
+_OFF_VERSION = 18
+_OFF_PRUNE_XID = 20
+MAX_PRUNE_XID = 0xFFFFFFFF
+OFF_LOWER = _OFF_LOWER  # for modules that read pd_lower straight from the pool
 
-_HEADER = struct.Struct("<IHHHHHHQ")
+_HEADER = struct.Struct("<QHHHHHHI")
 assert _HEADER.size == PAGE_HEADER_SIZE
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
@@ -249,21 +250,27 @@ def set_flags(page, flags: int) -> None:
 
 
 def get_prune_xid(page) -> int:
-    return _U64.unpack_from(page, _OFF_PRUNE_XID)[0]
+    return _U32.unpack_from(page, _OFF_PRUNE_XID)[0]
 
 
 def set_prune_xid(page, xid: int) -> None:
-    """Store pd_prune_xid (a hint: does not bump pd_lsn)."""
-    _U64.pack_into(page, _OFF_PRUNE_XID, xid)
+    """Store pd_prune_xid (a hint; an xid beyond 32 bits is stored as 2**32 - 1)."""
+    _U32.pack_into(page, _OFF_PRUNE_XID, min(xid, MAX_PRUNE_XID))
 
 
 def get_lsn(page) -> int:
-    return _U32.unpack_from(page, _OFF_LSN)[0]
+    """pd_lsn: the end LSN of the last WAL record that changed the page."""
+    return _U64.unpack_from(page, _OFF_LSN)[0]
+
+
+def set_lsn(page, lsn: int) -> None:
+    """Store pd_lsn [PageSetLSN]."""
+    _U64.pack_into(page, _OFF_LSN, lsn)
 
 
 def bump_lsn(page) -> None:
-    """Advance the page change counter (wraps at 2**32)."""
-    _U32.pack_into(page, _OFF_LSN, (_U32.unpack_from(page, _OFF_LSN)[0] + 1) & 0xFFFFFFFF)
+    """Add one to pd_lsn: for tests and tools that change pages without the log."""
+    _U64.pack_into(page, _OFF_LSN, _U64.unpack_from(page, _OFF_LSN)[0] + 1)
 
 
 def get_checksum(page) -> int:
@@ -299,7 +306,6 @@ def set_item_id(page, off: int, lp_off: int, lp_flags: int, lp_len: int) -> None
         raise InternalError(f"line pointer field out of range: off={lp_off} flags={lp_flags} "
                             f"len={lp_len}")
     _U32.pack_into(page, _lp_pos(off), _lp_pack(lp_off, lp_flags, lp_len))
-    bump_lsn(page)
 
 
 def get_item(page, off: int) -> memoryview:
@@ -427,7 +433,6 @@ def add_item(page, data, *, offset: int | None = None, heap: bool = True,
     _LOWER_UPPER.pack_into(page, _OFF_LOWER, new_lower, new_upper)
     if new_flags != flags:
         _U16.pack_into(page, _OFF_FLAGS, new_flags)
-    bump_lsn(page)
     return offset
 
 
@@ -439,7 +444,6 @@ def overwrite_item(page, off: int, data) -> None:
         raise InternalError(f"cannot overwrite item {off} of {len(dest)} bytes "
                             f"with {item.nbytes} bytes")
     dest[:] = item
-    bump_lsn(page)
 
 
 def set_item_dead(page, off: int, keep_storage: bool) -> None:
@@ -453,7 +457,6 @@ def set_item_dead(page, off: int, keep_storage: bool) -> None:
     else:
         word = _lp_pack(0, LP_DEAD, 0)
     _U32.pack_into(page, _lp_pos(off), word)
-    bump_lsn(page)
 
 
 def set_item_unused(page, off: int) -> None:
@@ -462,7 +465,6 @@ def set_item_unused(page, off: int) -> None:
     assert flags != LP_UNUSED, f"line pointer {off} is already UNUSED"
     _U32.pack_into(page, _lp_pos(off), 0)
     _U16.pack_into(page, _OFF_FLAGS, _U16.unpack_from(page, _OFF_FLAGS)[0] | PD_HAS_FREE_LINES)
-    bump_lsn(page)
 
 
 def set_item_redirect(page, off: int, target_off: int) -> None:
@@ -474,7 +476,6 @@ def set_item_redirect(page, off: int, target_off: int) -> None:
         raise InternalError(f"invalid redirect target {target_off} for line pointer {off} "
                             f"(page has {n} line pointers)")
     _U32.pack_into(page, _lp_pos(off), _lp_pack(target_off, LP_REDIRECT, 0))
-    bump_lsn(page)
 
 
 # -- compaction --------------------------------------------------------------------------------
@@ -535,7 +536,6 @@ def repair_fragmentation(page) -> None:
     else:
         flags &= ~PD_HAS_FREE_LINES
     _U16.pack_into(page, _OFF_FLAGS, flags)
-    bump_lsn(page)
 
 
 def delete_items(page, offsets) -> None:
@@ -557,7 +557,6 @@ def delete_items(page, offsets) -> None:
     mv = memoryview(page)
     mv[new_lower:lower] = bytes(lower - new_lower)  # the vacated pointers become free space
     _LOWER_UPPER.pack_into(page, _OFF_LOWER, new_lower, new_upper)
-    bump_lsn(page)
 
 
 # -- verification and inspection ---------------------------------------------------------------
@@ -660,7 +659,7 @@ def dump_page(page) -> str:
 PAGE_DTYPE = np.dtype({
     "names": ["pd_lsn", "pd_checksum", "pd_flags", "pd_lower", "pd_upper", "pd_special",
               "pd_pagesize_version", "pd_prune_xid"],
-    "formats": ["<u4", "<u2", "<u2", "<u2", "<u2", "<u2", "<u2", "<u8"],
+    "formats": ["<u8", "<u2", "<u2", "<u2", "<u2", "<u2", "<u2", "<u4"],
     "offsets": [_OFF_LSN, _OFF_CHECKSUM, _OFF_FLAGS, _OFF_LOWER, _OFF_UPPER, _OFF_SPECIAL,
                 _OFF_VERSION, _OFF_PRUNE_XID],
     "itemsize": BLCKSZ,
@@ -717,7 +716,7 @@ _NWORDS = BLCKSZ // 8
 _CHECKSUM_K = np.random.default_rng(0x6D696E6964620001).integers(
     0, 2**64, size=_NWORDS, dtype=np.uint64, endpoint=False) | np.uint64(1)
 assert len(np.unique(_CHECKSUM_K)) == _NWORDS
-_WORD0_MASK = np.uint64(0xFFFF0000FFFFFFFF)  # word 0 without bytes 4-5 (pd_checksum)
+_WORD1_MASK = np.uint64(0xFFFFFFFFFFFF0000)  # word 1 without bytes 8-9 (pd_checksum)
 _BLOCK_MIX = np.uint64(0x9E3779B97F4A7C15)
 _FOLD_MUL = np.uint64(0xBF58476D1CE4E5B9)
 
@@ -726,8 +725,8 @@ def _checksum_words(words: np.ndarray, blocknos) -> np.ndarray:
     """Checksums of an (n, 1024) uint64 matrix of pages."""
     with np.errstate(over="ignore"):
         s = words @ _CHECKSUM_K
-        w0 = words[:, 0]
-        s += ((w0 & _WORD0_MASK) - w0) * _CHECKSUM_K[0]  # as if pd_checksum were 0
+        w1 = words[:, 1]
+        s += ((w1 & _WORD1_MASK) - w1) * _CHECKSUM_K[1]  # as if pd_checksum were 0
         b = np.asarray(blocknos).astype(np.uint64)
         s ^= (b + np.uint64(1)) * _BLOCK_MIX
         s ^= s >> np.uint64(29)
@@ -757,7 +756,7 @@ def set_checksum(page, blockno: int) -> None:
 def verify_checksums(pages, blocknos) -> np.ndarray:
     """bool per page: stored checksum matches, or the page is all zero (new)."""
     words = _words(pages)
-    stored = ((words[:, 0] >> np.uint64(32)) & np.uint64(0xFFFF)).astype(np.uint16)
+    stored = (words[:, 1] & np.uint64(0xFFFF)).astype(np.uint16)
     ok = _checksum_words(words, blocknos) == stored
     bad = np.flatnonzero(~ok)
     if len(bad):

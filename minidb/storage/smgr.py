@@ -33,6 +33,7 @@ from __future__ import annotations
 import errno
 import os
 
+import minidb.fileio as fileio
 from minidb.config import BLCKSZ
 from minidb.errors import IOError_
 
@@ -64,7 +65,7 @@ class Smgr:
         if fd is None:
             flags = os.O_RDWR | (os.O_CREAT if create else 0)
             try:
-                fd = os.open(self.path(rfn, fork), flags, 0o600)
+                fd = fileio.open(self.path(rfn, fork), flags, 0o600)
             except FileNotFoundError:
                 raise IOError_(f'could not open file "{self.path(rfn, fork)}": '
                                "no such file (relation dropped?)") from None
@@ -74,7 +75,7 @@ class Smgr:
     # -- relation-level operations -------------------------------------------------------------
     def create(self, rfn: int, fork: int = MAIN_FORKNUM) -> None:
         path = self.path(rfn, fork)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = fileio.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         self._fds[(rfn, fork)] = fd
 
     def exists(self, rfn: int, fork: int = MAIN_FORKNUM) -> bool:
@@ -83,7 +84,7 @@ class Smgr:
     def nblocks(self, rfn: int, fork: int = MAIN_FORKNUM) -> int:
         if fork != MAIN_FORKNUM and not self.exists(rfn, fork):
             return 0
-        return os.fstat(self._fd(rfn, fork, create=fork != MAIN_FORKNUM)).st_size // BLCKSZ
+        return fileio.size(self._fd(rfn, fork, create=fork != MAIN_FORKNUM)) // BLCKSZ
 
     def has_block(self, rfn: int, block: int) -> bool:
         """``block < nblocks(rfn)`` for the main fork, with an fstat only for a block at
@@ -100,17 +101,17 @@ class Smgr:
         A main fork is never created here (``create`` does): extending a dropped relation
         is an error, not a new file nobody names."""
         fd = self._fd(rfn, fork, create=fork != MAIN_FORKNUM)
-        size = os.fstat(fd).st_size
+        size = fileio.size(fd)
         if size != first_block * BLCKSZ:
             raise IOError_(f'could not extend file "{self.path(rfn, fork)}": expected '
                            f"{first_block} blocks, file has {size / BLCKSZ:g}")
         try:
-            got = os.pwrite(fd, bytes(BLCKSZ * count), size)
+            got = fileio.pwrite(fd, bytes(BLCKSZ * count), size)
             err = f"wrote only {got} of {BLCKSZ * count} bytes"
         except OSError as e:
             got, err = -1, os.strerror(e.errno or errno.EIO)
         if got != BLCKSZ * count:
-            os.ftruncate(fd, size)  # keep the file a whole number of blocks (invariant 1)
+            fileio.ftruncate(fd, size)  # keep the file a whole number of blocks (invariant 1)
             raise IOError_(f'could not extend file "{self.path(rfn, fork)}" by {count} '
                            f"blocks: {err}")
 
@@ -119,12 +120,12 @@ class Smgr:
             return
         if fork == MAIN_FORKNUM:
             self._seen_nblocks.pop(rfn, None)
-        os.ftruncate(self._fd(rfn, fork), nblocks * BLCKSZ)
+        fileio.ftruncate(self._fd(rfn, fork), nblocks * BLCKSZ)
 
     def _retire(self, fd: int) -> None:
         self._graveyard.append(fd)
         while len(self._graveyard) > GRAVEYARD:
-            os.close(self._graveyard.pop(0))
+            fileio.close(self._graveyard.pop(0))
 
     def unlink(self, rfn: int) -> None:
         self._seen_nblocks.pop(rfn, None)
@@ -133,7 +134,7 @@ class Smgr:
             if fd is not None:
                 self._retire(fd)
             try:
-                os.unlink(self.path(rfn, fork))
+                fileio.unlink(self.path(rfn, fork))
             except FileNotFoundError:
                 pass
 
@@ -151,7 +152,7 @@ class Smgr:
         fd = self._fd(rfn, fork)
         want = BLCKSZ * len(buffers)
         try:
-            got = os.preadv(fd, buffers, first_block * BLCKSZ)
+            got = fileio.preadv(fd, buffers, first_block * BLCKSZ)
         except OSError as e:
             raise IOError_(f'could not read block {first_block} in file '
                            f'"{self.path(rfn, fork)}": {os.strerror(e.errno or errno.EIO)}') from e
@@ -161,7 +162,7 @@ class Smgr:
                            f"read only {got % BLCKSZ} of {BLCKSZ} bytes")
         if self.iomodel is not None:
             self.iomodel.read(rfn, fork, first_block, len(buffers),
-                              os.fstat(fd).st_size // BLCKSZ)
+                              fileio.size(fd) // BLCKSZ)
 
     def write_blocks(self, rfn: int, fork: int, first_block: int, buffers: list) -> None:
         """Write consecutive blocks.  The write-back of a buffer whose relation file is
@@ -174,7 +175,7 @@ class Smgr:
                 return
             raise
         try:
-            got = os.pwritev(fd, buffers, first_block * BLCKSZ)
+            got = fileio.pwritev(fd, buffers, first_block * BLCKSZ)
         except OSError as e:
             raise IOError_(f'could not write block {first_block} in file '
                            f'"{self.path(rfn, fork)}": {os.strerror(e.errno or errno.EIO)}'
@@ -187,10 +188,25 @@ class Smgr:
 
     def fsync_all(self) -> None:
         for fd in self._fds.values():
-            os.fsync(fd)
+            fileio.fsync(fd)
+
+    def fsync_rels(self, rfns) -> int:
+        """fsync every fork of the given relations that exists (checkpoint); returns the
+        number of files synced."""
+        n = 0
+        for rfn in sorted(rfns):
+            for fork in _FORK_SUFFIX:
+                if not self.exists(rfn, fork):
+                    continue
+                try:
+                    fileio.fsync(self._fd(rfn, fork))
+                except IOError_:
+                    continue  # dropped meanwhile
+                n += 1
+        return n
 
     def close(self) -> None:
         for fd in list(self._fds.values()) + self._graveyard:
-            os.close(fd)
+            fileio.close(fd)
         self._fds.clear()
         self._graveyard.clear()

@@ -43,8 +43,9 @@ victim is written (and fsynced) first.
 
 **Writes.**  Pages are written only by explicit writes: when evicted, and by
 ``flush_all()`` (checkpoints, clean close), which writes every dirty page and fsyncs each
-segment it wrote.  All file writes go through ``_write_page(segno, offset, data)`` and
-``_fsync(segno)`` so that a test layer can intercept them.  WAL before clog: each page has
+segment it wrote.  All file I/O goes through ``_write_page(segno, offset, data)``,
+``_fsync(segno)`` and ``_read_file_page``, which use ``minidb.fileio`` (the crash-test
+layer intercepts them).  WAL before clog: each page has
 a *group LSN*, the highest ``lsn`` given to ``set_status`` for a status on it; before a
 page is written, ``wal_flush(group_lsn)`` is called if both are set (``wal_flush`` is None
 until the instance has a WAL).  ENOSPC is ``DiskFull`` (53100, "could not write to file
@@ -64,6 +65,12 @@ brings the page into a shared buffer if needed and takes a fresh copy.  This gen
 PostgreSQL's one-entry cache of the last xid fetched (``cachedFetchXid``).  Batch lookups
 (``statuses``) gather from the copies with numpy indexing, page by page.
 
+**After a crash.**  ``trim(next_xid)`` (TrimCLOG) clears the statuses from the xid
+counter to the end of its page: the counter restarts from the WAL, and an xid the crash
+ended before anything of it was logged may have had its abort written; it is handed out
+again.  ``commit_hints_ok()`` says whether a COMMITTED hint bit may be set now (not while an
+asynchronous commit record is unflushed; ``minidb.txn.visibility``).
+
 **Truncation.**  ``truncate_before(xid)`` removes whole segments before the one holding
 ``xid``'s page and drops their buffers; a later lookup below the cut is an error.  Nothing
 calls it yet: without freezing there is no xid below which no tuple still needs the log
@@ -76,8 +83,8 @@ copied into segment files, fsynced, then removed.  A conversion interrupted by a
 starts over at the next open (``pg_xact.sparse`` still exists).
 
 Departures from PostgreSQL: one group LSN per page, not one per 32 xids (enough for the
-WAL-before-clog rule; the hint-bit rule for asynchronous commits would need the finer
-one); an eviction write fsyncs at once (PostgreSQL before 14; since 14 the checkpointer's
+WAL-before-clog rule; the hint-bit rule for asynchronous commits uses the WAL's positions
+instead, for all transactions at once); an eviction write fsyncs at once (PostgreSQL before 14; since 14 the checkpointer's
 sync queue does it); no sub-committed status (no subtransactions); no ZEROPAGE / TRUNCATE
 WAL records yet.
 
@@ -100,10 +107,12 @@ import weakref
 
 import numpy as np
 
+import minidb.fileio as fileio
 from minidb.config import BLCKSZ
 from minidb.errors import DataCorrupted, DiskFull, IOError_, ProgramLimitExceeded
 from minidb.shmem import (CLOG_CTL_CLOCK, CLOG_CTL_LATEST_PAGE, CLOG_CTL_OLDEST_PAGE,
                           CLOG_STAT_BASE, CLOG_STATS)
+from minidb.wal.xlog import WAL_ASYNC, WAL_FLUSHED
 
 IN_PROGRESS, COMMITTED, ABORTED = 0, 1, 2
 INVALID_XID, BOOTSTRAP_XID, FROZEN_XID, FIRST_NORMAL_XID = 0, 1, 2, 3
@@ -153,6 +162,7 @@ class CommitLog:
         self._ctl = _mv(seg.clog_ctl, "q")
         self.nslots = len(self._pageno)
         self.wal_flush = None          # set by the instance once a WAL exists
+        self._wal_ctl = seg.wal_ctl    # positions of the WAL (commit_hints_ok)
         self._reset_local()
         ref = weakref.ref(self)  # a child forked while a thread held the rows lock
         os.register_at_fork(after_in_child=lambda: (o := ref()) is not None and o._reset_local())
@@ -225,31 +235,31 @@ class CommitLog:
 
     # -- file I/O: the only places that touch the files (a test layer intercepts them) ------
     def _write_page(self, segno: int, offset: int, data: bytes) -> None:
-        fd = os.open(self._path(segno), os.O_WRONLY | os.O_CREAT, 0o600)
+        fd = fileio.open(self._path(segno), os.O_WRONLY | os.O_CREAT, 0o600)
         try:
-            n = os.pwrite(fd, data, offset)
+            n = fileio.pwrite(fd, data, offset)
             if n != len(data):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         finally:
-            os.close(fd)
+            fileio.close(fd)
 
     def _fsync(self, segno: int) -> None:
-        fd = os.open(self._path(segno), os.O_RDONLY)
+        fd = fileio.open(self._path(segno), os.O_RDONLY)
         try:
-            os.fsync(fd)
+            fileio.fsync(fd)
         finally:
-            os.close(fd)
+            fileio.close(fd)
 
     def _read_file_page(self, pageno: int) -> bytes:
         segno, off = divmod(pageno, PAGES_PER_SEGMENT)
         try:
-            fd = os.open(self._path(segno), os.O_RDONLY)
+            fd = fileio.open(self._path(segno), os.O_RDONLY)
         except FileNotFoundError:
             return _ZERO_PAGE
         try:
-            data = os.pread(fd, BLCKSZ, off * BLCKSZ)
+            data = fileio.pread(fd, BLCKSZ, off * BLCKSZ)
         finally:
-            os.close(fd)
+            fileio.close(fd)
         return data.ljust(BLCKSZ, b"\0")
 
     # -- lookups -------------------------------------------------------------------------------
@@ -374,6 +384,14 @@ class CommitLog:
             slot = self._read_page(page)
             return self._pages[slot].tobytes()
 
+    def commit_hints_ok(self) -> bool:
+        """May a COMMITTED hint bit be set now?  Not while an asynchronous commit record is
+        unflushed (PostgreSQL's SetHintBits / XLogNeedsFlush rule, for all transactions at
+        once: minidb does not keep each transaction's commit LSN).  Always with
+        synchronous_commit on."""
+        c = self._wal_ctl
+        return c[WAL_ASYNC] <= c[WAL_FLUSHED]
+
     # -- setting a status ----------------------------------------------------------------------
     def set_status(self, xid: int, status: int, lsn: int = 0) -> None:
         """Record ``xid``'s outcome; ``lsn`` (its commit record's end, 0 if none) raises the
@@ -422,6 +440,28 @@ class CommitLog:
             self._touch(slot)
             self._ctl[CLOG_CTL_LATEST_PAGE] = page
             self._count("blks_zeroed")
+        self._local.pop(page, None)
+
+    def trim(self, next_xid: int) -> None:
+        """After crash recovery (TrimCLOG): clear the statuses of ``next_xid`` and every
+        later xid of its page, and make it the latest page.  An xid the crash ended before
+        anything of it was logged may have had its abort written to a page; it will be
+        handed out again, and must start IN_PROGRESS.  Later pages are zeroed by
+        ``extend`` before their first xid is used."""
+        if next_xid < FIRST_NORMAL_XID:
+            return
+        page = next_xid >> PAGE_SHIFT
+        first = next_xid & PAGE_MASK
+        with self.ctl_lock:
+            slot = self._read_page(page)
+            base = slot * BLCKSZ
+            byte, shift = first >> 2, (first & 3) << 1
+            if shift:
+                self._flat[base + byte] &= (1 << shift) - 1
+                byte += 1
+            self._pages[slot][byte:] = 0
+            self._dirty[slot] = 1
+            self._ctl[CLOG_CTL_LATEST_PAGE] = page
         self._local.pop(page, None)
 
     # -- the buffer pool (control lock held) -------------------------------------------------------
@@ -612,7 +652,7 @@ class CommitLog:
         removed = 0
         for segno in self._segments():
             if segno < cut_seg:
-                os.unlink(self._path(segno))
+                fileio.unlink(self._path(segno))
                 removed += 1
         for page in [p for p in list(self._local) if p < cut_page]:
             self._local.pop(page, None)
@@ -664,8 +704,4 @@ def _data_extents(fd: int, size: int):
 
 
 def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fileio.fsync_dir(path)

@@ -16,9 +16,12 @@ ProcArrayLock and XidGenLock in one):
 Protocols (PostgreSQL's, ``procarray.c``):
 
 * **xid assignment** happens at a transaction's first write; the new xid is published in
-  ``proc_xid`` under the same lock that hands it out, so no snapshot can miss it.  xids are
-  reserved in ranges of ``XID_RESERVE`` written to ``pg_control`` before use, so after a
-  crash of the instance (no WAL here) no xid found in a page is ever handed out again.
+  ``proc_xid`` under the same lock that hands it out, so no snapshot can miss it.  The
+  counter is not persisted here: at open, recovery (``minidb.recovery``) sets it from the
+  last checkpoint record's next xid and moves it past every xid of a replayed record, as
+  PostgreSQL does - an xid found on a page or as a final status in the commit log was
+  logged before either reached the disk (WAL before data), so it is never handed out
+  again; the commit log's statuses past the counter are cleared (``CommitLog.trim``).
   The first xid of a commit-log page has its page zeroed (``CommitLog.extend``) before it
   is handed out, under the same lock (ExtendCLOG).
 * **snapshot**: ``xmax = latest_completed + 1``; ``xip`` = running xids below xmax except
@@ -53,19 +56,14 @@ Invariants:
 
 from __future__ import annotations
 
-import json
-import os
 import time
 
 import numpy as np
 
 from minidb.errors import LockNotAvailable
-from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID, CTL_XID_LIMIT
+from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID
 from minidb.txn import deadlock
 from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID, IN_PROGRESS
-
-XID_RESERVE = 8192
-CONTROL_FILE = "pg_control"
 
 
 class Snapshot:
@@ -115,20 +113,14 @@ class Snapshot:
 class ProcArray:
     """Access to the shared proc array for one process."""
 
-    def __init__(self, datadir: str, seg, locks, clog):
+    def __init__(self, seg, locks, clog):
         self.seg = seg
         self.locks = locks
         self.lock = locks.procarray
         self.clog = clog
-        self.control_path = os.path.join(datadir, CONTROL_FILE)
-        limit = FIRST_NORMAL_XID
-        if os.path.exists(self.control_path):
-            with open(self.control_path) as f:
-                limit = max(limit, int(json.load(f)["xid_limit"]))
         ctl = seg.control
-        ctl[CTL_NEXT_XID] = limit  # everything below was (maybe) used before a crash
-        ctl[CTL_LATEST_COMPLETED] = limit - 1
-        ctl[CTL_XID_LIMIT] = limit
+        ctl[CTL_NEXT_XID] = FIRST_NORMAL_XID  # recovery moves it on (see the docstring)
+        ctl[CTL_LATEST_COMPLETED] = FIRST_NORMAL_XID - 1
         self._on_wait_tick = None  # set by the instance: reap dead backends while waiting
         self._table = None         # the shared lock table, for the deadlock check
 
@@ -137,21 +129,10 @@ class ProcArray:
         ctl = self.seg.control
         with self.lock:
             xid = int(ctl[CTL_NEXT_XID])
-            if xid >= ctl[CTL_XID_LIMIT]:
-                self._reserve(xid + XID_RESERVE)
             self.clog.extend(xid)  # zero a new commit-log page before its first xid is used
             ctl[CTL_NEXT_XID] = xid + 1
             self.seg.proc_xid[slot] = xid
         return xid
-
-    def _reserve(self, limit: int) -> None:
-        tmp = self.control_path + ".tmp"
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            json.dump({"xid_limit": limit}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.rename(tmp, self.control_path)
-        self.seg.control[CTL_XID_LIMIT] = limit
 
     def next_xid(self) -> int:
         return int(self.seg.control[CTL_NEXT_XID])
@@ -202,8 +183,9 @@ class ProcArray:
         return np.isin(xids, running)
 
     # -- end of transaction -----------------------------------------------------------------------
-    def end_transaction(self, slot: int, xid: int, committed: bool) -> None:
-        """Record the outcome, then leave the proc array, then wake the waiters."""
+    def end_transaction(self, slot: int, xid: int, committed: bool, lsn: int = 0) -> None:
+        """Record the outcome (``lsn``: the end of the commit record, the commit-log page's
+        group LSN), then leave the proc array, then wake the waiters."""
         seg = self.seg
         if not xid and not seg.proc_xid[slot] and not seg.proc_wait_xid[slot] \
                 and not seg.proc_xact_waiters[slot]:
@@ -213,7 +195,7 @@ class ProcArray:
             seg.proc_xmin[slot] = 0
             return
         if xid:
-            self.clog.set_status(xid, COMMITTED if committed else ABORTED)
+            self.clog.set_status(xid, COMMITTED if committed else ABORTED, lsn=lsn)
         with self.lock:
             seg.proc_xid[slot] = 0
             seg.proc_xmin[slot] = 0

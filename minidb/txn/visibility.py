@@ -29,8 +29,14 @@ HeapTupleSatisfiesMVCC (``heapam_visibility.c``), MultiXact and MOVED branches d
 
 Hint bits are only set when the commit log decided the answer (never for a transaction
 the snapshot still considers running), and the caller writes them under a share lock and
-marks the buffer dirty as a hint.  Without WAL there is no "commit record not yet flushed"
-case, so committed hints are always safe to set.
+marks the buffer dirty as a hint.  A *committed* hint is set only if
+``clog.commit_hints_ok()`` (PostgreSQL's SetHintBits rule: not while the commit record may
+be unflushed - with synchronous_commit off a page carrying the hint could reach the disk
+before the record, and a crash that loses the commit would leave a row whose inserter
+aborted marked committed).  minidb's rule is coarser than PostgreSQL's per-transaction
+XLogNeedsFlush(commit LSN): no committed hint at all while any asynchronous commit record
+is unflushed (the WAL writer flushes it within ``wal_writer_delay``); the answer is the
+same, only the caching waits.
 
 "Running for the snapshot" (``Snapshot.xid_running``) is asked before the commit log, and
 "running now" (``ProcArray.is_in_progress``) before the commit log too, because a
@@ -88,7 +94,8 @@ def satisfies_mvcc(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int, sn
         if snap.xid_running(xmin):
             return False, 0
         if clog.status(xmin) == COMMITTED:
-            hints |= HEAP_XMIN_COMMITTED
+            if clog.commit_hints_ok():
+                hints |= HEAP_XMIN_COMMITTED
         else:
             return False, HEAP_XMIN_INVALID
     elif (infomask & XMIN_FROZEN) != XMIN_FROZEN and snap.xid_running(xmin):
@@ -103,7 +110,8 @@ def satisfies_mvcc(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int, sn
             return True, hints
         if clog.status(xmax) != COMMITTED:
             return True, hints | HEAP_XMAX_INVALID
-        hints |= HEAP_XMAX_COMMITTED
+        if clog.commit_hints_ok():
+            hints |= HEAP_XMAX_COMMITTED
     elif snap.xid_running(xmax):
         return True, hints
     return False, hints
@@ -190,7 +198,8 @@ def _mvcc_inserter(hdr: dict, xmin, xmax, xmin_committed, frozen, xmax_gone, sna
             st = np.zeros(n, dtype=np.uint8)
             st[ask] = clog.statuses(xmin[ask])
             committed = ask & (st == COMMITTED)
-            hints[committed] |= HEAP_XMIN_COMMITTED
+            if clog.commit_hints_ok():
+                hints[committed] |= HEAP_XMIN_COMMITTED
             hints[ask & ~committed] |= HEAP_XMIN_INVALID
             ins_ok |= committed
     known = xmin_committed & ~frozen
@@ -226,7 +235,8 @@ def _mvcc_deleter(hdr: dict, xmax, xmax_gone, ins_ok, snap, clog, vis: np.ndarra
                 st = np.zeros(n, dtype=np.uint8)
                 st[ask] = clog.statuses(xmax[ask])
                 committed = ask & (st == COMMITTED)
-                hints[committed] |= HEAP_XMAX_COMMITTED
+                if clog.commit_hints_ok():
+                    hints[committed] |= HEAP_XMAX_COMMITTED
                 aborted = ask & ~committed
                 hints[aborted] |= HEAP_XMAX_INVALID
                 vis |= aborted
@@ -248,7 +258,8 @@ def satisfies_vacuum(xmin: int, xmax: int, infomask: int, horizon: int, procarra
             return DELETE_IN_PROGRESS if xmax == xmin else INSERT_IN_PROGRESS, 0
         st = clog.status(xmin)
         if st == COMMITTED:
-            hints |= HEAP_XMIN_COMMITTED
+            if clog.commit_hints_ok():
+                hints |= HEAP_XMIN_COMMITTED
         else:  # aborted, or crashed (not running, never committed)
             return DEAD, HEAP_XMIN_INVALID
     # inserter committed
@@ -262,7 +273,8 @@ def satisfies_vacuum(xmin: int, xmax: int, infomask: int, horizon: int, procarra
         if procarray.is_in_progress(xmax):
             return DELETE_IN_PROGRESS, hints
         if clog.status(xmax) == COMMITTED:
-            hints |= HEAP_XMAX_COMMITTED
+            if clog.commit_hints_ok():
+                hints |= HEAP_XMAX_COMMITTED
         else:
             return LIVE, hints | HEAP_XMAX_INVALID
     # deleter committed
@@ -319,7 +331,8 @@ def satisfies_vacuum_batch(hdr: dict, horizon: int, procarray, clog
         st = np.zeros(n, dtype=np.uint8)
         st[ask] = clog.statuses(xmin[ask])
         ok = ask & (st == COMMITTED)
-        hints[ok] |= HEAP_XMIN_COMMITTED
+        if clog.commit_hints_ok():
+            hints[ok] |= HEAP_XMIN_COMMITTED
         bad = ask & ~ok
         hints[bad] |= HEAP_XMIN_INVALID
         state[bad] = DEAD
@@ -345,7 +358,8 @@ def satisfies_vacuum_batch(hdr: dict, horizon: int, procarray, clog
         st = np.zeros(n, dtype=np.uint8)
         st[ask] = clog.statuses(xmax[ask])
         ok = ask & (st == COMMITTED)
-        hints[ok] |= HEAP_XMAX_COMMITTED
+        if clog.commit_hints_ok():
+            hints[ok] |= HEAP_XMAX_COMMITTED
         ab = ask & ~ok
         hints[ab] |= HEAP_XMAX_INVALID
         state[ab] = LIVE
@@ -400,7 +414,8 @@ def satisfies_update(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int,
         if procarray.is_in_progress(xmin):
             return TM_INVISIBLE, 0
         if clog.status(xmin) == COMMITTED:
-            hints |= HEAP_XMIN_COMMITTED
+            if clog.commit_hints_ok():
+                hints |= HEAP_XMIN_COMMITTED
         else:
             return TM_INVISIBLE, HEAP_XMIN_INVALID
     # inserter committed
@@ -417,7 +432,7 @@ def satisfies_update(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int,
     if _xmax_is_lock_only(infomask):
         return TM_OK, hints | HEAP_XMAX_INVALID  # the locker has gone
     if clog.status(xmax) == COMMITTED:
-        return gone, hints | HEAP_XMAX_COMMITTED
+        return gone, hints | (HEAP_XMAX_COMMITTED if clog.commit_hints_ok() else 0)
     return TM_OK, hints | HEAP_XMAX_INVALID
 
 

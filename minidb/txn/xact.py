@@ -29,6 +29,16 @@ at_commit) - a relation file created in the transaction is removed if it aborts,
 dropped or truncated when it commits.  The ``on_end`` callback (``minidb.catalog.storage``
 via the backend) consumes both once the end is visible in the proc array.
 
+The end of a transaction with an xid, in order (RecordTransactionCommit, then
+CommitTransaction's steps): (1) the commit (abort) record, carrying the relation files to
+drop, is written to the WAL and - for a commit, unless synchronous_commit is off - flushed;
+(2) the commit log gets the status, with the commit record's LSN as its page's group LSN
+(the page is not written before that WAL is); (3) the xid leaves the proc array; (4) the
+``on_end`` callback: catalog invalidation, pending deletes, statistics; (5) the relation
+locks are released.  A checkpoint that takes its redo point between (1) and (2) waits
+for (2) before it writes the commit log (``delay_chkpt``): otherwise neither replay (the
+record is before the redo point) nor the checkpoint would give the commit log the status.
+
 Heavyweight locks (``minidb.txn.lmgr``) are transaction-scoped: commit, abort and the
 abort of a failed block release them all, last - after the transaction has left the proc
 array and after the ``on_end`` callback has sent the catalog invalidation and removed the
@@ -42,11 +52,16 @@ transaction, and the caller commits it when the statement ends.
 from __future__ import annotations
 
 import datetime as _dt
+import struct
 import sys
+import time as _time
 
 from minidb.errors import (ActiveSqlTransaction, InFailedSqlTransaction, NotSupportedError,
                            NoActiveSqlTransaction)
 from minidb.txn.procarray import ProcArray, Snapshot
+from minidb.wal.record import RM_XACT, XLOG_XACT_ABORT, XLOG_XACT_COMMIT
+
+_XACT = struct.Struct("<qI")  # commit time (us since the epoch), relations to drop; then rfns
 
 IDLE, INPROGRESS, FAILED = "idle", "in progress", "failed"
 READ_COMMITTED, REPEATABLE_READ = "read committed", "repeatable read"
@@ -71,6 +86,7 @@ class Transaction:
         self._on_end = on_end  # callbacks run at commit/abort (statistics, locks)
         self.pending_deletes: list[tuple[int, bool]] = []  # (relfilenode, at_commit)
         self.catalog_changed = False
+        self.wal = None  # minidb.wal.xlog.WalHandle (set by the backend)
 
     # -- starting --------------------------------------------------------------------------------
     def begin(self, isolation: str | None = None) -> None:
@@ -179,6 +195,7 @@ class Transaction:
         if self.state == FAILED:
             return
         xid = self.xid
+        self._log_end(xid, committed=False)
         self.procarray.end_transaction(self.slot, xid, committed=False)
         self._trace(f"abort xid {xid} (error in a transaction block)")
         self.xid = 0
@@ -211,7 +228,12 @@ class Transaction:
 
     def _end(self, committed: bool) -> None:
         xid = self.xid
-        self.procarray.end_transaction(self.slot, xid, committed)
+        lsn = self._log_end(xid, committed)
+        try:
+            self.procarray.end_transaction(self.slot, xid, committed, lsn=lsn)
+        finally:
+            if lsn:
+                self.procarray.seg.proc_delay_chkpt[self.slot] = 0
         self._trace(f"{'commit' if committed else 'abort'} xid {xid}")
         self.state = IDLE
         self.explicit = False
@@ -230,6 +252,39 @@ class Transaction:
         finally:
             if self.lockmgr is not None:
                 self.lockmgr.release_all()
+
+    def _log_end(self, xid: int, committed: bool) -> int:
+        """RecordTransactionCommit / RecordTransactionAbort: the commit (abort) record with
+        its time and the relations to drop, flushed before a commit returns unless
+        synchronous_commit is off (a commit that drops files is always flushed).  Returns
+        the commit record's end LSN - the commit log's group LSN for the status - with
+        ``delay_chkpt`` set (until the commit log has the status: a checkpoint must not
+        fall in between), or 0 (no xid, no log, or an abort: nothing set)."""
+        wal = self.wal
+        if not xid or wal is None:
+            return 0
+        rels = [int(rfn) for rfn, at_commit in self.pending_deletes
+                if bool(at_commit) == committed]
+        data = _XACT.pack(int(_time.time() * 1e6), len(rels)) + \
+            struct.pack(f"<{len(rels)}Q", *rels)
+        if not committed:
+            wal.insert(RM_XACT, XLOG_XACT_ABORT, xid, data)  # never flushed by the aborter
+            return 0
+        seg = self.procarray.seg
+        seg.proc_delay_chkpt[self.slot] = 1
+        try:
+            lsn = wal.insert(RM_XACT, XLOG_XACT_COMMIT, xid, data)
+            if self.settings.synchronous_commit or rels:
+                s = self.settings
+                siblings = s.commit_siblings
+                wal.flush(lsn, s.commit_delay,
+                          lambda: int((seg.proc_xid != 0).sum()) - 1 >= siblings)
+            else:
+                wal.set_async_commit(lsn)
+        except BaseException:
+            seg.proc_delay_chkpt[self.slot] = 0
+            raise
+        return lsn
 
     def _trace(self, msg: str) -> None:
         if self.settings.trace_xact:

@@ -483,9 +483,9 @@ def _damage(page: np.ndarray, kind: str, rel) -> None:
         d = off1 + rel.layout.offsets[1]
         page[d + 2:d + 4].view("<u2")[0] += 1  # value one byte longer than the tuple
     elif kind == "header":
-        page[8:10].view("<u2")[0] = pg.get_upper(page) + 8  # pd_lower above pd_upper
+        page[pg.OFF_LOWER:pg.OFF_LOWER + 2].view("<u2")[0] = pg.get_upper(page) + 8  # pd_lower above pd_upper
     elif kind == "special":
-        page[12:14].view("<u2")[0] = BLCKSZ - 8  # inside the header rules, not for a heap
+        page[pg.OFF_LOWER + 4:pg.OFF_LOWER + 6].view("<u2")[0] = BLCKSZ - 8  # inside the header rules, not for a heap
     else:
         raise AssertionError(kind)
 

@@ -360,6 +360,9 @@ class _Clog:
         return np.array([self.status(int(x)) for x in np.asarray(xids).tolist()],
                         dtype=np.uint8)
 
+    def commit_hints_ok(self) -> bool:
+        return True  # every commit record flushed (synchronous commit)
+
 
 POOL = list(range(3, 11))
 

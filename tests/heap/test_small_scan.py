@@ -115,7 +115,7 @@ def _run(backend, rel, snap, small: bool, monkeypatch, *, prune: bool, pushed: b
     for b in scan:
         cols = [(v.tolist(), None if m is None else m.tolist()) for v, m in b.columns]
         batches.append((cols, b.blocks.tolist(), b.offsets.tolist()))
-    pages = [bm.page(b).copy() for _blk, b, *_ in _save(bm, rel)]
+    pages = [bm.page(b)[8:].copy() for _blk, b, *_ in _save(bm, rel)]  # without pd_lsn
     saved = _save(bm, rel)
     return {"batches": batches,
             "pages": [p.tobytes() for p in pages],

@@ -159,10 +159,21 @@ def test_other_format_version_is_refused(tmp_path):
     Instance(d).close()  # the refusal left no lock behind
 
 
+def test_directory_without_a_wal_is_refused_with_a_hint(tmp_path):
+    """"minidb 2" (the catalog in heap tables, no write-ahead log, 32-bit page LSNs) cannot
+    be read by this format: the message says what to do."""
+    d = tmp_path / "data"
+    Instance(d).close()
+    (d / VERSION_FILE).write_text("minidb 2\n")
+    with pytest.raises(OperationalError, match=r'written by "minidb 2".*no write-ahead log.*'
+                                               r"dump the data"):
+        Instance(d)
+
+
 def test_new_directory_is_created_and_lock_file_names_the_owner(tmp_path):
     d = tmp_path / "a" / "b" / "data"
     inst = Instance(d)
-    assert (d / VERSION_FILE).read_text().strip() == FORMAT_VERSION
+    assert (d / VERSION_FILE).read_text().strip() == FORMAT_VERSION == "minidb 3"
     assert (d / LOCK_FILE).read_text().split()[0] == str(os.getpid())
     inst.close()
     assert (d / LOCK_FILE).read_text() == ""  # released and emptied

@@ -57,6 +57,9 @@ class FakeClog:
         return np.array([self.status(int(x)) for x in np.asarray(xids).tolist()],
                         dtype=np.uint8)
 
+    def commit_hints_ok(self) -> bool:
+        return True  # every commit record flushed (synchronous commit)
+
 
 class FakeProcArray:
     """``ProcArray``'s "is it running now?" interface over a set of xids."""

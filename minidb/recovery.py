@@ -1,0 +1,397 @@
+"""Start-up, crash recovery and checkpoints (xlog.c StartupXLOG / CreateCheckPoint,
+xlogrecovery.c, checkpointer.c, walwriter.c), at the instance level.
+
+Opening a data directory (``start_wal``):
+
+1. no control file: a new directory - the log starts at the second segment with a
+   shutdown checkpoint record, and ``global/pg_control`` is written ("in production").  An
+   existing directory without one is refused (the instance checks first: 58P01);
+2. else verify the control file (version, CRC) and read the checkpoint record it names
+   (an XLOG CHECKPOINT record, else "could not locate a valid checkpoint record");
+3. recovery is needed if the state is not "shut down" or the checkpoint's redo point is
+   before the record (an online checkpoint): the state becomes "in crash recovery" and
+   every record from the redo point is replayed (``replay``) until the first invalid one
+   - the end of the log.  An invalid record *before the end of the checkpoint record*
+   (which was flushed before the control file named it) is damage in the middle: startup
+   stops with an error naming the segment file and the LSN; a missing segment while later
+   ones exist is an error too;
+4. replay: page records through ``xloginsert.redo_blocks`` (images restored, deltas applied
+   where the page LSN is older than the record), commit/abort records into the commit log
+   (a commit with its LSN as the page's group LSN) and the relation files they list removed
+   (the transaction's pending deletes), storage records (create, truncate); the next xid
+   starts at the checkpoint's and moves past every xid seen - it is kept nowhere else - and
+   the commit log is trimmed past it (``CommitLog.trim``); a transaction without a commit
+   record stays "in progress" in the commit log, which after a restart reads as aborted
+   (nothing runs);
+5. the rest of the last segment after the end is zeroed (no stale record can follow the
+   end), the log continues at the end, and an end-of-recovery checkpoint (shutdown type)
+   makes the state "in production";
+6. the instance then opens the catalog and removes every relation file no committed
+   pg_class row names (``remove_orphan_files``): the files of transactions the crash ended.
+   Their creation is durable at once while their Storage CREATE record may be lost, so
+   replay alone cannot find them all; PostgreSQL leaves them as orphans.
+
+Checkpoints (``checkpoint``): redo point = current insert position (published under the
+insertion lock, so every later first change of a page logs an image) -> wait until no
+backend is between its commit record and its commit-log update or inside a hint-bit image
+decision (``proc_delay_chkpt``) -> write every dirty buffer (WAL flushed first for each, by
+the buffer manager) -> write and fsync the commit log's dirty pages (``flush_all``, WAL
+first for each) -> fsync every relation file -> insert and flush
+the checkpoint record -> write the control file (atomically) -> delete the segments before
+the redo point's.  Triggers: ``checkpoint_timeout`` (only if WAL was written since the last
+one), half of ``max_wal_size`` written since the redo point, ``CHECKPOINT``, clean close,
+end of recovery.
+
+The background thread (``Background``) of the opening process plays the WAL writer
+(flush every ``wal_writer_delay`` what asynchronous commits left unflushed) and the
+checkpointer.  Departure: PostgreSQL runs both as processes; here they are one thread of
+the process that opened the directory (the postmaster's part), which shares its file
+layer with the tests; checkpoint writes are not spread over
+``checkpoint_completion_target``.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import threading
+import time
+
+import minidb.fileio as fileio
+from minidb.errors import OperationalError
+from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID
+from minidb.storage.bufmgr import BufferManager
+from minidb.storage.xloginsert import SMGR_CREATE, SMGR_TRUNCATE, redo_blocks
+from minidb.txn.clog import ABORTED, COMMITTED, IN_PROGRESS
+from minidb.wal import control as ctlfile
+from minidb.wal import record as rec
+from minidb.wal.reader import EndOfWal, MissingSegment, WalReader
+from minidb.wal.xlog import WAL_RECOVERY, SharedWAL, first_lsn
+
+CHECKPOINT = struct.Struct("<QQQBd")   # redo, next_xid, next_oid, full_page_writes, time
+XACT = struct.Struct("<qI")            # commit time (us since the epoch), number of relations
+
+
+def pack_xact(when_us: int, rels: list[int]) -> bytes:
+    return XACT.pack(when_us, len(rels)) + struct.pack(f"<{len(rels)}Q", *rels)
+
+
+def unpack_xact(data: bytes) -> tuple[int, list[int]]:
+    when, n = XACT.unpack_from(data, 0)
+    return when, list(struct.unpack_from(f"<{n}Q", data, XACT.size))
+
+
+class StartupError(OperationalError):
+    pass
+
+
+# -- start-up -------------------------------------------------------------------------------------
+
+def start_wal(inst, new: bool = True) -> SharedWAL:
+    """Open (or create) the log of ``inst`` and recover if needed (see the docstring).  A
+    directory that is not ``new`` must have its control file (the instance checks)."""
+    cd = ctlfile.read_control(inst.datadir)
+    if cd is None:
+        if not new:
+            raise StartupError(f'could not open file "{ctlfile.control_path(inst.datadir)}": '
+                               "No such file or directory", sqlstate="58P01")
+        segsize = inst.settings.wal_segment_size
+        wal = SharedWAL(inst.datadir, inst.seg, inst.locks, inst.settings, segsize)
+        inst.wal_shared = wal
+        start = first_lsn(segsize)
+        wal.start_at(start, 0, start)
+        cd = ctlfile.ControlData(system_identifier=ctlfile.new_system_identifier(),
+                                 wal_segment_size=segsize)
+        inst.control = cd
+        checkpoint(inst, shutdown=True, state=ctlfile.DB_IN_PRODUCTION)
+        return wal
+    inst.control = cd
+    wal = SharedWAL(inst.datadir, inst.seg, inst.locks, inst.settings, cd.wal_segment_size)
+    inst.wal_shared = wal
+    reader = WalReader(inst.datadir, cd.wal_segment_size)
+    try:
+        ck = reader.read(cd.checkpoint, None)
+    except (EndOfWal, MissingSegment) as e:
+        raise StartupError(f"could not locate a valid checkpoint record at "
+                           f"{rec.format_lsn(cd.checkpoint)} in file "
+                           f'"{reader.segment_of(cd.checkpoint)}": {e}') from None
+    if ck.rmid != rec.RM_XLOG or ck.info not in (rec.XLOG_CHECKPOINT_SHUTDOWN,
+                                                  rec.XLOG_CHECKPOINT_ONLINE):
+        raise StartupError(f"invalid checkpoint record at {rec.format_lsn(cd.checkpoint)}")
+    redo, next_xid, _oid, _fpw, _t = CHECKPOINT.unpack_from(ck.main, 0)
+    _advance_xid(inst, next_xid - 1)
+    if cd.state == ctlfile.DB_SHUTDOWNED and redo == ck.lsn:
+        wal.start_at(ck.end, ck.lsn, redo)
+        inst.clog.trim(int(inst.seg.control[CTL_NEXT_XID]))
+        cd.state = ctlfile.DB_IN_PRODUCTION
+        ctlfile.write_control(inst.datadir, cd, sync=inst.settings.fsync)
+        return wal
+    _recover(inst, wal, reader, cd, ck, redo)
+    return wal
+
+
+def _advance_xid(inst, xid: int) -> None:
+    c = inst.seg.control
+    if xid + 1 > c[CTL_NEXT_XID]:
+        c[CTL_NEXT_XID] = xid + 1
+        c[CTL_LATEST_COMPLETED] = xid
+
+
+def _recover(inst, wal: SharedWAL, reader: WalReader, cd, ck, redo: int) -> None:
+    verbose = inst.settings.trace_recovery
+    cd.state = ctlfile.DB_IN_CRASH_RECOVERY
+    ctlfile.write_control(inst.datadir, cd, sync=inst.settings.fsync)
+    wal.ctl[WAL_RECOVERY] = 1
+    slot = inst._claim_slot("aux")
+    bm = BufferManager(inst.seg, inst.locks, inst.smgr, inst.settings, slot,
+                       describe_rel=inst.describe_rel, wal=None)
+    stats = inst.recovery_stats = {"records": 0, "redo_start": redo, "redo_end": 0,
+                                   "stop_reason": "", "max_xid": 0, "invalid_pages": 0}
+    invalid: dict = {}
+    try:
+        max_xid = 0
+        t0 = time.monotonic()
+        try:
+            for r in reader.records(redo):
+                if r.xid > max_xid:
+                    max_xid = r.xid
+                replay(inst, bm, r, invalid)
+                stats["records"] += 1
+                if verbose and stats["records"] % 10000 == 0:
+                    print(f"redo in progress at {rec.format_lsn(r.lsn)} "
+                          f"({stats['records']} records, {time.monotonic() - t0:.1f} s)",
+                          file=sys.stderr)
+        except MissingSegment as e:
+            raise StartupError(str(e)) from None
+        end, last = reader.end, reader.last
+        stats["stop_reason"] = reader.stop_reason
+        if end < ck.end:
+            raise StartupError(
+                f"WAL is damaged before the end of the last checkpoint record: "
+                f"{reader.stop_reason} (file \"{reader.segment_of(end)}\", LSN "
+                f"{rec.format_lsn(end)}); replay cannot go on without losing committed work")
+        stats["redo_end"] = end
+        stats["max_xid"] = max_xid
+        stats["invalid_pages"] = len(invalid)
+        _advance_xid(inst, max_xid)
+        inst.clog.trim(int(inst.seg.control[CTL_NEXT_XID]))
+        bm.flush_buffers()
+    finally:
+        bm.release_all()
+        inst._free_slot(slot)
+        wal.ctl[WAL_RECOVERY] = 0
+    _zero_tail(wal, end)
+    wal.start_at(end, last, redo)
+    if verbose:
+        print(f"redo done at {rec.format_lsn(last)}: {stats['records']} records; "
+              f"{reader.stop_reason}", file=sys.stderr)
+    checkpoint(inst, shutdown=True, state=ctlfile.DB_IN_PRODUCTION)
+
+
+def _zero_tail(wal: SharedWAL, end: int) -> None:
+    segno = end // wal.segsize
+    path = wal.segment_path(segno)
+    if not os.path.exists(path):
+        return
+    fd = fileio.open(path, os.O_RDWR)
+    try:
+        off = end - segno * wal.segsize
+        size = fileio.size(fd)
+        if off < size:
+            fileio.pwrite(fd, bytes(size - off), off)
+            if wal.fsync:
+                fileio.fsync(fd)
+    finally:
+        fileio.close(fd)
+    # segments after the end are stale (written before the crash, never reached)
+    for s in range(segno + 1, segno + 1 + 1024):
+        p = wal.segment_path(s)
+        if not os.path.exists(p):
+            break
+        fileio.unlink(p)
+
+
+def replay(inst, bm, r: rec.Record, invalid: dict) -> None:
+    """Apply one record (the resource managers' redo routines)."""
+    rmid = r.rmid
+    if rmid in (rec.RM_HEAP, rec.RM_HEAP2, rec.RM_BTREE):
+        redo_blocks(bm, r, invalid)
+    elif rmid == rec.RM_XLOG:
+        if r.info in (rec.XLOG_FPI, rec.XLOG_FPI_FOR_HINT):
+            redo_blocks(bm, r, invalid)
+        elif r.info in (rec.XLOG_CHECKPOINT_ONLINE, rec.XLOG_CHECKPOINT_SHUTDOWN):
+            _redo, next_xid, _oid, _fpw, _t = CHECKPOINT.unpack_from(r.main, 0)
+            _advance_xid(inst, next_xid - 1)
+    elif rmid == rec.RM_XACT:
+        _when, rels = unpack_xact(r.main)
+        op = r.info & 0x70
+        clog = inst.clog
+        if op == rec.XLOG_XACT_COMMIT:
+            if clog.status(r.xid) == IN_PROGRESS:
+                clog.set_status(r.xid, COMMITTED, lsn=r.end)
+        elif op == rec.XLOG_XACT_ABORT:
+            if clog.status(r.xid) == IN_PROGRESS:
+                clog.set_status(r.xid, ABORTED)
+        for rfn in rels:  # the transaction's pending deletes (DropRelationFiles)
+            bm.drop_relation_buffers(rfn)
+            inst.smgr.unlink(rfn)
+            for k in [k for k in invalid if k[0] == rfn]:
+                del invalid[k]
+    elif rmid == rec.RM_SMGR:
+        if r.info == rec.XLOG_SMGR_CREATE:
+            rfn, fork = SMGR_CREATE.unpack_from(r.main, 0)
+            if not inst.smgr.exists(rfn, fork):
+                inst.smgr.create(rfn, fork)
+        elif r.info == rec.XLOG_SMGR_TRUNCATE:
+            rfn, fork, nblocks = SMGR_TRUNCATE.unpack_from(r.main, 0)
+            if inst.smgr.exists(rfn, fork):
+                bm.drop_relation_buffers(rfn, nblocks, fork)
+                inst.smgr.truncate(rfn, fork, nblocks)
+            for k in [k for k in invalid if k[0] == rfn and k[2] >= nblocks]:
+                del invalid[k]
+
+
+def remove_orphan_files(inst) -> list[int]:
+    """After crash recovery: remove every relation file no committed pg_class row names -
+    the files of transactions the crash ended (created, then neither committed nor rolled
+    back).  Returns the relfilenodes removed.  Departure: PostgreSQL leaves such files
+    behind as orphans; minidb's catalog checker treats an orphan as a problem."""
+    from minidb.catalog.cache import temp_backend
+    from minidb.catalog.check import named_relfilenodes, relation_files
+    from minidb.catalog.storage import drop_relation_storage
+    removed = []
+    with temp_backend(inst) as b:
+        named = named_relfilenodes(b)
+        for rfn in sorted(relation_files(b, forks=True) - named):
+            drop_relation_storage(b, rfn)
+            removed.append(rfn)
+        b.xact.commit()
+    inst.recovery_stats["orphans_removed"] = removed
+    return removed
+
+
+# -- checkpoints -----------------------------------------------------------------------------------
+
+def checkpoint(inst, shutdown: bool = False, state: int | None = None) -> dict:
+    """Create a checkpoint (see the module docstring); returns what it did."""
+    with inst._ckpt_lock:
+        return _checkpoint(inst, shutdown, state)
+
+
+def _checkpoint(inst, shutdown: bool, state: int | None) -> dict:
+    wal = inst.wal_shared
+    seg = inst.seg
+    t0 = time.monotonic()
+    redo = wal.begin_checkpoint()
+    deadline = time.monotonic() + 60
+    while seg.proc_delay_chkpt.any():
+        inst.locks.check_crash()  # a backend died in its critical section: no checkpoint
+        if time.monotonic() > deadline:
+            raise OperationalError("checkpoint waited 60 s for a backend's delay_chkpt")
+        time.sleep(0.001)
+    slot = inst._claim_slot("aux")
+    try:
+        handle = wal.handle(slot)
+        bm = BufferManager(seg, inst.locks, inst.smgr, inst.settings, slot,
+                           describe_rel=inst.describe_rel, wal=handle)
+        try:
+            written = bm.flush_buffers()
+        finally:
+            bm.release_all()
+        inst.clog.flush_all()  # CheckPointCLOG: WAL flushed first, page by page
+        synced = _fsync_relation_files(inst)
+        next_xid = int(seg.control[CTL_NEXT_XID])
+        info = rec.XLOG_CHECKPOINT_SHUTDOWN if shutdown else rec.XLOG_CHECKPOINT_ONLINE
+        end = handle.insert(rec.RM_XLOG, info, 0,
+                            CHECKPOINT.pack(redo, next_xid, 0,
+                                            int(inst.settings.full_page_writes), time.time()))
+        start = handle.last_start
+        handle.flush(end)
+    finally:
+        inst._free_slot(slot)
+    cd = inst.control
+    cd.checkpoint = start
+    cd.redo = redo
+    cd.next_xid = next_xid
+    cd.full_page_writes = int(inst.settings.full_page_writes)
+    cd.checkpoint_time = time.time()
+    if state is not None:
+        cd.state = state
+    elif shutdown:
+        cd.state = ctlfile.DB_SHUTDOWNED
+    else:
+        cd.state = ctlfile.DB_IN_PRODUCTION
+    ctlfile.write_control(inst.datadir, cd, sync=inst.settings.fsync)
+    removed = wal.remove_segments_before(redo)
+    inst.last_checkpoint = {"redo": redo, "lsn": start, "buffers_written": written,
+                            "files_synced": synced, "segments_removed": removed,
+                            "shutdown": shutdown, "seconds": time.monotonic() - t0}
+    inst.checkpoints_done += 1
+    return inst.last_checkpoint
+
+
+def _fsync_relation_files(inst) -> int:
+    """fsync every relation file (any fd of a file syncs the pages any process wrote)."""
+    if not inst.settings.fsync:
+        return 0
+    base = inst.smgr.base
+    n = 0
+    for name in sorted(os.listdir(base)):
+        path = os.path.join(base, name)
+        try:
+            fd = fileio.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            fileio.fsync(fd)
+            n += 1
+        finally:
+            fileio.close(fd)
+    return n
+
+
+# -- the background thread ----------------------------------------------------------------------
+
+class Background(threading.Thread):
+    """WAL writer and checkpointer of an instance (a thread of its opening process)."""
+
+    def __init__(self, inst):
+        super().__init__(name="minidb-walwriter-checkpointer", daemon=True)
+        self.inst = inst
+        self.stop_event = threading.Event()
+        self.last_checkpoint_time = time.monotonic()
+        self.last_checkpoint_insert = -1
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        inst = self.inst
+        wal = inst.wal_shared
+        delay = inst.settings.wal_writer_delay / 1000.0
+        while not self.stop_event.wait(delay):
+            if os.getpid() != inst.owner_pid:
+                return  # pragma: no cover
+            if inst.locks.crashed():
+                continue  # nothing is trusted until the directory is reopened (recovery)
+            try:
+                wal.background_flush()
+                now = time.monotonic()
+                timed = now - self.last_checkpoint_time >= inst.settings.checkpoint_timeout
+                if wal.ctl[8] or (timed and wal.insert_lsn() != self.last_checkpoint_insert):
+                    checkpoint(inst)
+                    self.last_checkpoint_time = time.monotonic()
+                    self.last_checkpoint_insert = wal.insert_lsn()
+                elif timed:
+                    self.last_checkpoint_time = now
+            except fileio.SimulatedCrash:
+                return
+            except BaseException as e:  # pragma: no cover - reported at close
+                self.error = e
+                return
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout=30)
+
+

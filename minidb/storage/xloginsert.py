@@ -1,0 +1,178 @@
+"""Logging page changes, and replaying them (xloginsert.c, generic_xlog.c, xlogutils.c).
+
+Every change to a relation page follows PostgreSQL's protocol (access/transam/README):
+
+1. pin and exclusively lock every page to change; check everything that can fail;
+2. ``rec = PageRecord(bm)``; ``rec.add(buf)`` for each page *before* changing it (a copy
+   of the page is kept: the before-image), ``rec.add(buf, new=True)`` for a page that is
+   (re)initialised from scratch;
+3. change the pages;
+4. ``lsn = rec.log(rmgr, info, xid, main_data)``: marks every page dirty (before the
+   insert, so a checkpoint that begins meanwhile either precedes the record or finds the
+   buffers dirty), inserts one WAL record with a block reference per page, sets each page's
+   ``pd_lsn`` to the record's end;
+5. unlock and unpin.
+
+The block data of a changed page is the *delta* between its before- and after-image
+(PostgreSQL's generic WAL: fragments of changed bytes, see ``minidb.wal.record``); a new
+page is logged as an image; the WAL layer replaces the delta by an image on the first change
+of a page after a checkpoint (full_page_writes).  The record's resource manager and opcode
+name the operation (Heap INSERT, Btree SPLIT_L ...), and its main data carries the
+operation's own fields for waldump; redo does not need them: ``redo_blocks`` replays every
+page record the same way - restore the image, or paste the fragments if the page's LSN is
+older than the record (``BLK_RESTORED`` / ``BLK_NEEDS_REDO`` / ``BLK_DONE``).
+
+``log_hint(bm, buf)`` is MarkBufferDirtyHint's logging half: the first hint-bit change of a
+page after a checkpoint logs the page as ``XLOG_FPI_FOR_HINT`` (pages carry checksums, so a
+torn write of a hint-only change must be repairable: PostgreSQL's wal_log_hints).
+
+Departure: PostgreSQL logs logical ("physiological") records for the hot paths (a heap
+insert carries the tuple; redo calls PageAddItem) and page images or generic deltas only
+for a few operations; minidb logs the byte delta for all of them (README: the list).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from minidb.storage import page as pg
+from minidb.wal import record as rec
+
+DELTA_LIMIT = 4096  # a delta larger than this is logged as an image instead
+
+
+class PageRecord:
+    """The pages changed together by one WAL record (see the module docstring)."""
+
+    __slots__ = ("bm", "bufs", "befores")
+
+    def __init__(self, bm):
+        self.bm = bm
+        self.bufs: list[int] = []
+        self.befores: list = []
+
+    def add(self, b: int, new: bool = False) -> "PageRecord":
+        if b in self.bufs:
+            return self
+        self.bufs.append(b)
+        self.befores.append(None if new or self.bm.wal is None else self.bm.page(b).copy())
+        return self
+
+    def log(self, rmgr: int, info: int, xid: int = 0, main: bytes = b"") -> int:
+        bm = self.bm
+        for b in self.bufs:
+            bm.mark_dirty(b)
+        wal = bm.wal
+        if wal is None:
+            return 0
+        blocks = []
+        for b, before in zip(self.bufs, self.befores):
+            rfn, fork, blk = bm.buffer_tag(b)
+            page = bm.page(b)
+            if before is None:
+                blocks.append((rfn, fork, blk, page, rec.REGBUF_FORCE_IMAGE, b""))
+                continue
+            delta = rec.page_delta(before, page)
+            if len(delta) > DELTA_LIMIT:
+                blocks.append((rfn, fork, blk, page, rec.REGBUF_FORCE_IMAGE, b""))
+            else:
+                blocks.append((rfn, fork, blk, page, rec.REGBUF_STANDARD, delta))
+        lsn = wal.insert(rmgr, info, xid, main, blocks)
+        for b in self.bufs:
+            pg.set_lsn(bm.page(b), lsn)
+        return lsn
+
+
+def log_page(bm, b: int, rmgr: int = rec.RM_XLOG, info: int = rec.XLOG_FPI, xid: int = 0,
+             main: bytes = b"") -> int:
+    """Log the whole page of an exclusively locked buffer (log_newpage)."""
+    return PageRecord(bm).add(b, new=True).log(rmgr, info, xid, main)
+
+
+SMGR_CREATE = struct.Struct("<QB")     # relfilenode, fork
+SMGR_TRUNCATE = struct.Struct("<QBI")  # relfilenode, fork, new number of blocks
+
+
+def log_smgr_create(wal, rfn: int, fork: int = 0, xid: int = 0) -> int:
+    """log_smgrcreate: a Storage CREATE record for a relation file just created (not
+    flushed: a commit record later in the log flushes it).  Replay creates the file if it
+    is missing; a file whose creating transaction did not commit is removed at the end of
+    recovery (``minidb.recovery``)."""
+    if wal is None:
+        return 0
+    return wal.insert(rec.RM_SMGR, rec.XLOG_SMGR_CREATE, xid, SMGR_CREATE.pack(rfn, fork))
+
+
+def log_hint(bm, b: int, page) -> None:
+    """XLogSaveBufferForHint: called by the buffer manager for a clean buffer whose hint
+    bits just changed; logs an image if the page was last logged before the redo point."""
+    wal = bm.wal
+    sh = wal.shared
+    if not sh.ctl[3] or pg.get_lsn(page) > sh.redo_lsn():   # WAL_FPW, WAL_REDO
+        return
+    rfn, fork, blk = bm.buffer_tag(b)
+    copy = page.copy()
+    lsn = wal.insert(rec.RM_XLOG, rec.XLOG_FPI_FOR_HINT, 0, b"",
+                     [(rfn, fork, blk, copy, rec.REGBUF_FORCE_IMAGE, b"")])
+    pg.set_lsn(page, lsn)
+
+
+# -- redo --------------------------------------------------------------------------------------
+
+BLK_NEEDS_REDO, BLK_DONE, BLK_RESTORED, BLK_NOTFOUND = range(4)
+
+
+def redo_blocks(bm, r: rec.Record, invalid: dict | None = None) -> list[int]:
+    """Replay the block references of a page record; returns each block's outcome."""
+    out = []
+    for blk in r.blocks:
+        out.append(redo_block(bm, r, blk, invalid))
+    return out
+
+
+def redo_block(bm, r: rec.Record, blk: rec.BlockRef, invalid: dict | None = None) -> int:
+    smgr = bm.smgr
+    if blk.has_image:
+        if not smgr.exists(blk.relfilenode, blk.fork):
+            smgr.create(blk.relfilenode, blk.fork)
+        b = bm.pin_for_redo(blk.relfilenode, blk.fork, blk.block, zero=True)
+        try:
+            page = bm.page(b)
+            rec.restore_image(page, blk.image, blk.hole_off, blk.hole_len)
+            if not pg.page_is_new(page):
+                pg.set_lsn(page, r.end)
+            bm.mark_dirty(b)
+        finally:
+            bm.unlock(b)
+            bm.unpin(b)
+        if invalid is not None:
+            invalid.pop((blk.relfilenode, blk.fork, blk.block), None)
+        return BLK_RESTORED
+    if not smgr.exists(blk.relfilenode, blk.fork) or \
+            blk.block >= smgr.nblocks(blk.relfilenode, blk.fork):
+        if invalid is not None:
+            invalid[(blk.relfilenode, blk.fork, blk.block)] = r.lsn
+        return BLK_NOTFOUND
+    b = bm.pin_for_redo(blk.relfilenode, blk.fork, blk.block, zero=False)
+    try:
+        page = bm.page(b)
+        if pg.page_is_new(page) and not blk.will_init:
+            if invalid is not None:
+                invalid[(blk.relfilenode, blk.fork, blk.block)] = r.lsn
+            return BLK_NOTFOUND
+        if pg.get_lsn(page) >= r.end:
+            return BLK_DONE
+        rec.apply_delta(page, blk.data)
+        pg.set_lsn(page, r.end)
+        bm.mark_dirty(b)
+        return BLK_NEEDS_REDO
+    finally:
+        bm.unlock(b)
+        bm.unpin(b)
+
+
+def page_lsns(pages: np.ndarray) -> np.ndarray:
+    """pd_lsn of an (n, BLCKSZ) batch."""
+    return np.ascontiguousarray(pages[:, :8]).view("<u8")[:, 0]

@@ -1,0 +1,306 @@
+"""The WAL record format: header, block references, images, CRC-32C (xlogrecord.h).
+
+A record is, byte for byte (little-endian, unaligned after the 8-aligned start)::
+
+    header (32)      xl_tot_len u32 | pad u32 | xl_xid u64 | xl_prev u64 |
+                     xl_info u8 | xl_rmid u8 | pad u16 | xl_crc u32
+    block count      u8
+    per block        id u8 | fork_flags u8 | data_len u32 | relfilenode u64 | block u32
+      (18 bytes)     fork in the low 4 bits; HAS_IMAGE 0x10, HAS_DATA 0x20, WILL_INIT 0x40
+      if HAS_IMAGE   image_len u16 | hole_offset u16 | hole_length u16
+    main data len    u32
+    payloads         per block: image bytes (hole cut out), then block data; then main data
+
+``xl_tot_len`` counts the whole record; the next record starts at the next multiple of 8.
+The CRC-32C (Castagnoli, the ``crc32c`` package: hardware instructions where the CPU has
+them) runs over everything after the header, then over header bytes 0..27, as
+PostgreSQL's does (so ``xl_prev`` is covered though it is filled in last).
+
+Block data of minidb's page records is a *page delta* (PostgreSQL's generic WAL): a list
+of fragments ``offset u16 | length u16 | bytes`` that redo pastes into the page.  A block
+that carries an image needs no data: redo restores the image.
+
+Departures from PostgreSQL: a 32-byte header with a 64-bit xid (28 bytes used); block
+headers carry the relfilenode (8 bytes) every time (no SAME_REL) and a 32-bit data length;
+no origin / top-level-xid blocks, no compression.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c as _crc32c
+import numpy as np
+
+from minidb.config import BLCKSZ
+
+# resource managers (PostgreSQL's ids)
+RM_XLOG, RM_XACT, RM_SMGR, RM_CLOG, RM_HEAP2, RM_HEAP, RM_BTREE = 0, 1, 2, 3, 9, 10, 11
+RM_NAMES = {RM_XLOG: "XLOG", RM_XACT: "Transaction", RM_SMGR: "Storage", RM_CLOG: "CLOG",
+            RM_HEAP2: "Heap2", RM_HEAP: "Heap", RM_BTREE: "Btree"}
+
+# XLOG opcodes
+XLOG_CHECKPOINT_SHUTDOWN = 0x00
+XLOG_CHECKPOINT_ONLINE = 0x10
+XLOG_NOOP = 0x20
+XLOG_FPI_FOR_HINT = 0xA0
+XLOG_FPI = 0xB0
+# Transaction
+XLOG_XACT_COMMIT = 0x00
+XLOG_XACT_ABORT = 0x20
+# Storage
+XLOG_SMGR_CREATE = 0x10
+XLOG_SMGR_TRUNCATE = 0x20
+# Heap
+XLOG_HEAP_INSERT = 0x00
+XLOG_HEAP_DELETE = 0x10
+XLOG_HEAP_UPDATE = 0x20
+XLOG_HEAP_HOT_UPDATE = 0x40
+XLOG_HEAP_LOCK = 0x60
+XLOG_HEAP_INPLACE = 0x70   # an in-place change of a catalog row (relpages, reltuples)
+XLOG_HEAP_INIT_PAGE = 0x80
+# Heap2
+XLOG_HEAP2_PRUNE = 0x10
+XLOG_HEAP2_VACUUM = 0x20
+XLOG_HEAP2_MULTI_INSERT = 0x50
+# Btree
+XLOG_BTREE_INSERT_LEAF = 0x00
+XLOG_BTREE_INSERT_UPPER = 0x10
+XLOG_BTREE_SPLIT_L = 0x30
+XLOG_BTREE_SPLIT_R = 0x40
+XLOG_BTREE_DELETE = 0x70
+XLOG_BTREE_NEWROOT = 0xA0
+XLOG_BTREE_VACUUM = 0xC0
+XLOG_BTREE_BUILD = 0xF0   # minidb: a page written by CREATE INDEX (PostgreSQL logs XLOG_FPI)
+
+OPNAMES = {
+    RM_XLOG: {0x00: "CHECKPOINT_SHUTDOWN", 0x10: "CHECKPOINT_ONLINE", 0x20: "NOOP",
+              0xA0: "FPI_FOR_HINT", 0xB0: "FPI"},
+    RM_XACT: {0x00: "COMMIT", 0x20: "ABORT"},
+    RM_SMGR: {0x10: "CREATE", 0x20: "TRUNCATE"},
+    RM_HEAP: {0x00: "INSERT", 0x10: "DELETE", 0x20: "UPDATE", 0x40: "HOT_UPDATE",
+              0x60: "LOCK", 0x70: "INPLACE"},
+    RM_HEAP2: {0x10: "PRUNE", 0x20: "VACUUM", 0x50: "MULTI_INSERT"},
+    RM_BTREE: {0x00: "INSERT_LEAF", 0x10: "INSERT_UPPER", 0x30: "SPLIT_L", 0x40: "SPLIT_R",
+               0x70: "DELETE", 0xA0: "NEWROOT", 0xC0: "VACUUM", 0xF0: "BUILD"},
+}
+
+
+def op_name(rmid: int, info: int) -> str:
+    if rmid in (RM_HEAP, RM_HEAP2):
+        name = OPNAMES[rmid].get(info & 0x70, f"UNKNOWN 0x{info:02x}")
+        return name + ("+INIT" if info & XLOG_HEAP_INIT_PAGE else "")
+    return OPNAMES.get(rmid, {}).get(info & 0xF0, f"UNKNOWN 0x{info:02x}")
+
+
+# block reference flags (the caller's, XLogRegisterBuffer's REGBUF_*)
+REGBUF_FORCE_IMAGE = 0x01
+REGBUF_NO_IMAGE = 0x02
+REGBUF_WILL_INIT = 0x04 | REGBUF_NO_IMAGE
+REGBUF_STANDARD = 0x08    # the page has a standard layout: the hole may be cut out
+# bits of fork_flags in the record
+BKPBLOCK_FORK_MASK = 0x0F
+BKPBLOCK_HAS_IMAGE = 0x10
+BKPBLOCK_HAS_DATA = 0x20
+BKPBLOCK_WILL_INIT = 0x40
+
+HEADER = struct.Struct("<I4xQQBB2xI")
+HEADER_SIZE = HEADER.size            # 32
+CRC_OFFSET = 28
+BLOCK_HEADER = struct.Struct("<BBIQI")   # 18
+IMAGE_HEADER = struct.Struct("<HHH")     # 6
+U32 = struct.Struct("<I")
+FRAG = struct.Struct("<HH")
+MAX_BLOCKS = 32
+ALIGN = 8
+
+
+def align(n: int) -> int:
+    return (n + ALIGN - 1) & ~(ALIGN - 1)
+
+
+def crc32c(data, value: int = 0) -> int:
+    return _crc32c.crc32c(data, value)
+
+
+def format_lsn(lsn: int) -> str:
+    """PostgreSQL's %X/%08X form."""
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:08X}"
+
+
+def parse_lsn(text: str) -> int:
+    hi, lo = text.split("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+
+# -- page images --------------------------------------------------------------------------------
+
+def page_image(page) -> tuple[bytes, int, int]:
+    """(image bytes, hole offset, hole length) of a standard page: [pd_lower, pd_upper) is
+    cut out when the header is sane (a new or odd page is stored whole)."""
+    mv = memoryview(page).cast("B") if not isinstance(page, np.ndarray) else \
+        memoryview(np.ascontiguousarray(page)).cast("B")
+    lower, upper = struct.unpack_from("<HH", mv, 12)
+    if 24 <= lower < upper <= BLCKSZ:
+        return bytes(mv[:lower]) + bytes(mv[upper:]), lower, upper - lower
+    return bytes(mv), 0, 0
+
+
+def restore_image(page, image: bytes, hole_off: int, hole_len: int) -> None:
+    """Write an image back into a page (the hole zeroed)."""
+    arr = page if isinstance(page, np.ndarray) else np.frombuffer(page, dtype=np.uint8)
+    img = np.frombuffer(image, dtype=np.uint8)
+    if hole_len:
+        arr[:hole_off] = img[:hole_off]
+        arr[hole_off:hole_off + hole_len] = 0
+        arr[hole_off + hole_len:] = img[hole_off:]
+    else:
+        arr[:] = img
+
+
+def page_delta(before: np.ndarray, after: np.ndarray) -> bytes:
+    """Fragments (offset, length, bytes) turning ``before`` into ``after``; runs separated
+    by at most 4 unchanged bytes are merged (a fragment header costs 4)."""
+    d = np.flatnonzero(before != after)
+    if not d.size:
+        return b""
+    brk = np.flatnonzero(np.diff(d) > 5)
+    starts = np.concatenate((d[:1], d[brk + 1])).tolist()
+    ends = (np.concatenate((d[brk], d[-1:])) + 1).tolist()
+    out = bytearray()
+    for s, e in zip(starts, ends):
+        out += FRAG.pack(s, e - s)
+        out += after[s:e].tobytes()
+    return bytes(out)
+
+
+def apply_delta(page: np.ndarray, delta: bytes) -> None:
+    pos, n = 0, len(delta)
+    while pos < n:
+        off, length = FRAG.unpack_from(delta, pos)
+        pos += 4
+        page[off:off + length] = np.frombuffer(delta, dtype=np.uint8, count=length, offset=pos)
+        pos += length
+
+
+# -- assembling and decoding --------------------------------------------------------------------
+
+class BlockRef:
+    """One decoded block reference."""
+    __slots__ = ("id", "fork", "relfilenode", "block", "image", "hole_off", "hole_len",
+                 "data", "will_init")
+
+    def __init__(self, id, fork, relfilenode, block, image, hole_off, hole_len, data,
+                 will_init):
+        self.id, self.fork, self.relfilenode, self.block = id, fork, relfilenode, block
+        self.image, self.hole_off, self.hole_len = image, hole_off, hole_len
+        self.data, self.will_init = data, will_init
+
+    @property
+    def has_image(self) -> bool:
+        return self.image is not None
+
+
+class Record:
+    """One decoded record (XLogReaderState's decoded view)."""
+    __slots__ = ("lsn", "end", "tot_len", "xid", "prev", "info", "rmid", "blocks", "main")
+
+    def __init__(self, lsn, end, tot_len, xid, prev, info, rmid, blocks, main):
+        self.lsn, self.end, self.tot_len, self.xid, self.prev = lsn, end, tot_len, xid, prev
+        self.info, self.rmid, self.blocks, self.main = info, rmid, blocks, main
+
+    @property
+    def fpi_len(self) -> int:
+        return sum(len(b.image) for b in self.blocks if b.image is not None)
+
+
+def assemble(blocks: list, main: bytes, images: list) -> tuple[bytes, int]:
+    """The record body after the header, for ``blocks`` (relfilenode, fork, block,
+    page, flags, data) where ``images[i]`` is None or (image, hole_off, hole_len).
+    Returns (body, number of images)."""
+    heads = [bytes([len(blocks)])]
+    payload = []
+    nimg = 0
+    for i, (rfn, fork, blk, _page, flags, data) in enumerate(blocks):
+        img = images[i]
+        ff = fork & BKPBLOCK_FORK_MASK
+        if flags & REGBUF_WILL_INIT == REGBUF_WILL_INIT:
+            ff |= BKPBLOCK_WILL_INIT
+        if img is not None:
+            ff |= BKPBLOCK_HAS_IMAGE
+            data = b""  # the image makes the block data unnecessary
+            nimg += 1
+        if data:
+            ff |= BKPBLOCK_HAS_DATA
+        heads.append(BLOCK_HEADER.pack(i, ff, len(data), rfn, blk))
+        if img is not None:
+            heads.append(IMAGE_HEADER.pack(len(img[0]), img[1], img[2]))
+            payload.append(img[0])
+        if data:
+            payload.append(bytes(data))
+    heads.append(U32.pack(len(main)))
+    return b"".join(heads) + b"".join(payload) + bytes(main), nimg
+
+
+def finish(body: bytes, xid: int, prev: int, info: int, rmid: int) -> bytes:
+    """Header + body with xl_prev and the CRC filled in."""
+    tot = HEADER_SIZE + len(body)
+    head = HEADER.pack(tot, xid, prev, info, rmid, 0)
+    crc = crc32c(head[:CRC_OFFSET], crc32c(body))
+    return head[:CRC_OFFSET] + U32.pack(crc) + body
+
+
+class InvalidRecord(Exception):
+    """A record failed a check (the message says which)."""
+
+
+def decode(buf: bytes, lsn: int, expect_prev: int | None) -> Record:
+    """Decode and verify a whole record (``buf`` = exactly xl_tot_len bytes)."""
+    tot, xid, prev, info, rmid, crc = HEADER.unpack_from(buf, 0)
+    if expect_prev is not None and prev != expect_prev:
+        raise InvalidRecord(f"record with incorrect prev-link {format_lsn(prev)} at "
+                            f"{format_lsn(lsn)}")
+    body = buf[HEADER_SIZE:tot]
+    if crc32c(buf[:CRC_OFFSET], crc32c(body)) != crc:
+        raise InvalidRecord(f"incorrect resource manager data checksum in record at "
+                            f"{format_lsn(lsn)}")
+    if rmid not in RM_NAMES:
+        raise InvalidRecord(f"invalid resource manager ID {rmid} at {format_lsn(lsn)}")
+    # block headers
+    heads = []
+    try:
+        nblocks = body[0]
+        pos = 1
+        if nblocks > MAX_BLOCKS:
+            raise InvalidRecord(f"record at {format_lsn(lsn)} has {nblocks} block references")
+        for _ in range(nblocks):
+            bid, ff, dlen, rfn, blk = BLOCK_HEADER.unpack_from(body, pos)
+            pos += BLOCK_HEADER.size
+            img = None
+            if ff & BKPBLOCK_HAS_IMAGE:
+                img = IMAGE_HEADER.unpack_from(body, pos)
+                pos += IMAGE_HEADER.size
+            heads.append((bid, ff, dlen, rfn, blk, img))
+        (mlen,) = U32.unpack_from(body, pos)
+        pos += 4
+        blocks = []
+        for bid, ff, dlen, rfn, blk, img in heads:
+            image = None
+            hole_off = hole_len = 0
+            if img is not None:
+                ilen, hole_off, hole_len = img
+                image = body[pos:pos + ilen]
+                pos += ilen
+            data = body[pos:pos + dlen]
+            pos += dlen
+            blocks.append(BlockRef(bid, ff & BKPBLOCK_FORK_MASK, rfn, blk, image, hole_off,
+                                   hole_len, data, bool(ff & BKPBLOCK_WILL_INIT)))
+        main = body[pos:pos + mlen]
+        if pos + mlen != len(body):
+            raise InvalidRecord(f"record at {format_lsn(lsn)} has {len(body) - pos - mlen} "
+                                f"bytes of trailing garbage")
+    except (struct.error, IndexError):
+        raise InvalidRecord(f"record at {format_lsn(lsn)} is too short for its "
+                            f"block references") from None
+    return Record(lsn, lsn + align(tot), tot, xid, prev, info, rmid, blocks, main)
+
