@@ -372,15 +372,6 @@ class Repl(MetaCommands):
         return any(scanner.feed(line) for line in text.split("\n"))
 
 
-    if "true".startswith(v) or "yes".startswith(v) or (len(v) >= 2 and "on".startswith(v)) \
-            or v == "1":
-        return True
-    if "false".startswith(v) or "no".startswith(v) or (len(v) >= 2 and "off".startswith(v)) \
-            or v == "0":
-        return False
-    return None
-
-
 def _internal(e: Exception) -> errors.InternalError:
     err = errors.InternalError(f"internal error: {type(e).__name__}: {e}")
     err.__cause__ = e

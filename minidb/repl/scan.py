@@ -288,3 +288,10 @@ def parse_bool(value: str) -> bool | None:
     v = value.strip().lower()
     if not v:
         return None
+    if "true".startswith(v) or "yes".startswith(v) or (len(v) >= 2 and "on".startswith(v)) \
+            or v == "1":
+        return True
+    if "false".startswith(v) or "no".startswith(v) or (len(v) >= 2 and "off".startswith(v)) \
+            or v == "0":
+        return False
+    return None
