@@ -56,6 +56,8 @@ Inspection (minidb's own)
   \page TABLE BLOCK      line pointers, xmin/xmax and hint bits of one heap page
   \btree INDEX           the B-tree's pages, level by level
   \stats [TABLE]         pg_stat_user_tables-like counters, and the buffer counters
+  \wal                   the write-ahead log: pg_stat_wal's counters, insert / write /
+                         flush positions, this session's records, images and bytes
 """
 
 PSET_NAMES = ("border", "expanded", "fieldsep", "footer", "format", "null", "pager",
@@ -421,6 +423,14 @@ class MetaCommands:
                 value = value[0]
                 titles["tables"] = f'Table "{value["relname"]}"'
             self._print_any(value, title=titles.get(key, key))
+
+    def _meta_wal(self, arg: str) -> None:
+        if self._args(arg):
+            raise MetaUsage("usage: \\wal")
+        from minidb.wal.dump import wal_status
+        backend = self.conn.session.backend
+        self._print_any(wal_status(backend.instance.wal_shared, backend.wal),
+                        title="Write-ahead log")
 
     def _print_any(self, obj, title=None) -> None:
         """Print what an inspection function returned: text, a dict (name | value, without

@@ -302,6 +302,7 @@ class ExplainStmt(Statement):
     stmt: Statement
     analyze: bool = False
     buffers: bool = False
+    wal: bool = False
     costs: bool = True
     verbose: bool = False
     timing: bool = True
