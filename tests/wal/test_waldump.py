@@ -265,3 +265,22 @@ def test_main_data_layouts_match_the_writers():
     assert dump.PRUNE.format == prune._PRUNE_MAIN.format
     assert dump.SPLIT.format == insert._SPLIT_MAIN.format
     assert dump.NEWROOT.format == insert._NEWROOT_MAIN.format
+
+
+def test_bench_wal_stats_line(tmp_path):
+    from minidb.pgbench import init_pgbench
+    d = str(tmp_path / "bench")
+    init_pgbench(d, 1, accounts_per_scale=200)
+    code, out, _ = _run("bench", d, "-c", "1", "-t", "5", "--wal-stats",
+                        "--accounts-per-scale", "200")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[-2].startswith("tps = ")       # pgbench's summary is unchanged above it
+    m = re.fullmatch(r"WAL: records=(\d+) fpi=(\d+) bytes=(\d+) flushes=(\d+) syncs=(\d+); "
+                     r"per transaction: records=([\d.]+) fpi=([\d.]+) bytes=(\d+)", lines[-1])
+    assert m, lines[-1]
+    records, fpi, nbytes, flushes = map(int, m.groups()[:4])
+    # TPC-B-like: three UPDATEs, an INSERT and a COMMIT per transaction at least
+    assert records >= 5 * 5 and flushes >= 5 and nbytes > records * rec.HEADER_SIZE
+    assert float(m.group(6)) == pytest.approx(records / 5, abs=0.01)
+    assert "WAL:" not in _run("bench", d, "-t", "1", "--accounts-per-scale", "200")[1]
