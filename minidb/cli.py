@@ -10,6 +10,8 @@ experiment``.
     minidb demo [-D DATADIR]      the headline demonstration: seed 003, short (below)
     minidb bench ...              pgbench rebuilt over minidb (minidb/pgbench)
     minidb experiment NAME ...    one of the four seed experiments (minidb/experiments)
+    minidb waldump DATADIR        the write-ahead log, as pg_waldump (minidb/wal/dump.py)
+    minidb controldata DATADIR    the control file, as pg_controldata
     minidb repl [DATADIR] ...     the REPL by its name (for a data directory named like a
                                   subcommand)
 
