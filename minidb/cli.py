@@ -12,6 +12,8 @@ experiment``.
     minidb experiment NAME ...    one of the four seed experiments (minidb/experiments)
     minidb check DATADIR          the heap, B-tree and catalog checkers (pg_amcheck): exit
                                   0 nothing found, 2 corruption found, 1 could not check
+    minidb waldump DATADIR        the write-ahead log, as pg_waldump (minidb/wal/dump.py)
+    minidb controldata DATADIR    the control file, as pg_controldata
     minidb repl [DATADIR] ...     the REPL by its name (for a data directory named like a
                                   subcommand)
 
@@ -301,6 +303,99 @@ def experiment(ctx: click.Context) -> None:
     """
     from minidb.experiments.__main__ import main as run_experiments
     sys.exit(run_experiments(list(ctx.args)))
+
+
+def _lsn(ctx, param, value):
+    if value is None:
+        return None
+    from minidb.wal.record import parse_lsn
+    try:
+        return parse_lsn(value)
+    except ValueError:
+        raise click.BadParameter(f'invalid WAL location: "{value}"') from None
+
+
+@main.command()
+@click.argument("datadir", type=click.Path(file_okay=False), required=False)
+@click.option("-s", "--start", callback=_lsn, metavar="RECPTR",
+              help="start reading at this WAL location (as 0/1000048)  [default: the oldest "
+                   "record in pg_wal]")
+@click.option("-e", "--end", callback=_lsn, metavar="RECPTR",
+              help="stop reading at this WAL location  [default: the end of the log]")
+@click.option("-n", "--limit", type=click.IntRange(0), default=None, metavar="N",
+              help="number of records to display")
+@click.option("-r", "--rmgr", "rmgrs", multiple=True, metavar="RMGR",
+              help="only records of this resource manager (repeatable); --rmgr=list lists them")
+@click.option("-x", "--xid", type=click.IntRange(0), default=None, metavar="XID",
+              help="only records of this transaction")
+@click.option("-b", "--bkp-details", "detailed", is_flag=True,
+              help="one line per block reference, with the fork and the image's hole")
+@click.option("-z", "--stats", "stats", is_flag=False, flag_value="rmgr", default=None,
+              metavar="[=record]",
+              help="statistics instead of records: per resource manager, or per record "
+                   "type with --stats=record")
+def waldump(datadir, start, end, limit, rmgrs, xid, detailed, stats) -> None:
+    """Display the write-ahead log of DATADIR, as pg_waldump does (minidb/wal/README.md).
+
+    One line per record (resource manager, length without / with full-page images,
+    transaction, LSN, previous record, description, block references with FPW marking a
+    full-page image).  It ends at the first invalid record with pg_waldump's message
+    ("error in WAL record at ...: invalid record length at ...: wanted 32, got 0" is the
+    ordinary end of the log) and exit status 1, or at --end / --limit with status 0.
+    """
+    from minidb.wal import dump
+    from minidb.wal.record import RM_NAMES
+
+    if stats not in (None, "rmgr", "record"):
+        # "--stats DATADIR": click gave the optional value the data directory
+        if datadir is not None:
+            raise click.BadParameter(f'"{stats}": --stats takes "record" or nothing',
+                                     param_hint="--stats")
+        datadir, stats = stats, "rmgr"
+    if datadir is None:
+        raise click.UsageError("missing argument DATADIR")
+    if "list" in rmgrs:
+        for rmid in sorted(RM_NAMES):
+            click.echo(RM_NAMES[rmid])
+        return
+    known = {n.lower() for n in RM_NAMES.values()}
+    for r in rmgrs:
+        if r.lower() not in known:
+            raise click.UsageError(f'resource manager "{r}" does not exist')
+    opts = dump.DumpOptions(start=start, end=end, limit=limit, rmgrs=rmgrs, xid=xid,
+                            detailed=detailed)
+    st = dump.Stats(per_record=stats == "record") if stats else None
+    failed = None
+    try:
+        for r in dump.records(datadir, opts,
+                              on_skip=lambda m: click.echo(f"minidb waldump: {m}", err=True)):
+            if st is not None:
+                st.add(r)
+            else:
+                click.echo(dump.format_record(r, detailed))
+    except dump.DumpError as e:
+        failed = str(e)
+    if st is not None:
+        click.echo("\n".join(st.lines()))
+    if failed:
+        click.echo(f"minidb waldump: error: {failed}", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("datadir", type=click.Path(file_okay=False))
+def controldata(datadir) -> None:
+    """Display DATADIR's control file (global/pg_control), as pg_controldata does."""
+    from minidb.wal import controldata as cdata
+
+    try:
+        lines, crc_ok = cdata.report(datadir)
+    except cdata.ControlDataError as e:
+        click.echo(f"minidb controldata: error: {e}", err=True)
+        sys.exit(1)
+    if not crc_ok:
+        click.echo(cdata.CRC_WARNING + "\n")
+    click.echo("\n".join(lines))
 
 
 # ``minidb bench``: pgbench's driver (minidb/pgbench/command.py)

@@ -14,7 +14,8 @@ yields ``Chunk`` s.  Each node's output columns are named by ``keys`` (the ColRe
 
 With EXPLAIN ANALYZE, ``run`` wraps ``execute`` to measure, per node and inclusive of its
 children as PostgreSQL does: loops, rows, time to the first and to the last batch, buffer
-hits and reads, heap fetches and index items killed (from the backend's counters), and
+hits and reads, heap fetches and index items killed (from the backend's counters), WAL
+records, full-page images and bytes (the backend's WAL usage, ``WalHandle.usage``), and
 whatever the node notes itself (rows removed by a filter, sort method).
 """
 
@@ -38,7 +39,7 @@ class Instr:
     """What EXPLAIN ANALYZE reports for one node (sums over its loops)."""
 
     __slots__ = ("loops", "rows", "startup", "total", "hit", "read", "heap_fetches",
-                 "killed", "extra")
+                 "killed", "wal_records", "wal_fpi", "wal_bytes", "extra")
 
     def __init__(self):
         self.loops = 0
@@ -46,9 +47,11 @@ class Instr:
         self.startup = 0.0
         self.total = 0.0
         self.hit = self.read = self.heap_fetches = self.killed = 0
+        self.wal_records = self.wal_fpi = self.wal_bytes = 0
         self.extra: dict = {}
 
 
+_NO_WAL = (0, 0, 0)
 _CTR = (C["buffers_hit"], C["buffers_read"], C["index_heap_fetches"], C["index_items_killed"])
 
 
@@ -100,7 +103,8 @@ class ExecContext:
 
     def counters(self):
         s = self.backend.bufmgr.stats
-        return tuple(int(s[i]) for i in _CTR)
+        wal = self.backend.wal
+        return tuple(int(s[i]) for i in _CTR) + (wal.usage() if wal is not None else _NO_WAL)
 
 
 class PlanNode:
@@ -176,6 +180,9 @@ class PlanNode:
         ins.read += c1[1] - c0[1]
         ins.heap_fetches += c1[2] - c0[2]
         ins.killed += c1[3] - c0[3]
+        ins.wal_records += c1[4] - c0[4]
+        ins.wal_fpi += c1[5] - c0[5]
+        ins.wal_bytes += c1[6] - c0[6]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ _RUN_ONLY = ("client", "jobs", "transactions", "duration", "progress", "protocol
              "select_only", "skip_some_updates", "files", "define", "report_per_command",
              "vacuum_all", "max_tries", "failures_detailed", "verbose_errors", "random_seed",
              "check", "rate", "latency_limit", "connect", "log", "log_prefix",
-             "aggregate_interval", "sampling_rate", "progress_timestamp")
+             "aggregate_interval", "sampling_rate", "progress_timestamp", "wal_stats")
 INT_MAX = 2147483647
 
 
@@ -148,6 +148,9 @@ def _pairs(items, option: str) -> dict:
               help="use Unix epoch timestamps for progress")
 @click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="output version information, then exit")
+@click.option("--wal-stats", is_flag=True,
+              help="after the summary, one line of the WAL the run wrote (records, full-page "
+                   "images, bytes, flushes; per transaction)")
 @click.option("--accounts-per-scale", type=int, default=None, hidden=True)
 @click.pass_context
 def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys, scale,
@@ -155,7 +158,7 @@ def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys,
           select_only, skip_some_updates, files, define, settings, report_per_command,
           vacuum_all, max_tries, failures_detailed, verbose_errors, random_seed, check,
           rate, latency_limit, connect, log, log_prefix, aggregate_interval, sampling_rate,
-          progress_timestamp, accounts_per_scale):
+          progress_timestamp, wal_stats, accounts_per_scale):
     """pgbench for minidb: -i creates pgbench's tables in DATADIR; otherwise run
     clients against them and print pgbench's summary."""
     from minidb.pgbench.conn import BenchError
@@ -220,6 +223,8 @@ def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys,
     click.echo(version_line())
     for line in r.lines():
         click.echo(line)
+    if wal_stats:
+        click.echo(r.wal_line())
     status = 0
     if r.aborted:
         click.echo("minidb bench: error: Run was aborted; the above results are incomplete.",

@@ -178,6 +178,7 @@ def run_bench(target, *, clients: int = 1, threads: int = 1, transactions: int |
         res.scripts = [ScriptStats(s.desc, s.weight, s.builtin) for s in scripts]
         res.tables_before = table_sizes(inst)
         counters0 = inst.counters()
+        wal0 = inst.wal_stats()
         plan = Plan(inst, sess_settings, scripts, mode, transactions, duration, max_tries,
                     verbose_errors, per_command, scale, seed, variables, now_ok,
                     rate=rate, latency_limit_ms=latency_limit, clients=clients,
@@ -190,6 +191,8 @@ def run_bench(target, *, clients: int = 1, threads: int = 1, transactions: int |
                                        aggregate_interval)
         c1 = inst.counters()
         res.counters = {k: c1[k] - counters0.get(k, 0) for k in c1}
+        wal1 = inst.wal_stats()
+        res.wal = {k: wal1[k] - wal0.get(k, 0) for k in wal1}
         res.tables = table_sizes(inst)
         if check:
             session, engine = connect(inst, sess_settings)

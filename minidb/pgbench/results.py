@@ -103,7 +103,19 @@ class BenchResult:
     tables_before: dict = field(default_factory=dict)  # check.table_sizes before the run
     tables: dict = field(default_factory=dict)         # ... and after it
     counters: dict = field(default_factory=dict)     # instance counters' change over the run
+    wal: dict = field(default_factory=dict)          # pg_stat_wal's change over the run
     check: CheckResult | None = None
+
+    def wal_line(self) -> str:
+        """``--wal-stats``: the WAL the run wrote (pg_stat_wal's change), in all and per
+        committed transaction; printed after pgbench's summary, which stays as it is."""
+        w = self.wal
+        n = max(self.processed, 1)
+        return (f"WAL: records={w.get('wal_records', 0)} fpi={w.get('wal_fpi', 0)} "
+                f"bytes={w.get('wal_bytes', 0)} flushes={w.get('wal_flush_requests', 0)} "
+                f"syncs={w.get('wal_sync', 0)}; per transaction: "
+                f"records={w.get('wal_records', 0) / n:.2f} fpi={w.get('wal_fpi', 0) / n:.3f} "
+                f"bytes={w.get('wal_bytes', 0) / n:.0f}")
 
     def lines(self) -> list[str]:
         return report.summary_lines(self)

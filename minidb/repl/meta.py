@@ -64,6 +64,8 @@ Inspection (minidb's own)
   \stats [TABLE]         pg_stat_user_tables-like counters, and the buffer counters
   \locks                 the heavyweight locks held and awaited (pg_locks)
   \check [TABLE]         run the heap, B-tree and catalog checkers (amcheck-like)
+  \wal                   the write-ahead log: pg_stat_wal's counters, insert / write /
+                         flush positions, this session's records, images and bytes
 """
 
 PSET_NAMES = ("border", "expanded", "fieldsep", "footer", "format", "null", "pager",
@@ -488,6 +490,14 @@ class MetaCommands:
         report = check_instance(self.conn.session.instance,
                                 tables=[_unquote(args[0])] if args else None)
         self.write(format_report(report))
+
+    def _meta_wal(self, arg: str) -> None:
+        if self._args(arg):
+            raise MetaUsage("usage: \\wal")
+        from minidb.wal.dump import wal_status
+        backend = self.conn.session.backend
+        self._print_any(wal_status(backend.instance.wal_shared, backend.wal),
+                        title="Write-ahead log")
 
     def _print_any(self, obj, title=None) -> None:
         """Print what an inspection function returned: text, a dict (name | value, without

@@ -419,6 +419,7 @@ class ExplainStmt(Statement):
     stmt: Statement
     analyze: bool = False
     buffers: bool = False
+    wal: bool = False
     costs: bool = True
     verbose: bool = False
     timing: bool = True

@@ -325,7 +325,8 @@ class Engine:
 
             ectx, execution = self._statement(body)
             lines = explain_lines(plan.root, qualify=plan.qualify, costs=stmt.costs,
-                                  analyze=True, buffers=stmt.buffers, timing=stmt.timing,
+                                  analyze=True, buffers=stmt.buffers, wal=stmt.wal,
+                                  timing=stmt.timing,
                                   instr=ectx.instr)
             if stmt.summary is not False:
                 lines.append(f"Planning Time: {planning * 1000:.3f} ms")

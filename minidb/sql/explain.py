@@ -7,7 +7,10 @@ Index Cond, Hash Cond, Sort Key, Group Key ...) are indented under their node.  
 BUFFERS each node gets ``Buffers: shared hit=H read=R`` (inclusive of its children, from
 the backend's buffer-manager counters), and minidb adds its own counters where they are
 not zero: ``Heap Fetches`` (heap fetches made by index scans below the node),
-and ``Index Items Killed`` (entries marked LP_DEAD).
+and ``Index Items Killed`` (entries marked LP_DEAD).  With WAL (PostgreSQL 13+) each node
+that wrote WAL gets ``WAL: records=N fpi=N bytes=N`` (inclusive of its children, from the
+backend's WAL usage counters: records inserted, full-page images among them, bytes; a
+commit record is written after the plan ran and is in no node).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ def _fmt_ms(s: float) -> str:
 
 
 def explain_lines(root: PlanNode, *, qualify: bool = False, costs: bool = True,
-                  analyze: bool = False, buffers: bool = False, timing: bool = True,
+                  analyze: bool = False, buffers: bool = False, wal: bool = False,
+                  timing: bool = True,
                   instr: dict | None = None) -> list[str]:
     lines: list[str] = []
 
@@ -74,6 +78,9 @@ def explain_lines(root: PlanNode, *, qualify: bool = False, costs: bool = True,
                     lines.append(f"{pad}Heap Fetches: {ins.heap_fetches}")
                 if ins.killed:
                     lines.append(f"{pad}Index Items Killed: {ins.killed}")
+            if wal and (ins.wal_records or ins.wal_fpi or ins.wal_bytes):
+                lines.append(f"{pad}WAL: records={ins.wal_records} fpi={ins.wal_fpi} "
+                             f"bytes={ins.wal_bytes}")
         for label, sub in getattr(node, "initplans", ()):
             lines.append(pad + label)
             emit(sub, depth + 1, offset + "  ")

@@ -490,9 +490,9 @@ def _explain(p: _P, parse_any) -> ast.Statement:
                 f = p.next().value.lower()
                 if f != "text":
                     raise NotSupportedError(f"EXPLAIN (FORMAT {f.upper()}) is not supported")
-            elif o in ("analyze", "buffers", "costs", "verbose", "timing", "summary"):
+            elif o in ("analyze", "buffers", "wal", "costs", "verbose", "timing", "summary"):
                 opts[o] = _opt_bool(p)
-            elif o in ("settings", "wal", "generic_plan", "memory", "serialize"):
+            elif o in ("settings", "generic_plan", "memory", "serialize"):
                 raise NotSupportedError(f"EXPLAIN option {o.upper()} is not supported")
             else:
                 raise p.error(opt, "unrecognized EXPLAIN option")
@@ -511,8 +511,11 @@ def _explain(p: _P, parse_any) -> ast.Statement:
         raise NotSupportedError(f"EXPLAIN of {inner.tag} is not supported")
     if opts.get("buffers") and not opts.get("analyze"):
         pass  # PostgreSQL 16+ allows it (planning buffers); minidb prints nothing extra
+    if opts.get("wal") and not opts.get("analyze"):
+        raise NotSupportedError("EXPLAIN option WAL requires ANALYZE")
     return ast.ExplainStmt(inner, analyze=opts.get("analyze", False),
-                           buffers=opts.get("buffers", False), costs=opts.get("costs", True),
+                           buffers=opts.get("buffers", False), wal=opts.get("wal", False),
+                           costs=opts.get("costs", True),
                            verbose=opts.get("verbose", False), timing=opts.get("timing", True),
                            summary=opts.get("summary"), nparams=inner.nparams)
 
