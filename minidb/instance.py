@@ -87,7 +87,7 @@ from minidb.errors import (AdminShutdown, CantChangeParameter, DatabaseInUse,
                            TooManyConnections)
 from minidb.shmem import (COUNTERS, IO_COUNTERS, SharedLocks, Segment, n_slots, pid_alive,
                           set_parent_death_signal)
-from minidb.storage.bufmgr import BufferManager
+from minidb.storage.bufmgr import EXCLUSIVE, BufferManager
 from minidb.storage.iomodel import IOModel
 from minidb.storage.smgr import Smgr
 from minidb.heap.pgstat import TableStats
@@ -452,7 +452,7 @@ class Instance:
                     pid, f"process {pid} (backend slot {slot}) died holding the "
                          f"{', '.join(held)} lock{'s' if len(held) > 1 else ''}")
                 return freed
-            why = wal_critical_section(self.seg, slot)
+            why = wal_critical_section(self.seg, slot) or _changing_a_page(self.seg, slot)
             if why:  # PostgreSQL's PANIC in a critical section: a crash restart
                 self.locks.mark_crashed(pid, f"process {pid} (backend slot {slot}) died {why}")
                 return freed
@@ -631,6 +631,21 @@ class Backend:
 
 
 _process_alive = pid_alive
+
+
+def _changing_a_page(seg, slot: int) -> str | None:
+    """Why a dead backend's death is a crash if it held a buffer's content lock in
+    exclusive mode: it may have died half-way through changing the page (a line pointer
+    taken, the tuple header not yet written), before the change reached the WAL.  Releasing
+    the lock would let that half-change be read and written to disk, where recovery cannot
+    repair it (PostgreSQL changes pages inside critical sections: a death there is a PANIC
+    and shared buffers are thrown away)."""
+    bufs = np.flatnonzero(seg.backend_locks[slot] == EXCLUSIVE)
+    if not len(bufs):
+        return None
+    return (f"holding the content lock of buffer{'s' if len(bufs) > 1 else ''} "
+            f"{', '.join(str(b) for b in bufs.tolist()[:8])} in exclusive mode (a page may be "
+            f"half-changed)")
 
 
 def attached_pids(lock_path: str) -> list[int]:
