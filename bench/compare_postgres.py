@@ -629,9 +629,6 @@ def compare(dsn: str | None, args) -> tuple[list[Series], list[str]]:
             finally:
                 mb.close()
         if not args.skip_scan:
-            from minidb.experiments.common import rows_per_page, scan_columns
-            from minidb.heap.layout import Column, RowLayout
-            per_page = rows_per_page(RowLayout([Column(n, t) for n, t in scan_columns()]))
             pool_pages = _pool_pages(pool_mb)
             configs = {"t_in": ("table in the pool", max(1, pool_pages // 5)),
                        "t_out": ("table larger than the pool", 2 * pool_pages)}

@@ -124,7 +124,8 @@ class UndefinedObject(ProgrammingError):
 
 
 class InsufficientPrivilege(ProgrammingError):
-    """Not allowed on this object (a system catalog cannot be dropped or truncated)."""
+    """Not allowed: a system catalog cannot be dropped or truncated; a server file for COPY
+    without ``allow_server_files``; a data directory the process may not write."""
     sqlstate = "42501"
 
 
@@ -194,12 +195,6 @@ class CrashShutdown(OperationalError):
 class LWLockHolderDied(CrashShutdown, LWLockTimeout):
     """A shared-memory lock's recorded holder died inside its critical section."""
     sqlstate = "57P02"
-
-
-class InsufficientPrivilege(ProgrammingError):
-    """Permission denied: a server file for COPY without ``allow_server_files``, a data
-    directory the process may not write."""
-    sqlstate = "42501"
 
 
 class DataCorrupted(InternalError):

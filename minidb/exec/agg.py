@@ -209,7 +209,6 @@ def _general_agg(a, v, m, extra, keep, ocols, g, ng):
     if _simple_name(name) and not a.order:
         sel = np.flatnonzero(keep)
         return _group_agg(a, v[sel], None if m is None else m[sel], g[sel], ng)
-    f = family(a.type)
     ok = keep if m is None else keep & ~m
     if name in ("bool_and", "bool_or"):
         vv = np.asarray(v, dtype=bool)

@@ -174,11 +174,7 @@ class NestLoopNode(_JoinMixin, PlanNode):
     def execute(self, ectx):
         outer, inner = self.children
         jt = self.jointype
-        it = inner.run(ectx)
-        try:
-            inner_all = concat(list(it), len(inner.keys))
-        finally:
-            it.close()
+        inner_all = inner.run_all(ectx)
         full_layout = {k: i for i, k in enumerate(outer.keys + inner.keys)}
         q = _compile_filter(ectx, self.quals, full_layout)
         post = self._post(ectx)
@@ -279,11 +275,7 @@ class HashJoinNode(_JoinMixin, PlanNode):
     def execute(self, ectx):
         outer, hnode = self.children
         jt = self.jointype
-        it = hnode.run(ectx)
-        try:
-            build = concat(list(it), len(hnode.keys))
-        finally:
-            it.close()
+        build = hnode.run_all(ectx)
         if build.n == 0 and jt in ("inner", "semi", "right"):
             return
         ilayout, olayout = hnode.layout(), outer.layout()

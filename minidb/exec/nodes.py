@@ -145,6 +145,15 @@ class PlanNode:
             return self.execute(ectx)
         return self._instrumented(ectx, self.execute(ectx))
 
+    def run_all(self, ectx) -> Chunk:
+        """Every row of this node's output as one chunk: what a blocking parent (a sort, a
+        hash build, a window, a set operation) reads before it can yield a row."""
+        it = self.run(ectx)
+        try:
+            return concat(list(it), len(self.keys))
+        finally:
+            it.close()
+
     def _instrumented(self, ectx, it):
         ins = ectx.instr_for(self)
         ins.loops += 1
@@ -366,11 +375,7 @@ class SortNode(PlanNode):
         child = self.children[0]
         layout = child.layout()
         comp = [(ectx.compile(e, layout), d, nf) for e, d, nf in self.sort_keys]
-        it = child.run(ectx)
-        try:
-            data = concat(list(it), len(child.keys))
-        finally:
-            it.close()
+        data = child.run_all(ectx)
         if data.n == 0:
             return
         keys = []
@@ -424,11 +429,7 @@ class DistinctNode(PlanNode):
 
     def execute(self, ectx):
         child = self.children[0]
-        it = child.run(ectx)
-        try:
-            data = concat(list(it), len(child.keys))
-        finally:
-            it.close()
+        data = child.run_all(ectx)
         if data.n == 0:
             return
         if not data.cols:

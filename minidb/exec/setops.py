@@ -66,11 +66,7 @@ class HashSetOpNode(PlanNode):
 
     def execute(self, ectx):
         child = self.children[0]
-        it = child.run(ectx)
-        try:
-            data = concat(list(it), len(child.keys))
-        finally:
-            it.close()
+        data = child.run_all(ectx)
         if data.n == 0:
             return
         ncols = len(self.keys)
@@ -105,11 +101,7 @@ class UniqueNode(PlanNode):
     def execute(self, ectx):
         from minidb.exec.compile import evaluate
         child = self.children[0]
-        it = child.run(ectx)
-        try:
-            data = concat(list(it), len(child.keys))
-        finally:
-            it.close()
+        data = child.run_all(ectx)
         if data.n == 0:
             return
         layout = child.layout()

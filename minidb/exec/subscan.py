@@ -20,7 +20,7 @@ import datetime as _dt
 import numpy as np
 
 import minidb.errors as errors
-from minidb.exec.chunk import Chunk, concat
+from minidb.exec.chunk import Chunk
 from minidb.exec.compile import K, truth
 from minidb.exec.expr import and_all, deparse
 from minidb.exec.nodes import PlanNode
@@ -100,11 +100,7 @@ class CTEScanNode(_FilteredScan):
         data = ectx.ctes.get(id(self.cte))
         if data is None:
             root = self.cte.plan
-            it = root.run(ectx)
-            try:
-                data = concat(list(it), len(root.keys))
-            finally:
-                it.close()
+            data = root.run_all(ectx)
             ectx.ctes[id(self.cte)] = data
         n = len(self.keys)
         if data.n:

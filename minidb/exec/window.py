@@ -26,7 +26,7 @@ import numpy as np
 
 import minidb.errors as errors
 from minidb.exec import datatypes as dt
-from minidb.exec.chunk import Chunk, concat
+from minidb.exec.chunk import Chunk
 from minidb.exec.compile import evaluate
 from minidb.exec.datatypes import family
 from minidb.exec.expr import deparse
@@ -93,11 +93,7 @@ class WindowAggNode(PlanNode):
 
     def execute(self, ectx):
         child = self.children[0]
-        it = child.run(ectx)
-        try:
-            data = concat(list(it), len(child.keys))
-        finally:
-            it.close()
+        data = child.run_all(ectx)
         n = data.n
         if n == 0:
             return

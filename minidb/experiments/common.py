@@ -28,9 +28,7 @@ import math
 import multiprocessing
 import os
 import textwrap
-import shutil
 import sys
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field

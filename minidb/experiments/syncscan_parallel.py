@@ -68,7 +68,7 @@ import tempfile
 import time
 
 from minidb.experiments.common import (EXPERIMENT_IO, MB, NVME_QUEUE_DEPTH, NVME_SOURCE,
-                                       Report, calibrate_in_run, fmt, fmt_ratio, fmt_spread,
+                                       Report, calibrate_in_run, fmt, fmt_spread,
                                        io_delta, load_now, load_scan_table, log, make_cold,
                                        md_table, parallel_count, ratio, run_clients,
                                        slowed_latency_ms)

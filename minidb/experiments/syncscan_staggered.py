@@ -171,7 +171,6 @@ def _report(results: dict, single: float, single_io: dict, *, table_mb: int, cli
     plot."""
     runs = runs or [(results, single, single_io)]
     loads = loads or []
-    table_bytes = nblocks * 8192
     rep = Report(NAME, "Synchronized scans: four staggered clients counting a table eight "
                        "times larger than the OS cache (seed 001)", SEED,
                  command or f"minidb experiment syncscan-staggered --table-mb "
