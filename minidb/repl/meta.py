@@ -9,12 +9,12 @@ Row estimates (``\\dt``'s "Rows (estimated)"): ``reltuples`` scaled to the table
 page count once VACUUM or ANALYZE has measured it, as the planner does; before that, the
 planner's density guess (a page's free space over the tuple width its column types
 suggest) times the *actual* page count - the planner itself pretends a never-measured table
-under 10 pages has 10, which would print hundreds of rows for a three-row table.
+under 10 pages has 10, which would print hundreds of rows for a three-row table.  The rule
+is ``minidb.sql.stats.estimated_rows``, which ``minidb.sql.inspect.describe_tables`` shows too.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 
@@ -521,30 +521,10 @@ class MetaCommands:
 # row estimates
 
 
-def column_width(sqltype, stats: dict | None) -> float:
-    """The planner's width of a column (``minidb.sql.stats.RelStats.width``)."""
-    if stats and "avg_width" in stats:
-        return stats["avg_width"]
-    if sqltype.fixed:
-        return float(sqltype.size)
-    if sqltype.length:
-        n = sqltype.length
-        return float(n + 1 if n <= 32 else 32 + (n - 32) / 2)
-    return 32.0
-
-
 def row_estimate(tdef, pages: int) -> int:
     """A table's estimated rows now (see the module docstring)."""
-    from minidb.sql.stats import _PAGE_HEADER, _TUPLE_OVERHEAD
-    from minidb.types import parse_type
-    if pages == 0:
-        return 0
-    if tdef.reltuples >= 0 and tdef.relpages > 0:
-        return int(round(tdef.reltuples / tdef.relpages * pages))
-    stats = tdef.column_stats or {}
-    width = sum(column_width(parse_type(c.type), stats.get(c.name)) for c in tdef.columns)
-    density = (BLCKSZ - _PAGE_HEADER) / (_TUPLE_OVERHEAD + int(math.ceil(width)))
-    return int(round(density * pages))
+    from minidb.sql.stats import estimated_rows
+    return int(estimated_rows(tdef, pages))
 
 
 def size_pretty(nbytes: int) -> str:

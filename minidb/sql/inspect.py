@@ -58,18 +58,14 @@ def _catalog(session):
 
 
 def describe_tables(session) -> list[tuple]:
-    from minidb.sql.stats import rel_size
+    from minidb.sql.stats import estimated_rows
     cat = _catalog(session)
     smgr = session.instance.smgr
     out = []
     for name in sorted(cat.tables):
         t = cat.tables[name]
         pages = smgr.nblocks(t.relfilenode)
-        if t.reltuples >= 0:
-            rows = t.reltuples if t.relpages == 0 else t.reltuples / max(t.relpages, 1) * pages
-        else:
-            rows = rel_size(t, pages, 32.0 * len(t.columns))[1] if pages else 0.0
-        out.append((name, float(round(rows)), pages))
+        out.append((name, estimated_rows(t, pages), pages))
     return out
 
 

@@ -54,7 +54,8 @@ from minidb.heap.heapam import HeapScan
 from minidb.heap.mvcc import MVCCFilter, seq_scan
 from minidb.heap.prune import PagePruner
 
-__all__ = ["analyze_table", "Estimator", "rel_size", "DEFAULT_EQ_SEL", "DEFAULT_INEQ_SEL",
+__all__ = ["analyze_table", "Estimator", "rel_size", "estimated_rows", "column_width",
+           "table_width", "DEFAULT_EQ_SEL", "DEFAULT_INEQ_SEL",
            "DEFAULT_RANGE_INEQ_SEL", "DEFAULT_MATCH_SEL", "DEFAULT_NUM_DISTINCT"]
 
 DEFAULT_EQ_SEL = 0.005
@@ -200,14 +201,43 @@ def rel_size(tdef, nblocks: int, width: float) -> tuple[int, float]:
     curpages = nblocks
     if curpages < 10 and tdef.relpages == 0:
         curpages = 10            # never measured: it may have grown since (plancat.c)
-    if curpages == 0:
-        return 0, 0.0
+    return curpages, estimated_rows(tdef, curpages, width)
+
+
+def estimated_rows(tdef, nblocks: int, width: float | None = None) -> float:
+    """The rows a table of ``nblocks`` pages holds now by its statistics: the density of its
+    last VACUUM or ANALYZE (reltuples / relpages) times its pages, or, never measured, as
+    many rows as fit in a page at its columns' width (``table_width`` when ``width`` is
+    None).  Without the planner's ten-page floor: what ``\\dt`` and ``describe_tables`` show."""
+    if nblocks == 0:
+        return 0.0
     if tdef.reltuples >= 0 and tdef.relpages > 0:
         density = tdef.reltuples / tdef.relpages
     else:
-        tw = _TUPLE_OVERHEAD + int(math.ceil(width))
-        density = (BLCKSZ - _PAGE_HEADER) / tw
-    return curpages, float(round(density * curpages))
+        if width is None:
+            width = table_width(tdef)
+        density = (BLCKSZ - _PAGE_HEADER) / (_TUPLE_OVERHEAD + int(math.ceil(width)))
+    return float(round(density * nblocks))
+
+
+def column_width(sqltype, stats: dict | None) -> float:
+    """Average bytes of a column's value: ANALYZE's avg_width, else the type's size, else
+    PostgreSQL's guess for a bounded varchar, else 32."""
+    if stats and "avg_width" in stats:
+        return stats["avg_width"]
+    if sqltype.fixed:
+        return float(sqltype.size)
+    if sqltype.length:
+        n = sqltype.length
+        return float(n + 1 if n <= 32 else 32 + (n - 32) / 2)
+    return 32.0
+
+
+def table_width(tdef) -> float:
+    """A row's width: the sum of its columns' (``column_width``)."""
+    from minidb.types import parse_type
+    stats = tdef.column_stats or {}
+    return sum(column_width(parse_type(c.type), stats.get(c.name)) for c in tdef.columns)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,15 +268,7 @@ class RelStats:
         return max(nd, 1.0), False
 
     def width(self, attno: int) -> float:
-        st = self.col(attno)
-        if st is not None and "avg_width" in st:
-            return st["avg_width"]
-        t = self.entry.columns[attno][1]
-        if t.fixed:
-            return float(t.size)
-        if t.length:
-            return float(t.length + 1 if t.length <= 32 else 32 + (t.length - 32) / 2)
-        return 32.0
+        return column_width(self.entry.columns[attno][1], self.col(attno))
 
 
 class Estimator:
