@@ -39,8 +39,7 @@ from __future__ import annotations
 
 from minidb.catalog.bootstrap import PG_ATTRIBUTE, PG_INDEX, PG_STATISTIC, attribute_row
 from minidb.catalog.defs import ColumnDef
-from minidb.errors import (DuplicateColumn, DuplicateTable, InsufficientPrivilege,
-                           UndefinedColumn, UndefinedTable)
+from minidb.errors import DuplicateColumn, DuplicateTable, UndefinedColumn
 from minidb.heap.layout import Column, RowLayout
 
 __all__ = ["rename_relation", "rename_column", "set_not_null", "reindex", "rewrite_table"]
@@ -76,13 +75,7 @@ def rewrite_table(catalog, table: str, columns: list[ColumnDef], source: list, c
 
 # -- helpers ------------------------------------------------------------------------------------
 def _table(cat, st, name: str):
-    t = st.tables.get(name)
-    if t is None:
-        if name in st.system:
-            raise InsufficientPrivilege(
-                f'permission denied: "{name}" is a system catalog (cannot alter it)')
-        raise UndefinedTable(f'relation "{name}" does not exist')
-    return t
+    return cat._user_table(st, name, "alter", noun="relation")
 
 
 def _attr_rows(cat, b, st, relid: int) -> dict[int, tuple]:

@@ -549,13 +549,17 @@ class Catalog:
             self._insert(b, PG_ATTRIBUTE, attribute_row(oid, i, c))
         return self._changed(b).tables[name]
 
-    def _user_table(self, st: CatalogState, name: str, what: str) -> TableDef:
+    def _user_table(self, st: CatalogState, name: str, what: str,
+                    noun: str = "table") -> TableDef:
+        """A user table by name; a system catalog is 42501 (cannot ``what`` it), a missing
+        one 42P01 ('``noun`` "x" does not exist': PostgreSQL says table for DROP, relation
+        for ALTER)."""
         t = st.tables.get(name)
         if t is None:
             if name in st.system:
                 raise InsufficientPrivilege(
                     f'permission denied: "{name}" is a system catalog (cannot {what} it)')
-            raise UndefinedTable(f'table "{name}" does not exist')
+            raise UndefinedTable(f'{noun} "{name}" does not exist')
         return t
 
     def _drop_index_rows(self, b, st: CatalogState, idef: IndexDef) -> None:
