@@ -2,7 +2,7 @@
 
 Everything the SQL layer does with an index goes through these functions: create (for
 CREATE INDEX and for PRIMARY KEY / UNIQUE constraints), drop, insert the entries of a new
-heap tuple, scan between bounds returning visible rows, and VACUUM's callbacks.
+heap tuple (or of a bulk load's batch: ``insert_entries_bulk``), scan between bounds returning visible rows, and VACUUM's callbacks.
 
 Bounds are SQL values; one that the index column's type cannot hold (an integer bound
 beyond int4 on an integer column, a string longer than a varchar(n)) cannot be encoded as a
@@ -13,10 +13,13 @@ to re-check the index conditions on the rows it gets (a wider scan is never wron
 
 from __future__ import annotations
 
+import numpy as np
+
 import minidb.errors as errors
 import minidb.index as ix
 
-__all__ = ["create_index", "drop_index", "rebuild_index", "insert_entries", "scan_rows", "vacuum_callbacks"]
+__all__ = ["create_index", "drop_index", "rebuild_index", "insert_entries",
+           "insert_entries_bulk", "scan_rows", "vacuum_callbacks"]
 
 
 def create_index(backend, table: str, name: str, columns, unique: bool = False,
@@ -35,6 +38,24 @@ def rebuild_index(backend, idef) -> None:
 def insert_entries(backend, index_names, row, tid) -> None:
     for name in index_names:
         ix.insert_entry(backend, name, row, tid)
+
+
+def insert_entries_bulk(backend, index_names, layout, data: dict, nrows: int, blocks,
+                        offsets) -> None:
+    """The index entries of a bulk load: ``data`` maps column names to the rows' values
+    (a missing column is NULL), ``blocks`` / ``offsets`` are the rows' heap TIDs."""
+    for name in index_names:
+        irel = ix.open_index(backend, name)
+        cols = []
+        for i in irel.col_idx:
+            vals = data.get(layout.names[i])
+            if vals is None:
+                vals = [None] * nrows
+            elif isinstance(vals, np.ndarray):
+                vals = vals.tolist()
+            cols.append(vals)
+        ix.insert_entries(backend, irel, list(zip(*cols)) if cols else [()] * nrows,
+                          blocks, offsets)
 
 
 def vacuum_callbacks(backend, table: str) -> list:

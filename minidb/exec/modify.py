@@ -4,9 +4,12 @@
 given with their DEFAULT (or NULL), and inserts each row with ``heapam.heap_insert``
 (the FSM finds it a page), then one entry per index of the table
 (``minidb.index.insert_entry``: a unique index checks for a live duplicate there and
-raises UniqueViolation).  A table without indexes that gets more than
-``BULK_INSERT_MIN_ROWS`` rows from one batch takes them through ``heap_bulk_insert``
-(rows encoded by numpy, appended on new pages).
+raises UniqueViolation).  A batch of at least ``BULK_INSERT_MIN_ROWS`` rows (whose
+missing columns have constant defaults) takes the bulk path instead (``bulk_insert``):
+``heap_bulk_insert`` (rows encoded by numpy, appended on new pages, one WAL record per
+page), then the index entries of the whole batch in key order.  The bulk loads of the
+SQL layer (many-row VALUES, executemany, COPY FROM: ``minidb.sql.bulkload``) arrive here
+as such batches.
 
 **Update / Delete / LockRows** get the rows to change from a scan below them (with the
 heap TIDs of the versions the statement's snapshot saw) and hand them to
@@ -38,7 +41,7 @@ from minidb.heap.epq import modify_rows
 from minidb.heap.heapam import heap_bulk_insert, heap_insert
 
 __all__ = ["DEFAULT", "ValuesNode", "InsertNode", "UpdateNode", "DeleteNode", "LockRowsNode",
-           "BULK_INSERT_MIN_ROWS"]
+           "BULK_INSERT_MIN_ROWS", "bulk_insert"]
 
 BULK_INSERT_MIN_ROWS = 2000
 
@@ -142,12 +145,12 @@ class InsertNode(PlanNode):
             for chunk in it:
                 cols = [column_to_list(v, m, ttypes[a])
                         for (v, m), a in zip(chunk.cols, self.attnos)]
-                if not indexes and chunk.n >= BULK_INSERT_MIN_ROWS and not per_row:
+                if chunk.n >= BULK_INSERT_MIN_ROWS and not per_row:
                     data = {self.entry.columns[a][0]: col for col, a in zip(cols, self.attnos)}
                     for a, v in fill.items():
                         if v is not None:
                             data[self.entry.columns[a][0]] = [v] * chunk.n
-                    heap_bulk_insert(backend, rel, data, chunk.n, xmin=xid, cmin=cid)
+                    bulk_insert(backend, rel, indexes, data, chunk.n, xid, cid)
                     n += chunk.n
                     continue
                 for r in range(chunk.n):
@@ -168,6 +171,24 @@ class InsertNode(PlanNode):
         ectx.rows_affected = n
         return
         yield  # a generator that yields nothing
+
+
+def bulk_insert(backend, rel, indexes, data: dict, nrows: int, xid: int, cid: int) -> None:
+    """Insert ``nrows`` rows given column by column (``data``: column name -> values, a
+    missing column NULL) through the heap's bulk path, then their index entries.
+
+    The rows go to new pages with one WAL record per page (``heap_bulk_insert``); each
+    index then gets the batch's entries in key order (``indexam.insert_entries_bulk``: one
+    descent and one WAL record per leaf page the batch lands on, where nothing needs a
+    closer look).  A unique violation raises after the heap rows are written: the
+    statement fails and its transaction's rows are never visible, as with a row-at-a-time
+    insert."""
+    if not indexes:
+        heap_bulk_insert(backend, rel, data, nrows, xmin=xid, cmin=cid)
+        return
+    blocks, offsets = heap_bulk_insert(backend, rel, data, nrows, xmin=xid, cmin=cid,
+                                       return_tids=True)
+    indexam.insert_entries_bulk(backend, indexes, rel.layout, data, nrows, blocks, offsets)
 
 
 class _Writer(PlanNode):

@@ -199,10 +199,13 @@ def _set_ctid(page: np.ndarray, off: int, block: int) -> None:
 
 
 def heap_bulk_insert(backend, rel: HeapRel, columns: dict, nrows: int, *,
-                     xmin: int, cmin: int = 0) -> int:
-    """Append ``nrows`` rows given as columns (numpy arrays or sequences) on new pages."""
+                     xmin: int, cmin: int = 0, return_tids: bool = False):
+    """Append ``nrows`` rows given as columns (numpy arrays or sequences) on new pages.
+
+    Returns ``nrows``, or with ``return_tids`` the rows' TIDs as two int64 arrays (blocks,
+    offsets) in row order, for the index entries of a bulk load."""
     if nrows == 0:
-        return 0
+        return (np.empty(0, np.int64), np.empty(0, np.int64)) if return_tids else 0
     bm: BufferManager = backend.bufmgr
     settings = backend.settings
     data, lengths = rel.layout.encode_batch(columns, nrows, xmin=xmin, cmin=cmin)
@@ -244,7 +247,13 @@ def heap_bulk_insert(backend, rel: HeapRel, columns: dict, nrows: int, *,
                 bm.unlock(b)
                 bm.unpin(b)
     freespace.record_many(bm, rel.relfilenode, np.array(fsm_blocks), np.array(fsm_avail))
-    return nrows
+    if not return_tids:
+        return nrows
+    cuts_arr = np.asarray(cuts, dtype=np.int64)
+    per_page = np.diff(cuts_arr)
+    blocks = np.repeat(np.asarray(fsm_blocks, dtype=np.int64), per_page)
+    offsets = np.arange(nrows, dtype=np.int64) - np.repeat(cuts_arr[:-1], per_page) + 1
+    return blocks, offsets
 
 
 def _fill_page(page: np.ndarray, block: int, data: np.ndarray, starts: np.ndarray,

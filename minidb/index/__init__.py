@@ -7,6 +7,8 @@ Public interface (for the executor and the SQL layer):
   drop_index(backend, name)                 catalog rows; the file goes at commit
   rebuild_index(backend, index_def)         fill a new (empty) index file from its table
   insert_entry(backend, index, row, tid)       after a heap insert / a non-HOT update
+  insert_entries(backend, index, keyvals_list, blocks, offsets)
+                                               a bulk load's entries, a leaf page at a time
   index_scan(backend, index, low, high, *, low_inclusive, high_inclusive, direction)
   lookup_visible(backend, index, key, snapshot) -> [(tid, row)]
   bulk_delete(backend, index, dead_tids)       VACUUM's index pass
@@ -20,12 +22,13 @@ from __future__ import annotations
 
 from minidb.index.build import build_index
 from minidb.index.check import check_btree, dump_btree
-from minidb.index.insert import insert_entry
+from minidb.index.insert import insert_entries, insert_entry
 from minidb.index.rel import IndexRel, forget_index, open_index
 from minidb.index.scan import BACKWARD, FORWARD, IndexScan, index_scan, lookup_visible
 from minidb.index.vacuum import bulk_delete, index_vacuum_callbacks
 
-__all__ = ["create_index", "drop_index", "rebuild_index", "insert_entry", "index_scan", "lookup_visible",
+__all__ = ["create_index", "drop_index", "rebuild_index", "insert_entry", "insert_entries",
+           "index_scan", "lookup_visible",
            "bulk_delete", "index_vacuum_callbacks", "check_btree", "dump_btree",
            "open_index", "IndexRel", "IndexScan", "FORWARD", "BACKWARD"]
 

@@ -68,7 +68,7 @@ from minidb.wal.record import (RM_BTREE, XLOG_BTREE_DELETE, XLOG_BTREE_INSERT_LE
                                XLOG_BTREE_INSERT_UPPER, XLOG_BTREE_NEWROOT, XLOG_BTREE_SPLIT_L,
                                XLOG_BTREE_SPLIT_R)
 
-__all__ = ["insert_entry", "finish_split", "choose_split"]
+__all__ = ["insert_entry", "insert_entries", "finish_split", "choose_split"]
 
 _U16 = struct.Struct("<H")                # INSERT_* main data: the offset; DELETE: count
 _SPLIT_MAIN = struct.Struct("<IHH")      # level, first offset going right, new item's offset
@@ -78,12 +78,15 @@ _NEWROOT_MAIN = struct.Struct("<II")     # root block, its level
 def insert_entry(backend, index, row, tid) -> None:
     """Insert the index entry of heap row ``row`` (all the table's columns) at ``tid``."""
     irel = open_index(backend, index)
-    bm = backend.bufmgr
-
-    def finish(_bm, irel, b, blk, stack):  # search's hook for an INCOMPLETE_SPLIT page
-        finish_split(backend, irel, b, blk, stack)
-
     keyvals = irel.key_of_row(row)
+    key, itup, sortkey, has_null = _entry(irel, keyvals, int(tid[0]), int(tid[1]))
+    b, blk, _data, stack, pos = _find_leaf(backend, irel, key, keyvals, sortkey, has_null,
+                                           (int(tid[0]), int(tid[1])))
+    _insert_on_page(backend, irel, b, blk, itup, pos, stack)
+
+
+def _entry(irel: IndexRel, keyvals, block: int, off: int):
+    """(key, leaf item, sort key, has NULL) of one entry; refuses a key too large."""
     key = irel.codec.encode(keyvals)
     has_null = any(v is None for v in keyvals)
     if not bt.leaf_item_limit_ok(len(key)):
@@ -91,16 +94,27 @@ def insert_entry(backend, index, row, tid) -> None:
         raise ProgramLimitExceeded(
             f"index row size {size} exceeds btree version {bt.BTREE_VERSION} maximum "
             f'{bt.BT_MAX_ITEM_SIZE} for index "{irel.name}"')
-    block, off = int(tid[0]), int(tid[1])
-    itup = bt.leaf_tuple(key, block, off, has_null)
-    sortkey = key + bt.tid_bytes(block, off)
+    return key, bt.leaf_tuple(key, block, off, has_null), key + bt.tid_bytes(block, off), \
+        has_null
+
+
+def _find_leaf(backend, irel: IndexRel, key: bytes, keyvals, sortkey: bytes, has_null: bool,
+               tid: tuple[int, int]):
+    """Descend to the leaf where ``sortkey`` goes, exclusively locked, after the unique
+    check of a unique index (waiting for a running inserter of the same key and starting
+    over).  Returns (buffer, block, page copy, stack, offset for the new item)."""
+    bm = backend.bufmgr
+
+    def finish(_bm, irel, b, blk, stack):  # search's hook for an INCOMPLETE_SPLIT page
+        finish_split(backend, irel, b, blk, stack)
+
     if irel.unique and not has_null:
         hrel = backend.catalog.heap_rel(irel.table)
         settings = backend.settings
         while True:
             b, blk, data, stack = search(bm, irel, key, write=True, finish=finish)
             try:
-                xwait = check_unique(backend, irel, hrel, b, data, key, keyvals, (block, off))
+                xwait = check_unique(backend, irel, hrel, b, data, key, keyvals, tid)
             except BaseException:
                 release(bm, b)
                 raise
@@ -122,11 +136,89 @@ def insert_entry(backend, index, row, tid) -> None:
         pos = bt.binsearch_leaf(data, sortkey, bt.first_data(nxt), maxoff)
         if pos <= maxoff and bt.leaf_sortkey(data, pos) == sortkey:
             raise InternalError(f'index "{irel.name}" already has an entry for key '
-                                f"{irel.codec.describe(keyvals)} and heap tid {(block, off)}")
+                                f"{irel.codec.describe(keyvals)} and heap tid {tid}")
     except BaseException:
         release(bm, b)
         raise
-    _insert_on_page(backend, irel, b, blk, itup, pos, stack)
+    return b, blk, data, stack, pos
+
+
+def insert_entries(backend, index, keyvals_list, blocks, offsets) -> int:
+    """Insert many entries at once (a bulk load): the key values of each row and the
+    rows' heap TIDs.  Returns the number of leaf-page batches written.
+
+    The entries are sorted by sort key (key + TID) and inserted in that order.  The first
+    entry of a batch is inserted as ``insert_entry`` does (descent, unique check, its
+    position); the entries after it that belong on the same leaf page and fit in its free
+    space join it, and the whole batch is added under one exclusive lock with one WAL
+    record.  An entry leaves the batch to the one-at-a-time path (which may split the
+    page, wait or raise) when it may meet an existing entry of the same key in a unique
+    index (an equal key beside its place on the page, or a high key it is a prefix of), equals
+    the previous entry's key (a duplicate inside the load: that path raises
+    UniqueViolation), sorts at or after the page's high key, or no longer fits.  A load in key order into the
+    rightmost leaf (the usual case: ascending keys) thus costs one descent per page, not
+    per entry."""
+    irel = open_index(backend, index)
+    bm = backend.bufmgr
+    unique = irel.unique
+    ents = []
+    for kv, blk, off in zip(keyvals_list, blocks.tolist(), offsets.tolist()):
+        key, itup, sortkey, has_null = _entry(irel, kv, blk, off)
+        ents.append((sortkey, key, itup, has_null, kv, (blk, off)))
+    ents.sort(key=lambda e: e[0])
+    n = len(ents)
+    xid = backend.xact.xid
+    batches = 0
+    i = 0
+    while i < n:
+        sortkey, key, itup, has_null, kv, tid = ents[i]
+        b, blk, data, stack, pos = _find_leaf(backend, irel, key, kv, sortkey, has_null, tid)
+        page = bm.page(b)
+        free = pg.free_space(page)
+        used = pg.maxalign(len(itup))
+        if used > free:
+            _insert_on_page(backend, irel, b, blk, itup, pos, stack)
+            i += 1
+            continue
+        _prev, nxt, _lvl, _flags, _c = bt.opaque(data)
+        hikey = None if nxt == bt.P_NONE else bt.pivot_key(data, bt.P_HIKEY)
+        first = bt.first_data(nxt)
+        maxoff = bt.nitems(data)
+        batch = [(pos, itup)]
+        last = pos
+        prev_key = key
+        j = i + 1
+        while j < n:
+            sk, kj, itj, nullj, _kv, _tid = ents[j]
+            if hikey is not None and sk >= hikey:
+                break
+            need = pg.maxalign(len(itj)) + pg.ITEMID_SIZE
+            if used + need > free:
+                break
+            p = maxoff + 1 if last > maxoff else bt.binsearch_leaf(data, sk, last, maxoff)
+            if p <= maxoff and bt.leaf_sortkey(data, p) == sk:
+                break
+            if unique and not nullj and (
+                    kj == prev_key or kj.startswith(key)
+                    or (hikey is not None and hikey.startswith(kj))
+                    or (p > first and bt.leaf_key(data, p - 1) == kj)
+                    or (p <= maxoff and bt.leaf_key(data, p) == kj)):
+                break
+            batch.append((p, itj))
+            used += need
+            last = p
+            prev_key = kj
+            j += 1
+        try:
+            wr = PageRecord(bm).add(b)
+            for k, (p, it) in enumerate(batch):
+                pg.add_item(page, it, offset=p + k, heap=False)
+            wr.log(RM_BTREE, XLOG_BTREE_INSERT_LEAF, xid, _U16.pack(pos))
+        finally:
+            release(bm, b)
+        batches += 1
+        i = j
+    return batches
 
 
 # ---------------------------------------------------------------------------------------------
