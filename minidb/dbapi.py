@@ -86,6 +86,8 @@ from minidb.session import Session
 from minidb.txn.xact import FAILED, IDLE
 
 DEFAULT_DATADIR = "minidb-data"
+# executemany of an INSERT with at least this many rows runs as one bulk statement
+BULK_EXECUTEMANY_MIN_ROWS = 2
 
 apilevel = "2.0"
 threadsafety = 1
@@ -390,6 +392,15 @@ class Cursor:
         self._check_open()
         self._reset()
         engine = self.connection._engine
+        if not isinstance(seq_of_params, (list, tuple)):
+            seq_of_params = list(seq_of_params)
+        if len(seq_of_params) >= BULK_EXECUTEMANY_MIN_ROWS and hasattr(engine, "executemany"):
+            rows = [_check_params(p) for p in seq_of_params]
+            result = self.connection._run(sql, lambda: engine.executemany(sql, rows))
+            if result is not None:   # one bulk statement (minidb.sql.bulkload)
+                self._set_result(result)
+                return self
+            seq_of_params = rows
         prepared = self.connection._run(sql, lambda: engine.prepare(sql))
         total, result = 0, None
         for params in seq_of_params:

@@ -11,9 +11,10 @@ csv         fields separated by "," (DELIMITER), quoted       an unquoted empty 
 ==========  ===============================================  ===============================
 
 FROM reads each field as an untyped literal of its column's type (PostgreSQL's input
-functions), then inserts through the same Insert node as INSERT (defaults for the columns
-not listed, index entries, unique checks; bulk insert for a table without indexes); an
-error names the line and the column, and - the statement's transaction being rolled back -
+functions), a batch of ``_BATCH`` records and a column at a time (``minidb.sql.bulkload``),
+then inserts each batch through the same Insert node as INSERT (defaults for the columns
+not listed, index entries, unique checks; a full batch takes the bulk path: new pages, one
+WAL record per page, index entries in key order); an error names the line and the column, and - the statement's transaction being rolled back -
 leaves the table as it was.  TO writes the rows a ``SELECT columns FROM table`` returns,
 in the values' output form.
 
@@ -39,8 +40,7 @@ import os
 import minidb.errors as errors
 from minidb.exec.chunk import Chunk, column_from_values, column_to_list
 from minidb.exec.datatypes import UNKNOWN, cast_value, format_value
-from minidb.exec.modify import InsertNode
-from minidb.exec.nodes import ExecContext, PlanNode
+from minidb.exec.nodes import ExecContext
 from minidb.sql.binder import Binder, RangeEntry
 from minidb.sql.parser.translate import parse_expression_text
 from minidb.types import parse_type
@@ -118,66 +118,140 @@ def _open(path: str, direction: str):
 
 
 # -- FROM -------------------------------------------------------------------------------------------
-class _RowsNode(PlanNode):
-    """Yields the parsed file rows as chunks in the target columns' types."""
-
-    def __init__(self, batches, types):
-        super().__init__([], [("v", i) for i in range(len(types))], types)
-        self.batches = batches
-
-    def execute(self, ectx):
-        for rows in self.batches:
-            cols = [column_from_values([r[i] for r in rows], t) for i, t in enumerate(self.types)]
-            yield Chunk(cols, len(rows))
-
-
 def _copy_from(engine, entry, attnos, src, fmt, delim, null, header) -> int:
+    """Read the rows in batches of ``_BATCH`` records, convert each batch column by column
+    (``bulkload.convert_strings``: the columns' input functions, vectorized where the
+    type allows) and insert each as one chunk through the Insert node, whose bulk path
+    (``minidb.exec.modify.bulk_insert``) takes a full batch."""
+    from minidb.sql.bulkload import convert_strings, run_insert
     types = [entry.columns[a][1] for a in attnos]
     names = [entry.columns[a][0] for a in attnos]
     binder = Binder(engine.session.backend.catalog, default_parser=parse_expression_text)
     defaults = binder.defaults(entry)
+    width = len(attnos)
+    table = entry.table.name
+
+    def convert(linenos, fields, quoted):
+        """One batch: fields[i] and quoted[i] are column i's strings and flags."""
+        cols = []
+        for i, (vals, qs) in enumerate(zip(fields, quoted)):
+            if qs is None:
+                nulls = [k for k, v in enumerate(vals) if v == null] if null in vals else []
+            else:
+                nulls = [k for k, (v, q) in enumerate(zip(vals, qs)) if v == null and not q]
+            present = vals
+            ns = set(nulls)
+            if nulls:
+                present = [v for k, v in enumerate(vals) if k not in ns]
+            try:
+                out = convert_strings(list(present), types[i], names[i])
+            except errors.Error:
+                out = None
+            if out is None:   # find the first failing field to name its line
+                keep = [k for k in range(len(vals)) if k not in ns]
+                for k, v in zip(keep, present):
+                    try:
+                        cast_value(v, UNKNOWN, types[i], explicit=False, column=names[i])
+                    except errors.Error as e:
+                        raise type(e)(f"{e} (COPY {table}, line {linenos[k]}, column "
+                                      f"{names[i]}: {v[:40]!r})") from None
+                raise errors.InternalError("a COPY column failed to convert as a whole "
+                                           "but every field converted alone")
+            if nulls:
+                full: list = [None] * len(vals)
+                it = iter(out)
+                for k in range(len(vals)):
+                    if k not in ns:
+                        full[k] = next(it)
+                out = full
+            cols.append(column_from_values(out, types[i]))
+        return Chunk(cols, len(linenos))
 
     def batches():
-        rows = []
-        lineno = 0
         with src as f:
-            records = _csv_records(f, delim) if fmt == "csv" else _text_records(f, delim)
-            for lineno, fields, quoted in records:
-                if header and lineno == 1:
-                    continue
-                if len(fields) != len(attnos):
-                    raise errors.BadCopyFileFormat(
-                        f"{'extra' if len(fields) > len(attnos) else 'missing'} data for "
-                        f"column(s) (COPY {entry.table.name}, line {lineno}: expected "
-                        f"{len(attnos)} fields, found {len(fields)})")
-                row = []
-                for i, (v, q) in enumerate(zip(fields, quoted)):
-                    if v == null and not q:
-                        row.append(None)
-                        continue
-                    try:
-                        row.append(cast_value(v, UNKNOWN, types[i], explicit=False,
-                                              column=names[i]))
-                    except errors.Error as e:
-                        raise type(e)(f"{e} (COPY {entry.table.name}, line {lineno}, column "
-                                      f"{names[i]}: {v[:40]!r})") from None
-                rows.append(row)
-                if len(rows) >= _BATCH:
-                    yield rows
-                    rows = []
-        if rows:
-            yield rows
+            if fmt == "csv":
+                yield from _record_batches(_csv_records(f, delim), header, width, table,
+                                           convert)
+            else:
+                yield from _text_batches(f, delim, header, width, table, convert)
 
-    child = _RowsNode(batches(), types)
-    node = InsertNode(entry, attnos, child, defaults)
+    return run_insert(engine, entry, attnos, defaults, batches())
 
-    def body(snap):
-        ectx = ExecContext(engine.session, snap, [])
-        for _ in node.run(ectx):
-            pass
-        return ectx.rows_affected, ectx.rows_affected > 0
 
-    return engine._statement(body)
+def _check_width(fields, width, table, lineno) -> None:
+    if len(fields) != width:
+        raise errors.BadCopyFileFormat(
+            f"{'extra' if len(fields) > width else 'missing'} data for "
+            f"column(s) (COPY {table}, line {lineno}: expected "
+            f"{width} fields, found {len(fields)})")
+
+
+def _record_batches(records, header, width, table, convert):
+    """Batches of (line number, fields, quoted flags) records, converted."""
+    linenos, rows, quoted = [], [], []
+    for lineno, fields, q in records:
+        if header and lineno == 1:
+            continue
+        _check_width(fields, width, table, lineno)
+        linenos.append(lineno)
+        rows.append(fields)
+        quoted.append(q)
+        if len(rows) >= _BATCH:
+            yield convert(linenos, list(zip(*rows)), list(zip(*quoted)))
+            linenos, rows, quoted = [], [], []
+    if rows:
+        yield convert(linenos, list(zip(*rows)), list(zip(*quoted)))
+
+
+def _text_batches(f, delim, header, width, table, convert):
+    """The text format a batch of lines at a time: a batch without backslashes other than
+    whole ``\\N`` fields is split with ``str.split`` and no per-field work; any other
+    batch goes through ``_text_records`` line by line."""
+    first = 1
+    done = False
+    while not done:
+        lines = []
+        for line in f:
+            lines.append(line)
+            if len(lines) >= _BATCH:
+                break
+        else:
+            done = True
+        if not lines:
+            break
+        out = []
+        for k, line in enumerate(lines):
+            if line.endswith("\n"):
+                line = line[:-1]
+            if line.endswith("\r"):
+                line = line[:-1]
+            if line == "\\.":
+                done = True
+                break
+            out.append(line)
+        linenos = list(range(first, first + len(out)))
+        first += len(lines)
+        if header and linenos and linenos[0] == 1:
+            linenos.pop(0)
+            out.pop(0)
+        if not out:
+            continue
+        rows = [line.split(delim) for line in out]
+        nback = sum(line.count("\\") for line in out)
+        if nback and nback != sum(r.count("\\N") for r in rows):
+            recs = list(_text_records(out, delim))   # escapes: field by field
+            rows = [r[1] for r in recs]
+            quoted = [r[2] for r in recs]
+        else:
+            quoted = None
+        for lineno, r in zip(linenos, rows):
+            if len(r) != width:
+                _check_width(r, width, table, lineno)
+        cols = list(zip(*rows))
+        if quoted is None:
+            yield convert(linenos, cols, [None] * width)
+        else:
+            yield convert(linenos, cols, list(zip(*quoted)))
 
 
 def _text_records(f, delim):

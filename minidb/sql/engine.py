@@ -57,6 +57,7 @@ from minidb.txn.xact import FAILED, IDLE
 __all__ = ["Engine", "Prepared"]
 
 PLAN_CACHE_SIZE = 256
+_BULK_VALUES_MIN_CHARS = 256  # shorter INSERTs are not worth the many-row VALUES check
 SIZE_CHECK_EVERY = 16
 _DML = (ast.SelectStmt, ast.SetOpStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)
 
@@ -113,6 +114,11 @@ class Engine:
             raise errors.ProgrammingError(f"SQL must be a str, not {type(sql).__name__}")
         entry = self._cache.get(sql)
         if entry is None:
+            if len(sql) >= _BULK_VALUES_MIN_CHARS and sql.lstrip()[:6].lower() == "insert":
+                from minidb.sql import bulkload   # many-row literal VALUES: no generic parse
+                result = self._bulk(lambda: bulkload.try_values(self, sql))
+                if result is not None:
+                    return result
             try:
                 entry = self._parse_entry(sql)
             except BaseException as e:
@@ -122,9 +128,41 @@ class Engine:
             self._cache.move_to_end(sql)
         return self._run(entry, list(params) if params is not None else [])
 
+    def executemany(self, sql: str, seq_of_params) -> Result | None:
+        """An ``INSERT ... VALUES (?, ...)`` for every parameter tuple of the list
+        ``seq_of_params``, as one bulk statement (``minidb.sql.bulkload.executemany``);
+        None when the statement or its rows need one execution per row (the caller's loop:
+        nothing has been done then)."""
+        from minidb.sql import bulkload
+        return self._bulk(lambda: bulkload.executemany(self, sql, seq_of_params))
+
+    def _bulk(self, fn):
+        """``fn()`` (a bulk load, or None to decline) under ``_run``'s rules: interrupts,
+        the failed-block check (declined: the general path raises it), an error fails the
+        block and is a minidb error."""
+        if self.session.xact.state == FAILED:
+            return None
+        self.session.instance.check_interrupts()
+        try:
+            result = fn()
+        except BaseException as e:
+            self._fail_block()
+            if isinstance(e, errors.Error) or isinstance(
+                    e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                raise
+            raise _as_minidb_error(e) from e
+        if result is not None:
+            self.counters["statements"] += 1
+        return result
+
     def prepare(self, sql: str) -> Prepared:
         entry = self._cache.get(sql)
         if entry is None:
+            if len(sql) >= _BULK_VALUES_MIN_CHARS and sql.lstrip()[:6].lower() == "insert":
+                from minidb.sql import bulkload   # many-row literal VALUES: no generic parse
+                result = self._bulk(lambda: bulkload.try_values(self, sql))
+                if result is not None:
+                    return result
             try:
                 entry = self._parse_entry(sql)
             except BaseException as e:

@@ -1,0 +1,385 @@
+"""Bulk loading: many-row ``INSERT ... VALUES``, DB-API ``executemany`` of one INSERT, and
+``COPY FROM`` (its field conversion) reach the heap's bulk path without per-row parsing or
+planning.
+
+All three end in the executor's Insert node (``minidb.exec.modify.InsertNode``) fed whole
+columns: a batch of at least ``BULK_INSERT_MIN_ROWS`` rows goes through ``bulk_insert``
+(``heap_bulk_insert``: rows encoded by numpy, a new page at a time, one WAL record per
+page; then each index's entries in key order, a leaf page at a time).  Defaults of the
+columns not given, NOT NULL, lengths and the statistics counters are the Insert node's, as
+for any INSERT.  What differs is how the rows get there:
+
+* **Literal VALUES** (``try_values``).  A statement that is exactly ``INSERT INTO name
+  [(columns)] VALUES (literal, ...), ...`` is recognized by one regular-expression pass
+  over the text (PostgreSQL's parser is what sqlglot's generic parse replaces here; on
+  20,000 rows that parse was nearly all the time): the tokens are split out in C, the row
+  structure is checked with slices of the token list, and each column's literals are
+  converted as a whole.  A literal is converted exactly as the binder would (an integer
+  literal into an integer column, a string literal through the column type's input
+  function, ``cast_value(v, unknown, type)``); anything else - an expression, DEFAULT, a
+  cast, a value the column cannot take, an unknown table or column, fewer than
+  ``VALUES_MIN_ROWS`` rows - returns None and the statement takes the general path, which
+  produces the result or the error it always did.  So the fast path only ever has to get
+  the successful cases right, and a test compares it with the general path.
+* **executemany** (``executemany``).  ``INSERT ... VALUES (?, ...)`` with one row: the
+  statement is bound once with a parameter signature that stands for every row (each
+  column's one Python type), and each column's parameters are converted as the compiled
+  plan would bind them (``bind_param``, vectorized for the common types).  It then runs as
+  ONE statement: all rows or none, also in autocommit mode (where the one-execution-per-row
+  loop committed each row).  Parameters of mixed types in one column, a column bound with a
+  cast, or a wrong-length parameter sequence fall back to the loop (None).
+* **COPY FROM** (``convert_strings``): the fields of a batch are converted column by column
+  (``minidb.sql.copy``), with the same input functions as the per-field path it replaces;
+  a batch whose column fails is converted again field by field to name the line.
+
+Departure: a load's rows are placed on new pages at the end of the table (PostgreSQL's
+COPY fills the current insert page first), and a unique violation of a load is reported
+for the smallest duplicate key, not for the first duplicate in row order.
+"""
+
+from __future__ import annotations
+
+import re
+from operator import itemgetter
+
+import minidb.errors as errors
+from minidb.exec.chunk import Chunk, column_from_values
+from minidb.exec.compile import bind_param
+from minidb.exec.datatypes import INT4_MAX, INT4_MIN, INT8_MAX, INT8_MIN, UNKNOWN, cast_value, \
+    family
+from minidb.exec.expr import Param
+from minidb.exec.modify import DEFAULT, InsertNode
+from minidb.exec.nodes import ExecContext, PlanNode
+from minidb.sql.result import Result
+
+__all__ = ["try_values", "executemany", "run_insert", "convert_strings", "VALUES_MIN_ROWS",
+           "ChunksNode"]
+
+VALUES_MIN_ROWS = 32           # fewer rows: the general path (a parse is cheap there)
+EXECUTEMANY_BATCH = 100_000    # rows converted and inserted per chunk
+
+_HEAD = re.compile(r"\s*insert\s+into\s+([a-z_][a-z0-9_$]*)\s*(?:\(([^()'\"]*)\))?\s*values\s*",
+                   re.I | re.A)
+# a string literal, a number, a word, punctuation; \S catches anything else (then: general path)
+_TOKEN = re.compile(r"'(?:[^']|'')*'|-?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|[A-Za-z_]+|\S")
+_IDENT = re.compile(r"[a-z_][a-z0-9_$]*\Z", re.A)
+_NUMBER_START = frozenset("-0123456789")
+_WORDS = {"null": None, "true": True, "false": False}
+_INT_RANGE = {"integer": (INT4_MIN, INT4_MAX), "bigint": (INT8_MIN, INT8_MAX)}
+
+
+class _Fallback(Exception):
+    """The fast path cannot say: let the general path run the statement."""
+
+
+class ChunksNode(PlanNode):
+    """A plan leaf that yields given chunks (columns already in the target types)."""
+
+    def __init__(self, chunks, types):
+        super().__init__([], [("v", i) for i in range(len(types))], types)
+        self.chunks = chunks
+
+    def execute(self, ectx):
+        yield from self.chunks
+
+
+def _target(engine, name: str, columns):
+    """(RangeEntry, attnos) of a user table and a column list, or _Fallback."""
+    from minidb.sql.binder import RangeEntry
+    from minidb.types import parse_type
+    catalog = engine.session.backend.catalog
+    t = catalog.tables.get(name)
+    if t is None:
+        raise _Fallback
+    cols = [(c.name, parse_type(c.type)) for c in t.columns]
+    entry = RangeEntry(0, t.name, t, cols, [c.not_null for c in t.columns])
+    if columns is None:
+        return entry, list(range(len(cols)))
+    attnos = []
+    for c in columns:
+        a = entry.attno(c)
+        if a < 0 or a in attnos:
+            raise _Fallback
+        attnos.append(a)
+    return entry, attnos
+
+
+def run_insert(engine, entry, attnos, defaults, chunks) -> int:
+    """Insert the rows of ``chunks`` (Chunk objects whose columns are ``attnos`` of
+    ``entry``'s table, in their types) as one statement of ``engine``'s session; returns
+    the row count.  The caller holds the table's RowExclusiveLock."""
+    types = [entry.columns[a][1] for a in attnos]
+    node = InsertNode(entry, attnos, ChunksNode(chunks, types), defaults)
+
+    def body(snap):
+        ectx = ExecContext(engine.session, snap, [])
+        for _ in node.run(ectx):
+            pass
+        return ectx.rows_affected, ectx.rows_affected > 0
+
+    return engine._statement(body)
+
+
+def _lock(engine, entry):
+    """RowExclusiveLock on the table; the entry again if the table changed meanwhile."""
+    from minidb.sql.locking import lock_table
+    from minidb.txn.lmgr import RowExclusiveLock
+    t = lock_table(engine, entry.table.name, RowExclusiveLock)
+    if t is not entry.table and (t.oid != entry.table.oid or t.columns != entry.table.columns):
+        raise _Fallback
+    return entry
+
+
+def _defaults(engine, entry):
+    from minidb.sql.binder import Binder
+    from minidb.sql.parser.translate import parse_expression_text
+    return Binder(engine.session.backend.catalog,
+                  default_parser=parse_expression_text).defaults(entry)
+
+
+# -- literal VALUES -----------------------------------------------------------------------------
+def try_values(engine, sql: str) -> Result | None:
+    """Run ``sql`` if it is a plain many-row literal INSERT (see the module docstring);
+    None when the general path must run it (nothing has been done then)."""
+    m = _HEAD.match(sql)
+    if m is None:
+        return None
+    toks = _TOKEN.findall(sql, m.end())
+    if toks and toks[-1] == ";":
+        toks.pop()
+    try:
+        nrows, width, cols = _value_columns(toks)
+        if nrows < VALUES_MIN_ROWS:
+            return None
+        names = None
+        if m.group(2) is not None:
+            names = [x.strip().lower() for x in m.group(2).split(",")]
+            if not all(_IDENT.match(x) for x in names) or len(names) != width:
+                return None
+        entry, attnos = _target(engine, m.group(1).lower(), names)
+        if names is None:
+            if width > len(attnos):
+                return None
+            attnos = attnos[:width]
+        out = []
+        for tokens, a in zip(cols, attnos):
+            name, t = entry.columns[a]
+            vals = _literal_column(tokens, t)
+            if None in vals and entry.not_null[a]:
+                return None     # the general path raises NotNullViolation
+            out.append(column_from_values(vals, t))
+        _lock(engine, entry)
+        defaults = _defaults(engine, entry)
+    except _Fallback:
+        return None
+    n = run_insert(engine, entry, attnos, defaults, [Chunk(out, nrows)])
+    return Result(None, [], n, f"INSERT 0 {n}")
+
+
+def _value_columns(toks: list) -> tuple[int, int, list]:
+    """(rows, width, literal tokens of each column) of ``( a , b ) , ( c , d )``."""
+    try:
+        close = toks.index(")")
+    except ValueError:
+        raise _Fallback from None
+    if close < 2 or close % 2:
+        raise _Fallback
+    width = close // 2
+    stride = close + 2
+    total = len(toks) + 1
+    if total % stride:
+        raise _Fallback
+    nrows = total // stride
+    if (set(toks[0::stride]) != {"("} or set(toks[close::stride]) != {")"}
+            or (nrows > 1 and set(toks[close + 1::stride]) != {","})):
+        raise _Fallback
+    for k in range(1, width):
+        if set(toks[2 * k::stride]) != {","}:
+            raise _Fallback
+    cols = [toks[2 * k + 1::stride] for k in range(width)]
+    for c in cols:
+        if len(c) != nrows:
+            raise _Fallback
+    return nrows, width, cols
+
+
+def _literal_column(tokens: list, t) -> list:
+    """Python values of one column's literal tokens, as the binder would make them for a
+    column of type ``t``; _Fallback when in doubt."""
+    firsts = set(map(itemgetter(0), tokens))
+    if firsts <= _NUMBER_START:
+        return _number_literals(tokens, t)
+    if firsts == {"'"}:
+        return _string_literals(tokens, t)
+    # a mix: NULL / TRUE / FALSE words, numbers, strings - each group by its own rule
+    groups: dict = {}
+    for i, x in enumerate(tokens):
+        c = x[0]
+        if c == "'":
+            kind = "s"
+        elif c in _NUMBER_START:
+            kind = "n"
+        else:
+            kind = x.lower()
+            if kind not in _WORDS or (kind != "null" and t.name != "boolean"):
+                raise _Fallback
+        groups.setdefault(kind, []).append(i)
+    out: list = [None] * len(tokens)
+    for kind, idx in groups.items():
+        if kind == "s":
+            vals = _string_literals([tokens[i] for i in idx], t)
+        elif kind == "n":
+            vals = _number_literals([tokens[i] for i in idx], t)
+        else:
+            vals = [_WORDS[kind]] * len(idx)
+        for i, v in zip(idx, vals):
+            out[i] = v
+    return out
+
+
+def _number_literals(tokens: list, t) -> list:
+    f = family(t)
+    if f == "int":
+        try:
+            vals = list(map(int, tokens))
+        except ValueError:
+            raise _Fallback from None       # a decimal literal: a rounding cast
+        lo, hi = _INT_RANGE.get(t.name, (1, 0))
+        if not (lo <= min(vals) and max(vals) <= hi):
+            raise _Fallback
+        return vals
+    if t.name == "double precision":
+        # an integer literal is cast (so -0 is 0.0), a decimal one is a double already
+        try:
+            return [float(x) if ("." in x or "e" in x or "E" in x) else float(int(x))
+                    for x in tokens]
+        except ValueError:
+            raise _Fallback from None
+    raise _Fallback
+
+
+def _string_literals(tokens: list, t) -> list:
+    """String literals through the type's input function, as the binder assigns an
+    unknown-typed constant to a column."""
+    vals = [x[1:-1] for x in tokens]
+    joined = "".join(vals)
+    if "\\" in joined:
+        raise _Fallback        # leave escape-looking text to the general parser
+    if "''" in joined:
+        vals = [x.replace("''", "'") for x in vals]
+    try:
+        return convert_strings(vals, t, t.name)
+    except errors.Error:
+        raise _Fallback from None
+
+
+# -- conversion of text (COPY fields, string literals) ------------------------------------------
+def convert_strings(vals: list, t, column: str) -> list:
+    """``cast_value(v, unknown, t, explicit=False)`` of every string in ``vals`` (no None),
+    vectorized where the type allows; raises what the first failing value raises."""
+    f = family(t)
+    if f == "text":
+        if t.name in ("char", "varchar") and t.length is not None and vals and \
+                max(map(len, vals)) > t.length:
+            return [cast_value(v, UNKNOWN, t, explicit=False, column=column) for v in vals]
+        return vals
+    if f == "int" and t.name in _INT_RANGE:
+        try:
+            out = list(map(int, vals))
+        except ValueError:
+            out = None
+        if out is not None:
+            lo, hi = _INT_RANGE[t.name]
+            if not out or (lo <= min(out) and max(out) <= hi):
+                return out
+    elif f == "float" and t.name == "double precision":
+        try:
+            return list(map(float, vals))
+        except ValueError:
+            pass
+    return [cast_value(v, UNKNOWN, t, explicit=False, column=column) for v in vals]
+
+
+# -- executemany --------------------------------------------------------------------------------
+def executemany(engine, sql: str, seq_of_params) -> Result | None:
+    """Run ``sql`` (an ``INSERT ... VALUES (?, ...)`` of one row) for every parameter
+    sequence as one bulk statement; None when it is not such a statement or the rows need
+    the one-at-a-time loop (nothing has been done then).  ``seq_of_params`` is a list of
+    tuples."""
+    from minidb.sql import ast
+    from minidb.sql.binder import Binder
+    from minidb.sql.parser.translate import parse_expression_text
+    prepared = engine.prepare(sql)
+    stmt = prepared._entry.stmt
+    if not isinstance(stmt, ast.InsertStmt) or stmt.values is None or len(stmt.values) != 1:
+        return None
+    rows = seq_of_params
+    nparams = stmt.nparams
+    if not rows or any(len(r) != nparams for r in rows):
+        return None
+    try:
+        cols = list(zip(*rows)) if nparams else []
+        sig = []
+        for c in cols:
+            types = set(map(type, c))
+            types.discard(type(None))
+            if len(types) > 1:
+                raise _Fallback
+            sig.append(types.pop() if types else type(None))
+        catalog = engine.session.backend.catalog
+        if stmt.table not in catalog.tables:
+            raise _Fallback
+        bound = Binder(catalog, tuple(sig), default_parser=parse_expression_text).bind(stmt)
+        entry, attnos = bound.entry, list(bound.attnos)
+        exprs = bound.rows[0]
+        defaults = bound.defaults
+        values = []
+        for e, a in zip(exprs, attnos):
+            name, t = entry.columns[a]
+            if e is DEFAULT:
+                raise _Fallback
+            if not isinstance(e, Param):
+                raise _Fallback
+            if e.type != t and not (family(t) == "text" and family(e.type) == "text"):
+                raise _Fallback
+            vals = _bind_column(cols[e.index], e.type, len(rows))
+            if entry.not_null[a] and None in vals:
+                raise _Fallback
+            values.append((vals, t))
+        entry = _lock(engine, entry)
+    except _Fallback:
+        return None
+    n = len(rows)
+
+    def chunks():
+        for a in range(0, n, EXECUTEMANY_BATCH):
+            b = min(a + EXECUTEMANY_BATCH, n)
+            yield Chunk([column_from_values(v[a:b], t) for v, t in values], b - a)
+
+    count = run_insert(engine, entry, attnos, defaults, chunks())
+    return Result(None, [], count, f"INSERT 0 {count}")
+
+
+def _bind_column(col: tuple, t, n: int) -> list:
+    """``bind_param(v, t)`` of each parameter of one column (vectorized for the common
+    cases); raises _Fallback where a value would fail, for the loop to report it."""
+    f = family(t)
+    present = [v for v in col if v is not None]
+    kinds = set(map(type, present))
+    try:
+        if not present:
+            return list(col)
+        if f == "int" and kinds == {int} and t.name in _INT_RANGE:
+            lo, hi = _INT_RANGE[t.name]
+            if lo <= min(present) and max(present) <= hi:
+                return list(col)
+        elif f == "float" and kinds <= {float, int}:
+            return [None if v is None else float(v) for v in col]
+        elif f == "text" and kinds == {str}:
+            return list(col)
+        elif f == "bool" and kinds == {bool}:
+            return list(col)
+        return [bind_param(v, t) for v in col]
+    except errors.Error:
+        raise _Fallback from None
+
