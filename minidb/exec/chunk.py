@@ -76,7 +76,7 @@ def column_from_values(values: list, t):
     """(values, mask) of one column from Python values (None = NULL)."""
     f = family(t)
     n = len(values)
-    if any(x is None for x in values):
+    if None in values if isinstance(values, list) else any(x is None for x in values):
         mask = np.fromiter((x is None for x in values), dtype=bool, count=n)
         fill = _FILL[f]
         values = [fill if x is None else x for x in values]

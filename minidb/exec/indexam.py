@@ -54,8 +54,7 @@ def insert_entries_bulk(backend, index_names, layout, data: dict, nrows: int, bl
             elif isinstance(vals, np.ndarray):
                 vals = vals.tolist()
             cols.append(vals)
-        ix.insert_entries(backend, irel, list(zip(*cols)) if cols else [()] * nrows,
-                          blocks, offsets)
+        ix.insert_entries(backend, irel, cols, blocks, offsets)
 
 
 def vacuum_callbacks(backend, table: str) -> list:

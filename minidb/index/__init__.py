@@ -7,7 +7,7 @@ Public interface (for the executor and the SQL layer):
   drop_index(backend, name)                 catalog rows; the file goes at commit
   rebuild_index(backend, index_def)         fill a new (empty) index file from its table
   insert_entry(backend, index, row, tid)       after a heap insert / a non-HOT update
-  insert_entries(backend, index, keyvals_list, blocks, offsets)
+  insert_entries(backend, index, key_columns, blocks, offsets)
                                                a bulk load's entries, a leaf page at a time
   index_scan(backend, index, low, high, *, low_inclusive, high_inclusive, direction)
   lookup_visible(backend, index, key, snapshot) -> [(tid, row)]

@@ -55,9 +55,9 @@ import struct
 
 import numpy as np
 
-from minidb.config import BLCKSZ
 from minidb.errors import DataCorrupted, InternalError, ProgramLimitExceeded
 from minidb.index import btpage as bt
+from minidb.index.build import assemble_page
 from minidb.index.rel import IndexRel, count, open_index, trace
 from minidb.index.search import get_endpoint, get_root, moveright, release, search
 from minidb.index.unique import check_unique
@@ -143,9 +143,14 @@ def _find_leaf(backend, irel: IndexRel, key: bytes, keyvals, sortkey: bytes, has
     return b, blk, data, stack, pos
 
 
-def insert_entries(backend, index, keyvals_list, blocks, offsets) -> int:
-    """Insert many entries at once (a bulk load): the key values of each row and the
-    rows' heap TIDs.  Returns the number of leaf-page batches written.
+def insert_entries(backend, index, key_columns: list, blocks, offsets) -> int:
+    """Insert many entries at once (a bulk load): ``key_columns`` holds, per key column,
+    the rows' values (None for NULL), ``blocks`` / ``offsets`` the rows' heap TIDs.
+    Returns the number of leaf-page batches written.
+
+    The keys, items and sort keys are made for all rows at once with numpy when the key
+    is fixed-width and its values are stored as given (integer, bigint, double precision,
+    boolean: ``KeyCodec.encode_batch``), else row by row.
 
     The entries are sorted by sort key (key + TID) and inserted in that order.  The first
     entry of a batch is inserted as ``insert_entry`` does (descent, unique check, its
@@ -161,17 +166,15 @@ def insert_entries(backend, index, keyvals_list, blocks, offsets) -> int:
     irel = open_index(backend, index)
     bm = backend.bufmgr
     unique = irel.unique
-    ents = []
-    for kv, blk, off in zip(keyvals_list, blocks.tolist(), offsets.tolist()):
-        key, itup, sortkey, has_null = _entry(irel, kv, blk, off)
-        ents.append((sortkey, key, itup, has_null, kv, (blk, off)))
-    ents.sort(key=lambda e: e[0])
+    ents = _entries(irel, key_columns, blocks, offsets)
     n = len(ents)
     xid = backend.xact.xid
     batches = 0
     i = 0
     while i < n:
-        sortkey, key, itup, has_null, kv, tid = ents[i]
+        sortkey, key, itup, has_null, r = ents[i]
+        kv = tuple(c[r] for c in key_columns)
+        tid = (int(blocks[r]), int(offsets[r]))
         b, blk, data, stack, pos = _find_leaf(backend, irel, key, kv, sortkey, has_null, tid)
         page = bm.page(b)
         free = pg.free_space(page)
@@ -187,9 +190,10 @@ def insert_entries(backend, index, keyvals_list, blocks, offsets) -> int:
         batch = [(pos, itup)]
         last = pos
         prev_key = key
+        last_key = bt.leaf_key(data, maxoff) if maxoff >= first else None
         j = i + 1
         while j < n:
-            sk, kj, itj, nullj, _kv, _tid = ents[j]
+            sk, kj, itj, nullj, _r = ents[j]
             if hikey is not None and sk >= hikey:
                 break
             need = pg.maxalign(len(itj)) + pg.ITEMID_SIZE
@@ -201,7 +205,8 @@ def insert_entries(backend, index, keyvals_list, blocks, offsets) -> int:
             if unique and not nullj and (
                     kj == prev_key or kj.startswith(key)
                     or (hikey is not None and hikey.startswith(kj))
-                    or (p > first and bt.leaf_key(data, p - 1) == kj)
+                    or (p > maxoff and kj == last_key)
+                    or (first < p <= maxoff and bt.leaf_key(data, p - 1) == kj)
                     or (p <= maxoff and bt.leaf_key(data, p) == kj)):
                 break
             batch.append((p, itj))
@@ -211,14 +216,86 @@ def insert_entries(backend, index, keyvals_list, blocks, offsets) -> int:
             j += 1
         try:
             wr = PageRecord(bm).add(b)
-            for k, (p, it) in enumerate(batch):
-                pg.add_item(page, it, offset=p + k, heap=False)
+            if batch[0][0] > maxoff:       # all after the last item: one append
+                _append_items(page, [it for _p, it in batch])
+            else:
+                for k, (p, it) in enumerate(batch):
+                    pg.add_item(page, it, offset=p + k, heap=False)
             wr.log(RM_BTREE, XLOG_BTREE_INSERT_LEAF, xid, _U16.pack(pos))
         finally:
             release(bm, b)
         batches += 1
         i = j
     return batches
+
+
+_VECTOR_KEY_TYPES = frozenset({"integer", "bigint", "double precision", "boolean"})
+
+
+def _entries(irel: IndexRel, key_columns: list, blocks, offsets) -> list:
+    """(sort key, key, leaf item, has NULL, row) of every row, in sort-key order."""
+    codec = irel.codec
+    n = len(blocks)
+    if codec.fixed_width is not None and all(t.name in _VECTOR_KEY_TYPES
+                                             for t in codec.types):
+        cols = []
+        any_null = np.zeros(n, dtype=bool)
+        for vals in key_columns:
+            mask = None
+            if None in vals:
+                mask = np.fromiter((v is None for v in vals), dtype=bool, count=n)
+                vals = [0 if v is None else v for v in vals]
+                any_null |= mask
+            cols.append((np.asarray(vals), mask))
+        w = codec.fixed_width
+        keys = codec.encode_batch(cols, n)
+        if not bt.leaf_item_limit_ok(w):
+            _entry(irel, tuple(c[0] for c in key_columns), 0, 0)   # raises
+        tids = np.empty((n, 6), dtype=np.uint8)
+        tids[:, :4] = np.asarray(blocks, dtype=">u4").view(np.uint8).reshape(n, 4)
+        tids[:, 4:] = np.asarray(offsets, dtype=">u2").view(np.uint8).reshape(n, 2)
+        sk = np.empty((n, w + 6), dtype=np.uint8)
+        sk[:, :w] = keys
+        sk[:, w:] = tids
+        order = np.argsort(sk.view(f"S{w + 6}").reshape(-1), kind="stable")
+        items = np.empty((n, bt.ITUP_HEADER_SIZE + w), dtype=np.uint8)
+        items[:, :6] = tids
+        size = (np.full(n, bt.ITUP_HEADER_SIZE + w, dtype=np.int64)
+                | np.where(any_null, bt.INDEX_HAS_NULL, 0))
+        items[:, 6:8] = size.astype(">u2").view(np.uint8).reshape(n, 2)
+        items[:, 8:] = keys
+        skb, kb, ib = sk[order].tobytes(), keys[order].tobytes(), items[order].tobytes()
+        ws, wi = w + 6, bt.ITUP_HEADER_SIZE + w
+        nulls = any_null[order].tolist()
+        return [(skb[k * ws:(k + 1) * ws], kb[k * w:(k + 1) * w], ib[k * wi:(k + 1) * wi],
+                 nulls[k], r) for k, r in enumerate(order.tolist())]
+    ents = []
+    for r, (blk, off) in enumerate(zip(np.asarray(blocks).tolist(),
+                                       np.asarray(offsets).tolist())):
+        key, itup, sortkey, has_null = _entry(irel, tuple(c[r] for c in key_columns), blk, off)
+        ents.append((sortkey, key, itup, has_null, r))
+    ents.sort(key=lambda e: e[0])
+    return ents
+
+
+def _append_items(page, items: list[bytes]) -> None:
+    """Add ``items`` after the page's last line pointer, in order, as that many
+    ``add_item`` calls would (the caller checked that they fit)."""
+    lower, upper = struct.unpack_from("<HH", page, pg.OFF_LOWER)
+    n = len(items)
+    lens = np.fromiter(map(len, items), dtype=np.int64, count=n)
+    aligned = (lens + 7) & ~7
+    starts = upper - np.cumsum(aligned)
+    new_upper = int(starts[-1])
+    new_lower = lower + pg.ITEMID_SIZE * n
+    if new_upper < new_lower:
+        raise InternalError(f"{n} index items do not fit the page")
+    page[new_upper:upper] = np.frombuffer(
+        b"".join(x.ljust(a, b"\0") for x, a in zip(reversed(items),
+                                                   reversed(aligned.tolist()))), dtype=np.uint8)
+    page[lower:new_lower] = (starts | (pg.LP_NORMAL << 15) | (lens << 17)).astype(
+        "<u4").view(np.uint8)
+    struct.pack_into("<HH", page, pg.OFF_LOWER, new_lower, new_upper)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,22 +445,14 @@ def _split(backend, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int, cb:
             wr.add(sb)
         if cb >= 0:
             wr.add(cb)
+        # both halves assembled as whole pages (what adding the items one by one to an
+        # empty page would make, in one pass)
         page_flags = flags & bt.BTP_LEAF
         rpage = bm.page(rb)
-        bt.init_page(rpage, level, page_flags)
-        bt.set_opaque(rpage, blk, nxt, level, page_flags)
-        if old_hikey is not None:
-            pg.add_item(rpage, old_hikey, heap=False)
-        for it in right_items:
-            pg.add_item(rpage, it, heap=False)
-
-        tmp = np.zeros(BLCKSZ, dtype=np.uint8)
+        rpage[:] = assemble_page(([old_hikey] if old_hikey is not None else []) + right_items,
+                                 level, page_flags, blk, nxt)
         lflags = (flags & ~(bt.BTP_ROOT | bt.BTP_HAS_GARBAGE)) | bt.BTP_INCOMPLETE_SPLIT
-        bt.init_page(tmp, level, lflags)
-        bt.set_opaque(tmp, prev, rblk, level, lflags)
-        pg.add_item(tmp, bt.pivot_tuple(sep, 0), heap=False)
-        for it in items[:m]:
-            pg.add_item(tmp, it, heap=False)
+        tmp = assemble_page([bt.pivot_tuple(sep, 0)] + items[:m], level, lflags, prev, rblk)
 
         if sb >= 0:
             bt.set_prev(bm.page(sb), rblk)

@@ -35,6 +35,7 @@ minidb, an embedded engine, resolves it against the current directory.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 
 import minidb.errors as errors
@@ -48,6 +49,7 @@ from minidb.types import parse_type
 __all__ = ["run_copy", "format_row", "parse_rows"]
 
 _BATCH = 10_000
+_READ_CHARS = 1 << 22     # COPY FROM's text format reads this many characters at a time
 _TEXT_ESC = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\", "b": "\b", "f": "\f", "v": "\v"}
 
 
@@ -204,54 +206,56 @@ def _record_batches(records, header, width, table, convert):
 
 
 def _text_batches(f, delim, header, width, table, convert):
-    """The text format a batch of lines at a time: a batch without backslashes other than
-    whole ``\\N`` fields is split with ``str.split`` and no per-field work; any other
-    batch goes through ``_text_records`` line by line."""
-    first = 1
+    """The text format, read in blocks of ``_READ_CHARS`` and cut into batches of
+    ``_BATCH`` lines.  A batch whose lines all have ``width`` fields and whose only
+    backslashes are whole ``\\N`` fields is split in one go (the lines joined by the
+    delimiter and split once: column i is every width-th field) with no per-line Python
+    work; any other batch goes through ``_text_records`` line by line."""
+    lineno = 0
+    rest = ""
     done = False
     while not done:
-        lines = []
-        for line in f:
-            lines.append(line)
-            if len(lines) >= _BATCH:
-                break
+        block = f.read(_READ_CHARS)
+        if block:
+            text = rest + block
+            cut = text.rfind("\n")
+            if cut < 0:
+                rest = text
+                continue
+            text, rest = text[:cut], text[cut + 1:]
         else:
             done = True
-        if not lines:
-            break
-        out = []
-        for k, line in enumerate(lines):
-            if line.endswith("\n"):
-                line = line[:-1]
-            if line.endswith("\r"):
-                line = line[:-1]
-            if line == "\\.":
-                done = True
+            text, rest = rest, ""
+            if not text:
                 break
-            out.append(line)
-        linenos = list(range(first, first + len(out)))
-        first += len(lines)
-        if header and linenos and linenos[0] == 1:
-            linenos.pop(0)
-            out.pop(0)
-        if not out:
-            continue
-        rows = [line.split(delim) for line in out]
-        nback = sum(line.count("\\") for line in out)
-        if nback and nback != sum(r.count("\\N") for r in rows):
-            recs = list(_text_records(out, delim))   # escapes: field by field
-            rows = [r[1] for r in recs]
-            quoted = [r[2] for r in recs]
-        else:
-            quoted = None
-        for lineno, r in zip(linenos, rows):
-            if len(r) != width:
-                _check_width(r, width, table, lineno)
-        cols = list(zip(*rows))
-        if quoted is None:
-            yield convert(linenos, cols, [None] * width)
-        else:
-            yield convert(linenos, cols, list(zip(*quoted)))
+        lines = text.split("\n")
+        if "\r" in text:
+            lines = [x[:-1] if x.endswith("\r") else x for x in lines]
+        if "\\." in lines:
+            lines = lines[:lines.index("\\.")]
+            done = True
+        first = lineno + 1
+        lineno += len(lines)
+        if header and first == 1 and lines:
+            lines.pop(0)
+            first = 2
+        for a in range(0, len(lines), _BATCH):
+            yield _text_batch(lines[a:a + _BATCH], first + a, delim, width, table, convert)
+
+
+def _text_batch(lines, first, delim, width, table, convert):
+    n = len(lines)
+    linenos = range(first, first + n)
+    if set(map(str.count, lines, itertools.repeat(delim, n))) == {width - 1}:
+        flat = delim.join(lines).split(delim)
+        nback = sum(map(str.count, lines, itertools.repeat("\\", n)))
+        if not nback or nback == flat.count("\\N"):
+            return convert(linenos, [flat[i::width] for i in range(width)], [None] * width)
+    recs = list(_text_records(lines, delim))   # escapes or a bad line: field by field
+    for lineno, r in zip(linenos, recs):
+        _check_width(r[1], width, table, lineno)
+    return convert(linenos, list(zip(*(r[1] for r in recs))),
+                   list(zip(*(r[2] for r in recs))))
 
 
 def _text_records(f, delim):

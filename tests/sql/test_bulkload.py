@@ -284,7 +284,7 @@ def test_index_entries_go_in_a_page_at_a_time(conn, monkeypatch):
 
     def spy(*a, **k):
         n = real(*a, **k)
-        calls.append((len(a[2]), n))
+        calls.append((len(a[3]), n))
         return n
     monkeypatch.setattr("minidb.index.insert_entries", spy)
     cur = conn.cursor()
