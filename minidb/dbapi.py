@@ -15,6 +15,14 @@ binding, so ``executemany`` parses and plans its statement once.  A mapping inst
 sequence, or a bare string, is refused with ProgrammingError (the usual slip
 ``execute(sql, "abc")`` would otherwise bind three parameters).
 
+``executemany`` of an ``INSERT ... VALUES (?, ...)`` with at least
+``BULK_EXECUTEMANY_MIN_ROWS`` parameter sequences is a bulk load
+(``minidb.sql.bulkload``): the parameters are converted a column at a time and the rows
+inserted as ONE statement through the heap's bulk path - all rows or none, in autocommit
+mode too (a driver that executes once per row would commit the rows before a failing one).
+Parameters a column cannot take as one type (mixed Python types in a column) fall back to
+one execution per row, with the same result.
+
 Transactions (the ``autocommit`` attribute, as in psycopg and sqlite3):
 
 ==================  ==========================================================================
@@ -388,7 +396,8 @@ class Cursor:
 
     def executemany(self, sql: str, seq_of_params) -> "Cursor":
         """Run one statement once per parameter sequence, parsed and planned once (a
-        prepared statement).  ``rowcount`` is the total of the executions' row counts."""
+        prepared statement).  ``rowcount`` is the total of the executions' row counts.
+        An INSERT of many rows is one bulk statement instead (see the module docstring)."""
         self._check_open()
         self._reset()
         engine = self.connection._engine
