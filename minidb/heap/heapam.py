@@ -658,7 +658,8 @@ def page_items(v: FlatViews, bufs: np.ndarray):
     in the flat pool; ``positions`` index a (len(bufs), width) grid of line pointers, so
     page index = position // width and item index = position % width (``None`` when every
     slot of the grid is a normal item, the common case for a loaded table).  Vectorized:
-    one fancy index reads all line pointers of the batch.
+    the line pointers of the batch are read as one row slice per page (the pool viewed as
+    an (npages, BLCKSZ / 4) array of words), not one fancy index per line pointer.
     """
     bufs = np.asarray(bufs, dtype=np.int64)
     lower = v.u16[bufs * (BLCKSZ // 2) + pg.OFF_LOWER // 2].astype(np.int64)
@@ -667,7 +668,11 @@ def page_items(v: FlatViews, bufs: np.ndarray):
     if width == 0:
         return np.empty(0, dtype=np.int64), 0, np.empty(0, dtype=np.int64)
     col = np.arange(width, dtype=np.int64)
-    lp = v.u32[(bufs * (BLCKSZ // 4) + pg.PAGE_HEADER_SIZE // 4)[:, None] + col]
+    # each page's line pointers are one contiguous row slice of the pool seen as pages
+    u32 = v.u32
+    pages = u32[:len(u32) - len(u32) % (BLCKSZ // 4)].reshape(-1, BLCKSZ // 4)
+    first = pg.PAGE_HEADER_SIZE // 4
+    lp = pages[bufs, first:first + width]
     starts = (lp & 0x7FFF).astype(np.int64)
     starts += (bufs * BLCKSZ)[:, None]
     normal = (lp & 0x18000) == (pg.LP_NORMAL << 15)
