@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
-
 import minidb
 import minidb.errors as errors
 import minidb.exec.modify as modify
@@ -92,10 +90,8 @@ def _verify(d, model, pending):
         conn.close()
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_power_loss_during_bulk_loads(tmp_path, monkeypatch, seed):
-    monkeypatch.setattr(modify, "BULK_INSERT_MIN_ROWS", 20)
-    monkeypatch.setattr("minidb.sql.bulkload.VALUES_MIN_ROWS", 20)
+def _crash_once(tmp_path, monkeypatch, seed) -> dict:
+    """One crashed workload and its recovery; returns the replayed records by name."""
     rng = random.Random(seed)
     d = str(tmp_path / f"data{seed}")
     conn = _Conn(minidb.connect(d, **SETTINGS))
@@ -127,7 +123,21 @@ def test_power_loss_during_bulk_loads(tmp_path, monkeypatch, seed):
         replayed[key] = replayed.get(key, 0) + 1
         return real(inst, bm, r, invalid)
     monkeypatch.setattr(recovery, "replay", counting)
-    _verify(d, model, state["pending"])
+    try:
+        _verify(d, model, state["pending"])
+    finally:
+        monkeypatch.setattr(recovery, "replay", real)
     assert lost["writes"] > 0
-    # the loads' records were replayed: a MULTI_INSERT per heap page
-    assert replayed.get("MULTI_INSERT+INIT", 0) + replayed.get("MULTI_INSERT", 0) > 0, replayed
+    return replayed
+
+
+def test_power_loss_during_bulk_loads(tmp_path, monkeypatch):
+    monkeypatch.setattr(modify, "BULK_INSERT_MIN_ROWS", 20)
+    monkeypatch.setattr("minidb.sql.bulkload.VALUES_MIN_ROWS", 20)
+    multi = 0
+    for seed in range(5):
+        replayed = _crash_once(tmp_path, monkeypatch, seed)
+        multi += replayed.get("MULTI_INSERT+INIT", 0) + replayed.get("MULTI_INSERT", 0)
+    # the loads' records were replayed (a crash right after a checkpoint replays nothing,
+    # so this is asserted over the seeds): a MULTI_INSERT per heap page
+    assert multi > 0
