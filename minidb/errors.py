@@ -187,7 +187,8 @@ class AdminShutdown(OperationalError):
 
 class CrashShutdown(OperationalError):
     """A process of the instance died holding a shared-memory lock (or mid-change of shared
-    state): the shared memory can no longer be trusted and the instance must be reopened
+    state): the shared memory can no longer be trusted; the instance restarts (or, with
+    restart_after_crash off, must be reopened)
     (PostgreSQL: 'terminating connection because of crash of another server process')."""
     sqlstate = "57P02"
 
