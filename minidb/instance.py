@@ -515,6 +515,7 @@ class Instance:
                     self.seg.stats[s] = 0
                     self.seg.backend_pins[s] = 0
                     self.seg.backend_locks[s] = 0
+                    self.seg.proc_flags[s] = 0
                     return s
         raise TooManyConnections(f"sorry, too many clients already (all {len(rng)} {kind} "
                                  "slots are in use)")

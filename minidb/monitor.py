@@ -10,8 +10,10 @@ crash flag; every ``MONITOR_INTERVAL_S`` it
 
 1. exits if the owner is gone (the instance's death pipe reads EOF, or its parent changed);
 2. looks at every backend slot whose process is not the owner: a dead process whose death
-   is a crash (``crash_reason``: it held an LWLock, was inside a WAL critical section, or
-   held a buffer's content lock in exclusive mode) sets the crash flag.  A process that
+   is a crash (``crash_reason``: it held an LWLock, was inside a WAL critical section,
+   held a buffer's content lock in exclusive mode, or was in a transaction that created
+   relation files - a CREATE INDEX killed mid-way - whose removal needs recovery) sets
+   the crash flag.  A process that
    died outside those keeps the owner reaper's cheap clean-up (its transaction aborted,
    its slot, pins and locks freed), which the monitor leaves alone;
 3. once the crash flag is set (by itself, by a wait that found a dead holder, by the
@@ -40,7 +42,7 @@ import time
 
 import numpy as np
 
-from minidb.shmem import pid_alive, set_parent_death_signal
+from minidb.shmem import PROC_CREATED_FILES, pid_alive, set_parent_death_signal
 from minidb.storage.bufmgr import EXCLUSIVE
 from minidb.wal.xlog import wal_critical_section
 
@@ -70,6 +72,9 @@ def crash_reason(seg, locks, slot: int, pid: int) -> str:
         return (f"process {pid} (backend slot {slot}) died holding the {', '.join(held)} "
                 f"lock{'s' if len(held) > 1 else ''}")
     why = wal_critical_section(seg, slot) or changing_a_page(seg, slot)
+    if not why and int(seg.proc_flags[slot]) & PROC_CREATED_FILES:
+        why = ("in a transaction that created relation files (they would be left behind: "
+               "recovery removes them)")
     if why:
         return f"process {pid} (backend slot {slot}) died {why}"
     return ""

@@ -92,6 +92,8 @@ wal_ring           (WB * 8192,)    uint8      the WAL buffers: a range reserved 
                                               wal_insert is filled by its reserver
 proc_delay_chkpt   (S + 2,)        int64      owning backend (a commit between its record
                                               and its clog update delays a checkpoint)
+proc_flags         (S,)            int64      owning backend (PROC_* bits; reset when the
+                                              slot is claimed)
 =================  ==============  =========  ============================================
 
 ``NP`` = 16 lock partitions, ``LP`` = lock entries per partition
@@ -184,6 +186,9 @@ CTL_NEXT_OID = 2          # catalog lock: the next OID / relfilenode to hand out
 CTL_NEXT_XID = 4          # procarray lock: the next xid to assign
 CTL_LATEST_COMPLETED = 5  # procarray lock: newest xid that committed or aborted
 N_CONTROL = 16
+
+# proc_flags[] bits
+PROC_CREATED_FILES = 1    # the open transaction created relation files (catalog.storage)
 
 # commit-log (pg_xact) SLRU control entries (clog_ctl[]) and its pg_stat_slru counters
 CLOG_CTL_CLOCK = 0        # LRU stamp counter
@@ -379,6 +384,7 @@ def regions(settings: Settings) -> list[Region]:
         Region("wal_ring", (settings.wal_buffers * BLCKSZ,), "u1",
                "reserved by the wal insert lock, then the reserving backend"),
         Region("proc_delay_chkpt", (s + 2,), "<i8", "owning backend"),
+        Region("proc_flags", (s,), "<i8", "owning backend"),
     ]
 
 

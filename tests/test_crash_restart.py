@@ -13,7 +13,9 @@ What is proven here:
     follows;
   * an owner thread blocked in a lock wait when the crash happens gets 57P02 (no 60 s
     wait), and the restart does not wait for it any longer than that;
-  * ``restart_after_crash = off`` keeps the old answer (57P02 until reopened).
+  * ``restart_after_crash = off`` keeps the old answer (57P02 until reopened);
+  * a CREATE INDEX killed mid-way (its transaction created a file): a crash restart, whose
+    recovery removes the file; the index can then be made.
 """
 
 from __future__ import annotations
@@ -234,3 +236,36 @@ def test_restart_after_crash_off_stays_down(tmp_path):
         conn.cursor().execute("SELECT 1")
     conn.close()
 
+
+def test_a_create_index_killed_mid_way_leaves_no_file(tmp_path):
+    """The killed backend's transaction created a file: its death is a crash, and the
+    restart's recovery removes the file no committed catalog row names."""
+    conn = make(tmp_path, max_worker_processes=0)
+    inst = conn._instance
+    cur = conn.cursor()
+    cur.executemany("INSERT INTO t VALUES (?, ?)", [(k, k) for k in range(20, 3000)])
+    conn.commit()
+    base = tmp_path / "data" / "base"
+    files = set(os.listdir(base))
+
+    def builder():
+        c = minidb.connect(str(tmp_path / "data"))
+        c.cursor().execute("CREATE INDEX t_v ON t (v)")  # not committed: killed first
+        time.sleep(600)
+    pid = fork(builder)
+    wait_until(lambda: set(os.listdir(base)) - files, "the index file exists")
+    new = set(os.listdir(base)) - files
+    os.kill(pid, signal.SIGKILL)
+    reap(pid)
+    wait_until(lambda: len(inst.restarts) == 1, "the crash restart")
+    assert "created relation files" in inst.restarts[0]["reason"] \
+        or "died" in inst.restarts[0]["reason"]
+    removed = {str(r) for r in inst.restarts[0]["recovery"]["orphans_removed"]}
+    assert {n.split("_")[0] for n in new} <= removed
+    assert set(os.listdir(base)) == files
+    conn.close()
+    with minidb.connect(str(tmp_path / "data")) as conn:
+        cur = conn.cursor()
+        cur.execute("CREATE INDEX t_v ON t (v)")
+        cur.execute("SELECT count(*) FROM t WHERE v = 77")
+        assert cur.fetchone() == (1,)
