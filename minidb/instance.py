@@ -169,7 +169,7 @@ class Instance:
         self._restart_lock = threading.RLock()
         self.restart_error: BaseException | None = None
         self.restart_failed = False  # a crash restart's recovery failed: the instance is down
-        self._restarting = False  # set while crash_restart runs (connect waits for it)
+        self._restarting = 0  # the thread running crash_restart (connect waits for it)
         self._ckpt_lock = threading.Lock()
         self.checkpoints_done = 0
         self.last_checkpoint: dict = {}
@@ -437,8 +437,7 @@ class Instance:
         """A new connection in the owner while the crash flag is set waits (bounded) for
         the postmaster thread's crash restart, instead of failing with 57P02."""
         if (os.getpid() != self.owner_pid or not self.settings.restart_after_crash
-                or threading.current_thread() is getattr(self, "_reaper", None)
-                or self.enter_depth()):
+                or self._restarting == threading.get_ident() or self.enter_depth()):
             return  # (a call of this thread inside holds up the restart: fail at once)
         deadline = time.monotonic() + RESTART_TIMEOUT_S
         while time.monotonic() < deadline and not self._closed:
@@ -691,11 +690,11 @@ class Instance:
         with self._restart_lock:
             if self._closed or self._stop.is_set() or self.locks.crashed() is None:
                 return {}
-            self._restarting = True
+            self._restarting = threading.get_ident()  # (its own connects do not wait)
             try:
                 return self._crash_restart()
             finally:
-                self._restarting = False
+                self._restarting = 0
 
     def _crash_restart(self) -> dict:
         t0 = time.monotonic()
