@@ -177,6 +177,12 @@ _ALL = [
        "written since the last redo point", min=2, max=1024 * 1024, unit="MB"),
     _s("trace_recovery", False, bool, "instance",
        "print crash recovery's progress (every 10000 records) and where redo ended"),
+    # -- crash restart and fault injection (minidb.monitor, minidb.instance) ----------------
+    _s("restart_after_crash", True, bool, "instance",
+       "PostgreSQL's default: when a process of the instance dies inside a shared-memory "
+       "change, the instance kills its other processes, resets shared memory and runs crash "
+       "recovery by itself (open connections get 57P02 and reconnect); off: the instance "
+       "stays down (57P02) until it is closed and reopened"),
     # -- transactions ------------------------------------------------------------------------
     _s("default_transaction_isolation", "read committed", str, "session",
        "PostgreSQL's default: a fresh snapshot for every statement",

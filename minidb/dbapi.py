@@ -312,7 +312,8 @@ class Connection:
                 "this connection is in use by another thread at the same time; minidb "
                 "connections are not shared between threads (threadsafety 1): open one "
                 "connection per thread")
-        return _Release(self._busy)
+        self._instance.enter_call()  # a crash restart waits until the call is over
+        return _Release(self._busy, self._instance)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -325,15 +326,17 @@ class Connection:
 
 
 class _Release:
-    __slots__ = ("_lock",)
+    __slots__ = ("_lock", "_instance")
 
-    def __init__(self, lock):
+    def __init__(self, lock, instance):
         self._lock = lock
+        self._instance = instance
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        self._instance.leave_call()
         self._lock.release()
 
 

@@ -157,12 +157,6 @@ class OutOfSharedMemory(InsufficientResources):
     sqlstate = "53200"
 
 
-class DiskFull(InsufficientResources):
-    """A write or an extension of a file failed with ENOSPC ("could not write to file ...:
-    No space left on device"); the statement fails, the database stays usable."""
-    sqlstate = "53100"
-
-
 class TooManyConnections(OperationalError):
     sqlstate = "53300"
 
@@ -187,7 +181,8 @@ class AdminShutdown(OperationalError):
 
 class CrashShutdown(OperationalError):
     """A process of the instance died holding a shared-memory lock (or mid-change of shared
-    state): the shared memory can no longer be trusted and the instance must be reopened
+    state): the shared memory can no longer be trusted; the instance restarts (or, with
+    restart_after_crash off, must be reopened)
     (PostgreSQL: 'terminating connection because of crash of another server process')."""
     sqlstate = "57P02"
 
@@ -204,6 +199,13 @@ class DataCorrupted(InternalError):
 
 class IOError_(OperationalError):
     sqlstate = "58030"
+
+
+class DiskFull(InsufficientResources, IOError_):
+    """A write or an extension of a file failed with ENOSPC ("could not write to file ...:
+    No space left on device"); the statement fails, the database stays usable.  An
+    ``IOError_`` too (a failed write), with ENOSPC's own code."""
+    sqlstate = "53100"
 
 
 class TransactionRollbackError(OperationalError):

@@ -16,6 +16,15 @@ arbitrary subset of the unsynced operations, applied in order, each one kept, dr
 - for a write - *torn*: only some of the 512-byte sectors it covers reach the disk.
 ``crash_after(n)`` arms the crash to happen at the n-th write or sync from now.
 
+``FaultFiles`` (the fault-injection layer) performs every operation on the real files too,
+and makes chosen ones fail as a full or failing disk would: ``fail(op, nth, errno, match)``
+makes the ``nth`` next operation of kind ``op`` on a file whose path contains ``match`` raise
+``OSError(errno)`` - ``"write"`` (a write within the file), ``"extend"`` (a write past its
+end, or an ``ftruncate`` that grows it: how ENOSPC shows), ``"fsync"`` (``fsync`` and
+``fdatasync``), ``"create"`` (an ``open`` that creates the file).  The failed operation
+changes nothing.  So every write path (relation files, the WAL, the commit log, the control
+file) is tested against ENOSPC and EIO without root or a full tmpfs (tests/test_enospc.py).
+
 Simplifications (documented in minidb/wal/README.md): creating, renaming and unlinking a
 file are durable at once (as on a file system that journals metadata synchronously), so
 ``fsync_dir`` only counts; a file first seen by the layer (installed while descriptors were
@@ -32,8 +41,11 @@ Invariants:
 from __future__ import annotations
 
 import builtins
+import errno
 import os
 import threading
+
+import minidb.errors as errors
 
 SECTOR = 512
 
@@ -285,6 +297,102 @@ def _apply(img: bytearray, op: tuple, rng) -> None:
         pos = nxt
 
 
+class FaultFiles(OSFiles):
+    """The fault-injection layer (see the module docstring).  Thread-safe; per process."""
+
+    OPS = ("write", "extend", "fsync", "create")
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._rules: list[list] = []  # [op, match, countdown, errno, times left]
+        self._fd_path: dict[int, str] = {}
+        self.counts = dict.fromkeys(self.OPS, 0)
+        self.injected: list[tuple[str, str, int]] = []  # (op, path, errno) of each failure
+
+    def fail(self, op: str, nth: int = 1, err: int = errno.ENOSPC, match: str = "",
+             times: int = 1) -> None:
+        """Make the ``nth`` next ``op`` on a file whose path contains ``match`` fail with
+        ``err``, and the ``times - 1`` matching ones after it too (``times`` < 0: every
+        one from then on, a disk that stays full until ``clear``)."""
+        if op not in self.OPS:
+            raise ValueError(f"op must be one of {self.OPS}")
+        with self._lock:
+            self._rules.append([op, match, max(1, nth), err, times])
+
+    def clear(self) -> None:
+        """No more failures (the disk has room again)."""
+        with self._lock:
+            self._rules.clear()
+
+    def pending(self) -> int:
+        """Armed failures that have not happened yet."""
+        with self._lock:
+            return sum(1 for r in self._rules if r[4] != 0)
+
+    def _inject(self, op: str, path: str) -> None:
+        with self._lock:
+            self.counts[op] += 1
+            for rule in self._rules:
+                if rule[0] != op or rule[1] not in path or rule[4] == 0:
+                    continue
+                rule[2] -= 1
+                if rule[2] > 0:
+                    continue
+                rule[2] = 1
+                rule[4] -= 1
+                self.injected.append((op, path, rule[3]))
+                raise OSError(rule[3], os.strerror(rule[3]), path)
+
+    def _path(self, fd: int) -> str:
+        p = self._fd_path.get(fd)
+        if p is None:
+            try:
+                p = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:  # pragma: no cover
+                p = ""
+        return p
+
+    def open(self, path: str, flags: int, mode: int = 0o600) -> int:
+        if flags & os.O_CREAT and not os.path.exists(path):
+            self._inject("create", os.path.abspath(path))
+        fd = os.open(path, flags, mode)
+        self._fd_path[fd] = os.path.abspath(path)
+        return fd
+
+    def close(self, fd: int) -> None:
+        self._fd_path.pop(fd, None)
+        os.close(fd)
+
+    def pwrite(self, fd: int, data, offset: int) -> int:
+        return self.pwritev(fd, [data], offset)
+
+    def pwritev(self, fd: int, buffers: list, offset: int) -> int:
+        n = sum(memoryview(b).nbytes for b in buffers)
+        grows = offset + n > os.fstat(fd).st_size
+        self._inject("extend" if grows else "write", self._path(fd))
+        return os.pwritev(fd, buffers, offset)
+
+    def fsync(self, fd: int) -> None:
+        self._inject("fsync", self._path(fd))
+        os.fsync(fd)
+
+    def fdatasync(self, fd: int) -> None:
+        self._inject("fsync", self._path(fd))
+        os.fdatasync(fd)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        if size > os.fstat(fd).st_size:
+            self._inject("extend", self._path(fd))
+        os.ftruncate(fd, size)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.rename(src, dst)
+        with self._lock:
+            for fd, p in self._fd_path.items():
+                if p == os.path.abspath(src):
+                    self._fd_path[fd] = os.path.abspath(dst)
+
+
 _layer: OSFiles = OSFiles()
 
 
@@ -353,15 +461,36 @@ def fsync_dir(path: str) -> None:
 
 
 def write_file_atomically(path: str, data: bytes, sync: bool = True) -> None:
-    """Write ``path`` as a whole: a temporary file, fsynced, renamed over it."""
+    """Write ``path`` as a whole: a temporary file, fsynced, renamed over it.  A failure
+    leaves the old file as it was and raises ``DiskFull`` (ENOSPC, 53100) or ``IOError_``
+    (58030) naming the file."""
     tmp = path + ".tmp"
-    fd = _layer.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
-        _layer.pwrite(fd, data, 0)
-        if sync:
-            _layer.fsync(fd)
-    finally:
-        _layer.close(fd)
+        fd = _layer.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            got = _layer.pwrite(fd, data, 0)
+            if got != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), tmp)
+            if sync:
+                _layer.fsync(fd)
+        finally:
+            _layer.close(fd)
+    except OSError as e:
+        try:
+            _layer.unlink(tmp)
+        except OSError:
+            pass
+        raise write_error(path, e) from e
     _layer.rename(tmp, path)
     if sync:
         _layer.fsync_dir(os.path.dirname(path) or ".")
+
+
+def write_error(path: str, e: OSError, what: str = "write to file", detail: str = ""):
+    """The error for a failed write: ``DiskFull`` (53100) for ENOSPC, else ``IOError_``
+    (58030), 'could not <what> "<path>"<detail>: <strerror>' as PostgreSQL words it."""
+    why = e.strerror or (os.strerror(e.errno) if e.errno else str(e))
+    if e.errno == errno.ENOSPC and why != os.strerror(errno.ENOSPC):
+        why = f"{why}: {os.strerror(errno.ENOSPC)}"  # a short write: the disk is full
+    cls = errors.DiskFull if e.errno in (errno.ENOSPC, errno.EDQUOT) else errors.IOError_
+    return cls(f'could not {what} "{path}"{detail}: {why}')

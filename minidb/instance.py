@@ -46,18 +46,48 @@ dies, as PostgreSQL's backends do when the postmaster dies:
 A process that dies holding a shared-memory lock.  Every LWLock records its holder's pid in
 shared memory (``minidb.shmem``).  The reaper never blocks on a lock a dead process may
 hold: before cleaning up after a dead backend it looks up the LWLocks recorded as held by
-it; if there are any, the shared state it was changing may be half-changed, and (with no
-restart in place) the honest answer is the instance's *crash flag*: from then on
-every statement, connect and wait raises ``CrashShutdown`` (57P02, "terminating
-connection because of crash of another server process ... the instance must be
-reopened"), and ``close()`` skips its checkpoint (the shared buffers are not trusted; the
-next open replays the WAL from the last checkpoint, as after a crash of the owner).  A blocked LWLock wait finds the
-same by itself (a dead holder, or a lock taken with no holder recorded for
-``HOLDERLESS_S``).  So does a backend that died inside a WAL critical section
+it (``minidb.monitor.crash_reason``); if there are any, the shared state it was changing
+may be half-changed, and the answer is the instance's *crash flag*: from then on every
+statement, connect and wait raises ``CrashShutdown`` (57P02, "terminating connection
+because of crash of another server process"), until the crash restart below.  A blocked
+LWLock wait finds the same by itself (a dead holder, or a lock taken with no holder
+recorded for ``HOLDERLESS_S``).  So does a backend that died inside a WAL critical section
 (``minidb.wal.xlog.wal_critical_section``: copying a record into the WAL buffers, or
-between its commit record and the commit log - PostgreSQL PANICs there), and the WAL's
-waits and the buffer content-lock waits look at the flag.  A backend killed outside those
-sections (the usual case) is cleaned up as before.
+between its commit record and the commit log - PostgreSQL PANICs there) or holding a
+buffer's content lock in exclusive mode, and a failed WAL write or fsync (the WAL's PANIC);
+the WAL's waits and the buffer content-lock waits look at the flag.  A backend killed
+outside those sections (the usual case) is cleaned up as before: its transaction aborted,
+its slot, pins and locks freed - by the reaper, never by a restart.
+
+Crash restart (``restart_after_crash``, on by default).  The owner is the user's program,
+busy with anything, so a small *monitor* process (``minidb.monitor``, forked at open)
+watches too: it takes no lock and holds no slot; when it finds a dead backend whose death
+is a crash it sets the flag, and once the flag is set it SIGKILLs every process of the
+instance it knows of (the slots' processes, the pool master and workers) and exits.  The
+owner's reaper thread - the *postmaster thread* - then runs ``crash_restart``:
+
+1. kill whatever else is still attached to the data directory (a forked client between
+   two connections has the lock file open: ``attached_pids``), and the monitor;
+2. make every backend of this process *stale* (``generation``: its next call raises 57P02
+   "the instance has restarted since this connection began"; closing it frees nothing,
+   its slot went with the old memory) and make the old file handles (relation files, the
+   WAL, the commit log) raise too, so a straggling thread cannot write an old page after
+   recovery;
+3. wait until no call of this process's threads is inside the instance (``enter_call`` /
+   ``leave_call``, around each DB-API call and session statement; a waiting call sees the
+   crash flag within ``LWLOCK_POLL_S``), at most ``RESTART_TIMEOUT_S``;
+4. new shared memory and locks, crash recovery from the WAL (``start_wal``, then the
+   orphan files of the transactions the crash ended are removed), a new pool master, a new
+   monitor and a new WAL writer / checkpointer thread.
+
+The owner survives; a DB-API connection that was open gets 57P02 at its next call, and
+``connect`` during the restart waits for it to end (bounded) instead of failing.  If
+recovery itself fails (the disk still full), the instance stays down ("the crash restart
+failed": close and reopen).  With ``restart_after_crash`` off the crash flag stays set until
+the instance is closed (no checkpoint then: the next open replays the WAL).  Departures:
+PostgreSQL's backends are all children of the postmaster; here the owner's own threads are
+backends too, so they are not killed but made stale, and processes the user forked from the
+owner are killed as PostgreSQL's backends are.
 
 Invariants:
   1. At most one process at a time owns a data directory (the flock), and no process of
@@ -72,6 +102,7 @@ import atexit
 import fcntl
 import os
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -82,7 +113,8 @@ from minidb.catalog import Catalog, CatalogCache, at_xact_end, bootstrap
 from minidb.catalog.bootstrap import PG_CLASS
 from minidb.catalog.cache import temp_backend
 from minidb.config import SETTINGS, Settings
-from minidb.errors import (AdminShutdown, CantChangeParameter, DatabaseInUse,
+import minidb.monitor as monitor
+from minidb.errors import (AdminShutdown, CantChangeParameter, CrashShutdown, DatabaseInUse,
                            InsufficientPrivilege, InterfaceError, OperationalError,
                            TooManyConnections)
 from minidb.shmem import (COUNTERS, IO_COUNTERS, SharedLocks, Segment, n_slots, pid_alive,
@@ -97,7 +129,6 @@ from minidb.txn.lmgr import LockManager, SharedLockTable
 from minidb.txn.procarray import ProcArray
 from minidb.txn.xact import Transaction
 from minidb.wal.control import control_path
-from minidb.wal.xlog import wal_critical_section
 
 REAPER_INTERVAL_S = 0.1
 ORPHAN_WAIT_S = 2.0  # an opener waits this long for a dead owner's children to exit
@@ -132,61 +163,89 @@ class Instance:
         _OPEN.add(self)  # the fork hook finds it (death pipe, parent-death signal)
         self._local = threading.Lock()
         self._backends: set[Backend] = set()
+        self.generation = 0  # crash restarts so far: a backend of an older one is stale
+        self.restarts: list[dict] = []  # what each crash restart did (for tests and users)
+        self._active: dict[int, int] = {}  # thread id -> depth of its calls into the instance
+        self._restart_lock = threading.RLock()
+        self.restart_error: BaseException | None = None
+        self.restart_failed = False  # a crash restart's recovery failed: the instance is down
+        self._restarting = 0  # the thread running crash_restart (connect waits for it)
+        self._ckpt_lock = threading.Lock()
+        self.checkpoints_done = 0
+        self.last_checkpoint: dict = {}
+        self.monitor_pid = 0
+        self.pool = None
         try:
             self._death_r, self._death_w = os.pipe()
             os.set_blocking(self._death_r, False)
-            self.seg = Segment(self.settings)
-            self.locks = SharedLocks(self.settings)
-            self.smgr = Smgr(self.datadir)
-            self.clog = CommitLog(self.datadir, self.seg, self.locks)
-            control = control_path(self.datadir)
-            if not new and not os.path.exists(control):
-                raise OperationalError(
-                    f'could not open file "{control}": No such file or directory: the data '
-                    f'directory "{self.datadir}" has lost its control file, without which '
-                    "transaction ids would be reused and rolled-back rows could show as "
-                    "committed; restore the directory from a copy", sqlstate="58P01")
-            self.procarray = ProcArray(self.seg, self.locks, self.clog)
-            self.procarray._on_wait_tick = self.reap_dead_backends
-            self.catalog_cache = CatalogCache(self)
-            self.catalog = Catalog(self.catalog_cache)  # runs each call in its own transaction
-            self._ckpt_lock = threading.Lock()
-            self.checkpoints_done = 0
-            self.last_checkpoint: dict = {}
-            self.recovery_stats: dict = {}
-            self.wal_shared = start_wal(self, new)  # crash recovery, if the last run crashed
-            self.wal = self.wal_shared.handle(n_slots(self.settings) + 1)
-            self.clog.wal_flush = self.wal.flush  # WAL before a commit-log page
-            self._open_catalog(new)
-            if self.recovery_stats:
-                remove_orphan_files(self)  # created by transactions the crash ended
+            self._start_shared(new)
         except BaseException:
             self._closed = True
             self._release_lock()
             raise
         self.reaped: list[tuple[int, int, int]] = []  # (slot, pid, aborted xid) - for tests
         self._stop = threading.Event()
-        # The I/O model (io_model) beneath every relation read, and the parallel worker
-        # pool (minidb.workers.pool): its master process is forked here, after the segment,
-        # the locks and the channels exist and BEFORE the reaper thread starts (a process
-        # with threads must not fork).  No pool at all when max_worker_processes is 0.
+        try:
+            self._start_processes()
+        except BaseException:
+            self._closed = True
+            self._stop_monitor()
+            self._release_lock()
+            raise
+        self._reaper = threading.Thread(target=self._reaper_loop, name="minidb-postmaster",
+                                        daemon=True)
+        self._reaper.start()
+        self._background = Background(self)
+        self._background.start()
+
+    def _start_shared(self, new: bool) -> None:
+        """Shared memory, the files' handles, the WAL (crash recovery if the last run
+        crashed) and the catalog: at open, and again at each crash restart."""
+        self.seg = Segment(self.settings)
+        self.locks = SharedLocks(self.settings)
+        if self.settings.restart_after_crash:
+            self.locks.after_crash = ("so the instance restarts itself (crash recovery): "
+                                      "open a new connection")
+        self.smgr = Smgr(self.datadir)
+        self.clog = CommitLog(self.datadir, self.seg, self.locks)
+        control = control_path(self.datadir)
+        if not new and not os.path.exists(control):
+            raise OperationalError(
+                f'could not open file "{control}": No such file or directory: the data '
+                f'directory "{self.datadir}" has lost its control file, without which '
+                "transaction ids would be reused and rolled-back rows could show as "
+                "committed; restore the directory from a copy", sqlstate="58P01")
+        self.procarray = ProcArray(self.seg, self.locks, self.clog)
+        self.procarray._on_wait_tick = self.reap_dead_backends
+        self.catalog_cache = CatalogCache(self)
+        self.catalog = Catalog(self.catalog_cache)  # runs each call in its own transaction
+        self.recovery_stats: dict = {}
+        self.wal_shared = start_wal(self, new)  # crash recovery, if the last run crashed
+        self.wal = self.wal_shared.handle(n_slots(self.settings) + 1)
+        self.clog.wal_flush = self.wal.flush  # WAL before a commit-log page
+        self._open_catalog(new)
+        if self.recovery_stats:
+            remove_orphan_files(self)  # created by transactions the crash ended
+
+    def _start_processes(self) -> None:
+        """The I/O model (io_model) beneath every relation read, the parallel worker pool
+        (minidb.workers.pool) and the monitor (minidb.monitor).  At open the pool master
+        and the monitor are forked here, after the segment, the locks and the channels exist
+        and BEFORE the reaper thread starts (a process with threads should not fork); after
+        a crash restart the postmaster thread forks them again.  No pool at all when
+        max_worker_processes is 0."""
         self.iomodel = (IOModel(self.seg, self.locks.iomodel, self.settings)
                         if self.settings.io_model != "none" else None)
         self.smgr.iomodel = self.iomodel
         self.pool = None
         if self.settings.max_worker_processes > 0:
             from minidb.workers.pool import WorkerPool  # the executor layer starts here
-            try:
-                self.pool = WorkerPool(self)
-                self.pool.start()
-            except BaseException:
-                self._release_lock()
-                raise
-        self._reaper = threading.Thread(target=self._reaper_loop, name="minidb-reaper",
-                                        daemon=True)
-        self._reaper.start()
-        self._background = Background(self)
-        self._background.start()
+            self.pool = WorkerPool(self)
+            self.pool.start()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.monitor_pid = monitor.start(self.seg, self.locks, self._death_r,
+                                         [self.pool.master_pid] if self.pool else [])
 
     # -- data directory and its lock ----------------------------------------------------------
     def _open_catalog(self, new: bool) -> None:
@@ -363,12 +422,51 @@ class Instance:
             except OSError:  # pragma: no cover
                 pass
 
-    def check_interrupts(self) -> None:
+    def check_interrupts(self, backend: "Backend | None" = None) -> None:
         """CHECK_FOR_INTERRUPTS, at connect and at each statement: AdminShutdown (57P01) in
-        a forked child whose owner died, CrashShutdown (57P02) once the crash flag is set."""
+        a forked child whose owner died, CrashShutdown (57P02) once the crash flag is set,
+        and for a ``backend`` made before the last crash restart (stale: its shared memory
+        is gone)."""
         if os.getpid() != self.owner_pid:
             self._check_owner()
+        if backend is not None and backend.generation != self.generation:
+            raise _stale_error(backend)
         self.locks.check_crash()
+
+    def _await_restart(self) -> None:
+        """A new connection in the owner while the crash flag is set waits (bounded) for
+        the postmaster thread's crash restart, instead of failing with 57P02."""
+        if (os.getpid() != self.owner_pid or not self.settings.restart_after_crash
+                or self._restarting == threading.get_ident() or self.enter_depth()):
+            return  # (a call of this thread inside holds up the restart: fail at once)
+        deadline = time.monotonic() + RESTART_TIMEOUT_S
+        while time.monotonic() < deadline and not self._closed:
+            if self._restart_lock.acquire(timeout=max(0.01, deadline - time.monotonic())):
+                try:
+                    if self.locks.crashed() is None and not self._restarting:
+                        return
+                finally:
+                    self._restart_lock.release()
+            time.sleep(0.01)
+
+    def enter_depth(self) -> int:
+        """How deep this thread is in calls into the instance (0: none)."""
+        return self._active.get(threading.get_ident(), 0)
+
+    # -- calls of the owner's threads (a crash restart waits until none is inside) -----------
+    def enter_call(self) -> None:
+        """A thread of this process starts a call that uses shared memory (a statement,
+        a commit, a DB-API call); calls nest.  ``leave_call`` ends it."""
+        tid = threading.get_ident()
+        self._active[tid] = self._active.get(tid, 0) + 1  # only this thread writes its key
+
+    def leave_call(self) -> None:
+        tid = threading.get_ident()
+        depth = self._active.get(tid, 0) - 1
+        if depth > 0:
+            self._active[tid] = depth
+        else:
+            self._active.pop(tid, None)
 
     def _after_fork_in_child(self) -> None:
         # called by the fork hook in every child: give up the death pipe's write end (the
@@ -388,12 +486,18 @@ class Instance:
         checkpointer) use their reserved slots."""
         if self._closed:
             raise InterfaceError("the instance is closed")
+        if self._restarting or self.locks.crashed() is not None:
+            self._await_restart()
         self.check_interrupts()
         settings = self.settings.copy()
         for k, v in session_settings.items():
             settings.set(k, v)
         slot = self._claim_slot("aux" if aux else "worker" if worker else "connection")
-        b = Backend(self, slot, settings)
+        try:
+            b = Backend(self, slot, settings)
+        except BaseException:
+            self._free_slot(slot)
+            raise
         with self._local:
             self._backends.add(b)
         return b
@@ -410,6 +514,7 @@ class Instance:
                     self.seg.stats[s] = 0
                     self.seg.backend_pins[s] = 0
                     self.seg.backend_locks[s] = 0
+                    self.seg.proc_flags[s] = 0
                     return s
         raise TooManyConnections(f"sorry, too many clients already (all {len(rng)} {kind} "
                                  "slots are in use)")
@@ -422,13 +527,19 @@ class Instance:
 
     # -- backends whose process died ------------------------------------------------------------
     def _reaper_loop(self) -> None:
+        """The postmaster thread: frees the slots of dead backends, and restarts the
+        instance after a crash (``crash_restart``)."""
         while not self._stop.wait(REAPER_INTERVAL_S):
             if os.getpid() != self.owner_pid:
                 return  # pragma: no cover - threads do not survive fork, but be safe
             try:
-                self.reap_dead_backends()
-            except Exception:  # pragma: no cover - the reaper must never die
-                pass
+                if self.locks.crashed() is not None:
+                    if self.settings.restart_after_crash and not self.restart_failed:
+                        self.crash_restart()
+                else:
+                    self.reap_dead_backends()
+            except Exception as e:  # pragma: no cover - the postmaster must never die
+                self.restart_error = e
 
     def reap_dead_backends(self) -> list[int]:
         """Free the slots of backends whose process has died (PostgreSQL's postmaster does
@@ -446,15 +557,9 @@ class Instance:
             pid = int(pids[slot])
             if pid <= 0 or pid == os.getpid() or _process_alive(pid):
                 continue  # freed (or being reaped) since the scan above, or alive
-            held = self.locks.held_by(pid)
-            if held:  # it died inside a critical section: never wait for those locks
-                self.locks.mark_crashed(
-                    pid, f"process {pid} (backend slot {slot}) died holding the "
-                         f"{', '.join(held)} lock{'s' if len(held) > 1 else ''}")
-                return freed
-            why = wal_critical_section(self.seg, slot) or _changing_a_page(self.seg, slot)
-            if why:  # PostgreSQL's PANIC in a critical section: a crash restart
-                self.locks.mark_crashed(pid, f"process {pid} (backend slot {slot}) died {why}")
+            why = monitor.crash_reason(self.seg, self.locks, slot, pid)
+            if why:  # it died inside a critical section (PostgreSQL's PANIC): never wait
+                self.locks.mark_crashed(pid, why)  # for its locks - a crash restart
                 return freed
             with self.locks.proc:
                 if int(pids[slot]) != pid:
@@ -523,10 +628,13 @@ class Instance:
             self._closed = True  # a forked child leaves the instance to its owner...
             self._detach_orphan()  # ...and stops counting as attached to it
             return
+        self._stop.set()
+        if threading.current_thread() is not self._reaper:
+            self._reaper.join(RESTART_TIMEOUT_S)  # (a crash restart in progress ends first)
         if self.pool is not None:
             self.pool.stop()  # the workers close their backends; nothing is left running
-        self._stop.set()
         self._background.stop()
+        self._stop_monitor()
         try:
             if self.locks.crashed() is None:
                 self.checkpoint(shutdown=True)
@@ -534,11 +642,15 @@ class Instance:
             # the next open replays the log from the last checkpoint (a crash restart)
         finally:
             self._closed = True
-            self.wal_shared.close_files()
-            self.clog.close()
-            self.smgr.close()
-            self._release_lock()
-            self.seg.close()
+            try:
+                for fn in (self.wal_shared.close_files, self.clog.close, self.smgr.close):
+                    try:
+                        fn()
+                    except CrashShutdown:  # left stale by a failed crash restart
+                        pass
+            finally:
+                self._release_lock()
+                self.seg.close()
 
     def crash_abandon(self) -> None:
         """For crash tests: drop the instance as a power loss or ``kill -9`` would - no
@@ -554,6 +666,7 @@ class Instance:
                 self.pool.stop()
             except BaseException:
                 pass
+        self._stop_monitor()
         # (not clog.close(): it would write the commit log's dirty pages)
         for fn in (self.wal_shared.close_files, self.smgr.close):
             try:
@@ -561,6 +674,98 @@ class Instance:
             except BaseException:
                 pass
         self._release_lock()
+
+    def _stop_monitor(self) -> None:
+        pid, self.monitor_pid = self.monitor_pid, 0
+        if pid and os.getpid() == self.owner_pid:
+            _kill_and_reap(pid)
+
+    # -- crash restart (see the module docstring) ---------------------------------------------
+    def crash_restart(self) -> dict:
+        """PostgreSQL's crash restart, run by the postmaster thread once the crash flag is
+        set: kill every other process of the instance, make the backends of this process
+        stale (57P02 at their next call), wait until no call of this process's threads is
+        inside the instance, then new shared memory and locks, crash recovery from the WAL,
+        a new pool and monitor.  Returns what it did (also appended to ``restarts``)."""
+        with self._restart_lock:
+            if self._closed or self._stop.is_set() or self.locks.crashed() is None:
+                return {}
+            self._restarting = threading.get_ident()  # (its own connects do not wait)
+            try:
+                return self._crash_restart()
+            finally:
+                self._restarting = 0
+
+    def _crash_restart(self) -> dict:
+        t0 = time.monotonic()
+        reason = self.locks.crashed()
+        me = os.getpid()
+        lock_path = os.path.join(self.datadir, LOCK_FILE)
+        # 1. every other process: the slots' and the pool's, and whatever else is
+        # attached to the data directory (forked clients between two connections)
+        extra = [self.monitor_pid] + ([self.pool.master_pid] if self.pool else [])
+        killed: set[int] = set()
+        deadline = time.monotonic() + RESTART_TIMEOUT_S
+        while True:
+            pids = (monitor.instance_pids(self.seg, me, extra)
+                    | set(attached_pids(lock_path))) - {me}
+            alive = {p for p in pids if pid_alive(p)}
+            if not alive or time.monotonic() > deadline:
+                break
+            monitor.kill_all(alive)
+            killed |= alive
+            time.sleep(0.01)
+        self._stop_monitor()
+        if self.pool is not None:
+            self.pool.stop()  # its processes are dead: reaped, channels closed
+        # 2. this process's backends are stale from now on; the old file handles refuse
+        # (a straggler cannot write a page of the old shared buffers after recovery)
+        self.generation += 1
+        with self._local:
+            stale, self._backends = self._backends, set()
+        self._background.stop_event.set()
+        old_smgr, old_wal = self.smgr, self.wal_shared
+        for obj in (self.smgr, self.clog, self.wal_shared):
+            _poison(obj, reason)
+        # 3. no call of our threads inside (their waits see the crash flag at once)
+        me_thread = threading.get_ident()
+        waited_out = True
+        while any(t != me_thread for t in list(self._active)):
+            if self._stop.is_set():  # closing (perhaps from inside a call): no restart
+                return {"reason": reason, "abandoned": "the instance is closing"}
+            if time.monotonic() > deadline:
+                waited_out = False
+                break
+            time.sleep(0.005)
+        self._background.stop()
+        for obj, method in ((old_wal, "close_files"), (old_smgr, "close")):
+            try:
+                getattr(type(obj), method)(obj)  # (the class's: the object's are poisoned)
+            except Exception:  # pragma: no cover
+                pass
+        # 4. shared memory anew, crash recovery, the processes and threads again
+        done = {"reason": reason, "killed": sorted(killed), "stale_backends": len(stale),
+                "calls_waited_out": waited_out, "generation": self.generation}
+        try:
+            self._start_shared(False)
+            self._start_processes()
+        except Exception as e:  # recovery failed (the disk still full...): stay down
+            self.restart_failed = True
+            self.locks.after_crash = ("and the crash restart failed: close every "
+                                      "connection and open the data directory again")
+            self.locks.mark_crashed(-1, f"crash recovery failed: {e}")
+            done["error"] = f"{type(e).__name__}: {e}"
+            self.restarts.append(done)
+            return done
+        self._background = Background(self)
+        self._background.start()
+        done.update(recovery=dict(self.recovery_stats), seconds=time.monotonic() - t0)
+        self.restarts.append(done)
+        if self.settings.trace_recovery:
+            print(f"crash restart {self.generation}: {reason}; "
+                  f"{done['recovery'].get('records', 0)} WAL records replayed",
+                  file=sys.stderr)
+        return done
 
     def __enter__(self):
         return self
@@ -577,6 +782,7 @@ class Backend:
         self.slot = slot
         self.settings = settings
         self.pid = os.getpid()
+        self.generation = instance.generation
         self.wal = instance.wal_shared.handle(slot)
         self.bufmgr = BufferManager(instance.seg, instance.locks, instance.smgr, settings,
                                     slot, describe_rel=instance.describe_rel, wal=self.wal)
@@ -612,6 +818,8 @@ class Backend:
         if self.closed:
             return
         self.closed = True
+        if self.generation != self.instance.generation:
+            return  # stale: its slot, pins and locks went with the old shared memory
         try:
             self.xact.rollback()
         finally:
@@ -632,20 +840,53 @@ class Backend:
 
 _process_alive = pid_alive
 
+RESTART_TIMEOUT_S = 60.0  # a crash restart's bound on waiting for processes and calls
 
-def _changing_a_page(seg, slot: int) -> str | None:
-    """Why a dead backend's death is a crash if it held a buffer's content lock in
-    exclusive mode: it may have died half-way through changing the page (a line pointer
-    taken, the tuple header not yet written), before the change reached the WAL.  Releasing
-    the lock would let that half-change be read and written to disk, where recovery cannot
-    repair it (PostgreSQL changes pages inside critical sections: a death there is a PANIC
-    and shared buffers are thrown away)."""
-    bufs = np.flatnonzero(seg.backend_locks[slot] == EXCLUSIVE)
-    if not len(bufs):
-        return None
-    return (f"holding the content lock of buffer{'s' if len(bufs) > 1 else ''} "
-            f"{', '.join(str(b) for b in bufs.tolist()[:8])} in exclusive mode (a page may be "
-            f"half-changed)")
+
+def _stale_error(backend) -> CrashShutdown:
+    return CrashShutdown(
+        "terminating connection because of crash of another server process: the instance "
+        f"has restarted since this connection began (crash restart {backend.instance.generation}"
+        f": {backend.instance.restarts[-1]['reason'] if backend.instance.restarts else 'crash'})"
+        "; open a new connection")
+
+
+_POISON_SPARES = {"_reset_local"}  # fork hooks: they only reset process-local state
+
+
+def _poison(obj, reason: str) -> None:
+    """Make every method of ``obj`` (a file handle object of the shared memory a crash
+    restart drops) raise CrashShutdown, so that a thread still using it cannot write."""
+    def stale(*_a, **_k):
+        raise CrashShutdown("terminating connection because of crash of another server "
+                            f"process: {reason}; open a new connection")
+    for name in dir(type(obj)):
+        if name.startswith("__") or name in _POISON_SPARES \
+                or not callable(getattr(type(obj), name, None)):
+            continue
+        if isinstance(getattr(type(obj), name), type):
+            continue
+        try:
+            setattr(obj, name, stale)
+        except (AttributeError, TypeError):  # pragma: no cover - slots
+            pass
+
+
+def _kill_and_reap(pid: int) -> None:
+    """SIGKILL a child of this process and wait for it (bounded)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        try:
+            done, _status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done:
+            return
+        time.sleep(0.005)
 
 
 def attached_pids(lock_path: str) -> list[int]:

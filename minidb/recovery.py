@@ -385,6 +385,9 @@ class Background(threading.Thread):
                     self.last_checkpoint_time = now
             except fileio.SimulatedCrash:
                 return
+            except OperationalError as e:  # a full or failing disk: try again later
+                self.error = e
+                self.last_checkpoint_time = time.monotonic()
             except BaseException as e:  # pragma: no cover - reported at close
                 self.error = e
                 return

@@ -85,15 +85,34 @@ class Session:
         return pgstat.read(self.instance.seg, self.instance.locks.stats, oid)
 
     # -- transaction control ---------------------------------------------------------------------
+    def check_interrupts(self) -> None:
+        """57P01 / 57P02 (``Instance.check_interrupts``), this backend's staleness after a
+        crash restart included."""
+        self.instance.check_interrupts(self._backend)
+
     def begin(self, isolation: str | None = None) -> None:
+        self.check_interrupts()
         self.xact.begin(isolation)
 
     def commit(self) -> bool:
         """COMMIT; False if the block had failed (it is rolled back instead)."""
-        return self.xact.commit()
+        inst = self.instance
+        inst.enter_call()
+        try:
+            inst.check_interrupts(self._backend)
+            return self.xact.commit()
+        finally:
+            inst.leave_call()
 
     def rollback(self) -> None:
-        self.xact.rollback()
+        inst = self.instance
+        inst.enter_call()
+        try:
+            if self._backend.generation != inst.generation:  # stale after a crash restart
+                inst.check_interrupts(self._backend)
+            self.xact.rollback()
+        finally:
+            inst.leave_call()
 
     def close(self) -> None:
         self._backend.close()
@@ -107,19 +126,24 @@ class Session:
     def statement(self, body):
         """Run ``body(snap) -> (result, wrote)`` as one statement (see the docstring); the
         SQL engine brackets its statements with this too."""
-        self.instance.check_interrupts()
-        xact = self.xact
-        snap = xact.start_statement()
-        implicit = not xact.explicit
+        inst = self.instance
+        inst.enter_call()  # a crash restart waits until the statement is over
         try:
-            result, wrote = body(snap)
-            xact.command_done(wrote)
-        except BaseException:
-            xact.fail()
-            raise
-        if implicit:
-            xact.commit()
-        return result
+            inst.check_interrupts(self._backend)
+            xact = self.xact
+            snap = xact.start_statement()
+            implicit = not xact.explicit
+            try:
+                result, wrote = body(snap)
+                xact.command_done(wrote)
+            except BaseException:
+                xact.fail()
+                raise
+            if implicit:
+                xact.commit()
+            return result
+        finally:
+            inst.leave_call()
 
     # -- statements ----------------------------------------------------------------------------
     def insert(self, table: str, row: tuple) -> tuple[int, int]:

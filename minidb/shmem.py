@@ -92,6 +92,8 @@ wal_ring           (WB * 8192,)    uint8      the WAL buffers: a range reserved 
                                               wal_insert is filled by its reserver
 proc_delay_chkpt   (S + 2,)        int64      owning backend (a commit between its record
                                               and its clog update delays a checkpoint)
+proc_flags         (S,)            int64      owning backend (PROC_* bits; reset when the
+                                              slot is claimed)
 =================  ==============  =========  ============================================
 
 ``NP`` = 16 lock partitions, ``LP`` = lock entries per partition
@@ -141,16 +143,19 @@ Every lock above is an ``LWLock``: a ``multiprocessing`` lock that records its h
 pid in a shared holder table (entry 0 of which is the instance's *crash flag*).  The
 critical sections they guard last microseconds to milliseconds, and a killed process
 cannot release a semaphore, so a holder that died means shared state may be half-changed:
-PostgreSQL's postmaster answers with a crash restart of every backend; minidb does not
-restart in place (reopening the directory is the restart: crash recovery), so whoever finds
-such a death - the instance's reaper, or a blocked
-wait that sees a dead holder - sets the crash flag, and from then on statements and waits
-raise ``CrashShutdown`` (57P02) saying the instance must be reopened.  A blocked wait still
+PostgreSQL's postmaster answers with a crash restart of every backend, and so does minidb:
+whoever finds such a death - the instance's monitor process or its reaper, or a blocked
+wait that sees a dead holder - sets the crash flag, from then on statements and waits
+raise ``CrashShutdown`` (57P02), and the owner's postmaster thread replaces the segment and
+the locks with new ones and runs crash recovery (``minidb.instance``, "Crash restart"; with
+``restart_after_crash`` off the instance must be reopened instead).  A blocked wait still
 gives up after ``LWLOCK_TIMEOUT_S`` (60 s) with ``LWLockTimeout`` naming the lock.
 
 Invariants:
   1. Every region's shape and dtype is computed here from the settings, nowhere else.
-  2. The segment and the locks exist before the first fork and are never re-created.
+  2. The segment and the locks exist before the first fork and are never re-created while
+     any process other than the owner uses them (a crash restart makes new ones only after
+     every other process of the instance is gone).
   3. Each backend writes only its own row of ``backend_pins``, ``backend_locks`` and
      ``stats``, so those need no lock, and a crashed backend's holdings can be undone by
      reading its rows.
@@ -181,6 +186,9 @@ CTL_NEXT_OID = 2          # catalog lock: the next OID / relfilenode to hand out
 CTL_NEXT_XID = 4          # procarray lock: the next xid to assign
 CTL_LATEST_COMPLETED = 5  # procarray lock: newest xid that committed or aborted
 N_CONTROL = 16
+
+# proc_flags[] bits
+PROC_CREATED_FILES = 1    # the open transaction created relation files (catalog.storage)
 
 # commit-log (pg_xact) SLRU control entries (clog_ctl[]) and its pg_stat_slru counters
 CLOG_CTL_CLOCK = 0        # LRU stamp counter
@@ -376,6 +384,7 @@ def regions(settings: Settings) -> list[Region]:
         Region("wal_ring", (settings.wal_buffers * BLCKSZ,), "u1",
                "reserved by the wal insert lock, then the reserving backend"),
         Region("proc_delay_chkpt", (s + 2,), "<i8", "owning backend"),
+        Region("proc_flags", (s,), "<i8", "owning backend"),
     ]
 
 
@@ -600,6 +609,9 @@ class SharedLocks:
         # the reason of a crash, for the error text (shared: written by whoever detects it)
         self._reason_map = mmap.mmap(-1, 512, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
         self.check_owner = None  # set by the instance in forked children (owner's death)
+        # what the 57P02 message tells the user to do (the instance sets it: restart or not)
+        self.after_crash = ("so the instance must be reopened (close every connection, then "
+                            "open the data directory again)")
         self.all_lwlocks: list[LWLock] = []
 
         def lw(name):
@@ -657,9 +669,7 @@ class SharedLocks:
         if self.holders[H_CRASHED]:
             raise cls(
                 "terminating connection because of crash of another server process: "
-                f"{self.crashed()}; shared memory may be inconsistent, so the instance "
-                "must be reopened (close every connection, then open the data directory "
-                "again)")
+                f"{self.crashed()}; shared memory may be inconsistent, {self.after_crash}")
 
     def reset_crash(self) -> None:
         """Clear the crash flag (what a restart would do; tests only)."""

@@ -5,7 +5,10 @@ transaction that changes the catalog rows naming them:
 
 * CREATE TABLE / CREATE INDEX / TRUNCATE create the new file at once, log a Storage CREATE
   record (``create_relation_storage``) and append ``(relfilenode, False)`` to
-  ``xact.pending_deletes``: removed if the transaction aborts;
+  ``xact.pending_deletes``: removed if the transaction aborts.  The backend's
+  ``PROC_CREATED_FILES`` bit (shared memory) is set until its transaction's end has run
+  the list: a process that dies meanwhile (a CREATE INDEX killed mid-way) is a crash, and
+  the crash restart's recovery removes the file (``remove_orphan_files``);
 * DROP TABLE / DROP INDEX / TRUNCATE append ``(old relfilenode, True)``: removed when it
   commits, and not before (a ROLLBACK keeps it, with its rows);
 * the commit (abort) record carries the relfilenodes the commit (abort) removes, and is
@@ -32,6 +35,7 @@ import sys
 import time
 
 from minidb.errors import InsufficientResources
+from minidb.shmem import PROC_CREATED_FILES
 from minidb.storage.xloginsert import log_smgr_create
 
 DROP_WAIT_S = 30.0
@@ -41,6 +45,8 @@ def create_relation_storage(backend, rfn: int) -> None:
     """RelationCreateStorage: create ``rfn``'s file, log a Storage CREATE record (with the
     transaction's xid) and list the file for removal if the transaction aborts."""
     xact = backend.xact
+    seg = backend.instance.seg
+    seg.proc_flags[backend.slot] |= PROC_CREATED_FILES  # a death now leaves an orphan file
     backend.instance.smgr.create(rfn)
     log_smgr_create(backend.wal, rfn, 0, xact.xid)
     xact.pending_deletes.append((rfn, False))
@@ -82,6 +88,7 @@ def at_xact_end(backend, committed: bool) -> None:
     for rfn, at_commit in pending:
         if at_commit == committed:
             drop_relation_storage(backend, rfn)
+    backend.instance.seg.proc_flags[backend.slot] &= ~PROC_CREATED_FILES
     if committed and dropped:
         from minidb.heap import pgstat
         inst = backend.instance

@@ -201,7 +201,7 @@ class Engine:
     def _run(self, entry: _Entry, params: list) -> Result:
         stmt = entry.stmt
         self.counters["statements"] += 1
-        self.session.instance.check_interrupts()  # 57P01 / 57P02 (minidb.instance)
+        self.session.check_interrupts()  # 57P01 / 57P02 (minidb.instance)
         xact = self.session.xact
         if xact.state == FAILED and not isinstance(stmt, (ast.CommitStmt, ast.RollbackStmt)):
             raise errors.InFailedSqlTransaction(

@@ -75,7 +75,12 @@ class Smgr:
     # -- relation-level operations -------------------------------------------------------------
     def create(self, rfn: int, fork: int = MAIN_FORKNUM) -> None:
         path = self.path(rfn, fork)
-        fd = fileio.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = fileio.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            raise
+        except OSError as e:
+            raise fileio.write_error(path, e, "create file") from e
         self._fds[(rfn, fork)] = fd
 
     def exists(self, rfn: int, fork: int = MAIN_FORKNUM) -> bool:
@@ -107,13 +112,13 @@ class Smgr:
                            f"{first_block} blocks, file has {size / BLCKSZ:g}")
         try:
             got = fileio.pwrite(fd, bytes(BLCKSZ * count), size)
-            err = f"wrote only {got} of {BLCKSZ * count} bytes"
+            err = OSError(errno.ENOSPC, f"wrote only {got} of {BLCKSZ * count} bytes")
         except OSError as e:
-            got, err = -1, os.strerror(e.errno or errno.EIO)
+            got, err = -1, e
         if got != BLCKSZ * count:
             fileio.ftruncate(fd, size)  # keep the file a whole number of blocks (invariant 1)
-            raise IOError_(f'could not extend file "{self.path(rfn, fork)}" by {count} '
-                           f"blocks: {err}")
+            raise fileio.write_error(self.path(rfn, fork), err, "extend file",
+                                     f" by {count} block{'s' if count != 1 else ''}") from None
 
     def truncate(self, rfn: int, fork: int, nblocks: int) -> None:
         if fork != MAIN_FORKNUM and not self.exists(rfn, fork):
@@ -177,12 +182,12 @@ class Smgr:
         try:
             got = fileio.pwritev(fd, buffers, first_block * BLCKSZ)
         except OSError as e:
-            raise IOError_(f'could not write block {first_block} in file '
-                           f'"{self.path(rfn, fork)}": {os.strerror(e.errno or errno.EIO)}'
-                           ) from e
+            raise fileio.write_error(self.path(rfn, fork), e,
+                                     f"write block {first_block} in file") from e
         if got != BLCKSZ * len(buffers):
-            raise IOError_(f'could not write block {first_block} in file '
-                           f'"{self.path(rfn, fork)}": wrote only {got} bytes')
+            raise fileio.write_error(
+                self.path(rfn, fork), OSError(errno.ENOSPC, f"wrote only {got} bytes"),
+                f"write block {first_block} in file")
         if self.iomodel is not None:
             self.iomodel.wrote(rfn, fork, first_block, len(buffers))
 

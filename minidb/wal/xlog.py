@@ -258,9 +258,11 @@ class SharedWAL:
             raise
         except OSError as e:
             self.panicked = True
-            raise WalPanic(f"PANIC: could not write or sync the write-ahead log at "
-                           f"{rec.format_lsn(written)}: {e}; reopen the data directory "
-                           f"(crash recovery replays the log)") from e
+            msg = (f"PANIC: could not write or sync the write-ahead log at "
+                   f"{rec.format_lsn(written)}: {e}")
+            self.locks.mark_crashed(os.getpid(), msg)  # every backend stops: crash restart
+            raise WalPanic(f"{msg}; crash recovery replays the log (the instance restarts "
+                           f"itself, or reopen the data directory)") from e
 
     def write_upto(self, target: int, flush: bool, commit_delay_us: int = 0,
                    siblings_ok=None) -> None:

@@ -58,8 +58,8 @@ of the pool outlives the owner and a new opener of the data directory is not kep
 
 A worker is killed (SIGKILL) only as a last resort - it did not start, or did not answer a
 cancel within ``lock_wait_timeout_ms`` + 5 s - because a process killed while it holds a
-buffer partition lock, a content lock or a buffer's I/O leaves them held: minidb has no
-crash restart to clean that up (PostgreSQL restarts every backend when one dies that way).
+buffer partition lock, a content lock or a buffer's I/O leaves them held, and cleaning that
+up takes a crash restart of the whole instance (``minidb.instance``), as in PostgreSQL.
 
 Invariants:
   1. A worker's channels have at most one user besides the worker: its claimant.

@@ -11,6 +11,7 @@ What is proven here:
     statement, connect and wait get 57P02 at once instead of a 60 s wait and 55P03; a lock
     taken with no holder recorded (a death between the two) is found after HOLDERLESS_S;
     the instance closes without waiting and reopens with its checkpointed data;
+  (these two with ``restart_after_crash`` off: tests/test_crash_restart.py has the restart)
   * a bounded loop of SIGKILLs of busy forked clients never wedges the instance: after each
     kill the survivor commits (or, if the kill landed inside a critical section, gets 57P02
     and the directory is reopened), the dead client's slot is freed, and the checkers pass.
@@ -163,7 +164,7 @@ def test_owner_killed_children_exit_and_opener_refused_until_then(tmp_path, monk
 
 def _fresh(tmp_path) -> Instance:
     inst = Instance(tmp_path / "data", shared_buffers=64, max_connections=8,
-                    max_worker_processes=0)
+                    max_worker_processes=0, restart_after_crash=False)
     inst.catalog.create_table("t", [ColumnDef("k", "bigint", True), ColumnDef("v", "bigint")])
     s = Session(inst)
     s.insert_many("t", [(k, 0) for k in range(1, 21)])
@@ -297,7 +298,7 @@ def test_killing_busy_clients_never_wedges_the_instance(tmp_path, kills):
                 crashes += 1
                 inst.close()  # what was only in shared buffers is lost: reload the truth
                 inst = Instance(tmp_path / "data", shared_buffers=64, max_connections=8,
-                                max_worker_processes=0)
+                                max_worker_processes=0, restart_after_crash=False)
                 s = Session(inst)
                 rows = dict(s.select("t", lambda r: r[0] <= 20))
                 s.close()

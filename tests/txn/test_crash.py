@@ -282,10 +282,11 @@ def test_a_child_killed_holding_an_exclusive_content_lock_is_a_crash(tmp_path):
     lock would let others read the half-change and write it to disk, where recovery cannot
     repair it (a full run once found a tuple with t_ctid (0,0) after such a death).  It is a
     crash, as PostgreSQL's PANIC: the waiter and every later statement get 57P02 at once, and
-    reopening (crash recovery) gives the committed rows back."""
+    reopening (crash recovery) gives the committed rows back (with restart_after_crash off;
+    tests/test_crash_restart.py has the restart)."""
     from minidb.errors import CrashShutdown
     path = tmp_path / "data"
-    inst = Instance(path, shared_buffers=64)
+    inst = Instance(path, shared_buffers=64, restart_after_crash=False)
     try:
         inst.catalog.create_table("t", [ColumnDef("k", "bigint", True), ColumnDef("v", "bigint")])
         Session(inst).insert_many("t", sorted(INITIAL.items()))
