@@ -21,7 +21,11 @@ utility.c, small).
      BEGIN block is its own transaction, committed when it ends; inside a block, an error
      fails the block (every later statement gets 25P02 until ROLLBACK).  Any error - a
      syntax error included, as in PostgreSQL - leaves the database as it was: the
-     statement's writes belong to a transaction that is rolled back.
+     statement's writes belong to a transaction that is rolled back.  A cached plan of a
+     point statement (a lookup, UPDATE or DELETE by an index equality, a one-row INSERT
+     ... VALUES) runs as the closure ``minidb.exec.point.compile_point`` made of it once
+     (kept on the plan, so it goes with the plan; ``enable_fast_path`` off: the plan
+     nodes), inside the same statement bracket.
 
 Utility statements (transaction control, SET / SHOW / RESET, VACUUM, ANALYZE, COPY,
 CHECKPOINT) and DDL (``commands``) run here too.  DDL is transactional, as in PostgreSQL:
@@ -43,6 +47,7 @@ import minidb.errors as errors
 from minidb.exec.chunk import chunk_to_rows
 from minidb.exec.datatypes import type_name
 from minidb.exec.nodes import ExecContext
+from minidb.exec.point import compile_point
 from minidb.sql import ast
 from minidb.sql.binder import Binder
 from minidb.sql.explain import explain_lines
@@ -58,6 +63,7 @@ __all__ = ["Engine", "Prepared"]
 
 PLAN_CACHE_SIZE = 256
 SIZE_CHECK_EVERY = 16
+_UNSET = object()
 _DML = (ast.SelectStmt, ast.SetOpStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)
 
 
@@ -101,7 +107,7 @@ class Engine:
         self._cache: OrderedDict = OrderedDict()
         self._ssig = (None, -1, ())   # (settings object, its .changes, plan signature)
         self.counters = {"parses": 0, "plans": 0, "plan_cache_hits": 0, "replans": 0,
-                         "statements": 0}
+                         "statements": 0, "fast_path": 0}
 
     # -- public interface ----------------------------------------------------------------------
     @staticmethod
@@ -274,6 +280,18 @@ class Engine:
     def _dml(self, entry: _Entry, params: list) -> Result:
         plan = self.plan_for(entry, params)
         session = self.session
+        fast = plan.__dict__.get("point", _UNSET)
+        if fast is _UNSET:
+            # compiled once per plan, so a re-plan drops it with the plan; the setting is
+            # a plan setting (a SET makes the next use plan again)
+            fast = plan.point = (compile_point(plan) if session.settings.enable_fast_path
+                                 else None)
+        if fast is not None:
+            self.counters["fast_path"] += 1
+            out = session.statement(lambda snap: fast(session, snap, params))
+            if plan.kind == "select":
+                return Result(_description(plan), out, len(out), f"SELECT {len(out)}")
+            return Result(None, [], out, f"{_TAGS[plan.kind]} {out}")
 
         def body(snap):
             ectx = ExecContext(session, snap, params)
