@@ -167,7 +167,7 @@ def _point_scan(scan):
     """(key getters, ``_Rels``) of an Index Scan that is a pure equality
     lookup (no range, no filter)."""
     if not isinstance(scan, IndexScanNode) or scan.lower or scan.upper or scan.quals \
-            or not scan.eq or scan.initplans or scan.subplans:
+            or not scan.eq or scan.backward or scan.initplans or scan.subplans:
         raise _NotPoint
     if len(scan.eq) > len(scan.index.columns):
         raise _NotPoint

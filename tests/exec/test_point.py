@@ -134,11 +134,24 @@ def _sanitize(seq):
     return out
 
 
-@settings(max_examples=6, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                 HealthCheck.too_slow])
+_HYP = dict(deadline=None, phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@settings(max_examples=6, **_HYP)
 @given(seq=ops)
 def test_fast_path_agrees_with_the_plan_nodes(tmp_path_factory, seq):
+    _compare(tmp_path_factory, seq)
+
+
+@pytest.mark.long
+@settings(max_examples=60, **_HYP)
+@given(seq=ops)
+def test_fast_path_agrees_with_the_plan_nodes_long(tmp_path_factory, seq):
+    _compare(tmp_path_factory, seq)
+
+
+def _compare(tmp_path_factory, seq):
     seq = _sanitize(seq)
     got = {}
     for fast in (True, False):
@@ -267,3 +280,28 @@ def test_errors_match(tmp_path):
         outs[fast] = (r, side.finish()[:2])
     assert outs[True] == outs[False]
     assert outs[True][0][0] == "22003" and outs[True][0][1] == "23505"
+
+
+def test_backward_index_order_stays_with_the_nodes(tmp_path):
+    """An equality on a prefix of a two-column index read backward (ORDER BY ... DESC):
+    the nodes' order, not the closure's forward one."""
+    inst = Instance(tmp_path / "data", shared_buffers=64)
+    s = Session(inst)
+    e = Engine(s)
+    e.execute("CREATE TABLE p (a integer, b integer)")
+    e.execute("CREATE INDEX p_ab ON p (a, b)")
+    for i in range(30):
+        e.execute("INSERT INTO p VALUES (?, ?)", [i % 3, i])
+    e.execute("ANALYZE p")
+    e.execute("SET enable_seqscan = off")
+    q = "SELECT b FROM p WHERE a = ? ORDER BY a DESC, b DESC"
+    plan = "\n".join(r[0] for r in e.execute("EXPLAIN " + q, [1]).rows)
+    assert "Index Scan Backward using p_ab" in plan, plan
+    n = e.counters["fast_path"]
+    assert e.execute(q, [1]).rows == [(b,) for b in range(28, 0, -3)]
+    assert e.counters["fast_path"] == n
+    assert e.execute("SELECT b FROM p WHERE a = ?", [1]).rows == \
+        [(b,) for b in range(1, 30, 3)]
+    assert e.counters["fast_path"] == n + 1
+    s.close()
+    inst.close()
