@@ -127,9 +127,13 @@ class ScanPaths:
     def _best_scan(self, br, est, need_tids=False):
         index_paths = self._index_paths(br, est, need_tids)
         keyed = [p for p in index_paths if _unique_key_lookup(p)]
-        if keyed and self.settings.enable_fast_path and self.settings.enable_indexscan:
+        s = self.settings
+        if keyed and s.enable_fast_path and s.enable_indexscan \
+                and not s.planner_trusts_stale_stats:
             # a unique key's equality finds at most one live row: its index path, whatever
-            # the table's size (one small table's page decoded per statement costs more)
+            # the table's size (one small table's page decoded per statement costs more);
+            # not in PostgreSQL 7's planner (planner_trusts_stale_stats), which the
+            # dead-tuples experiment replays
             best = min(keyed, key=lambda p: (p.total_cost, p.startup_cost))
             self._t(f"chosen for {br.entry.alias}: {best.title()} (a unique key)")
             return best
