@@ -13,6 +13,11 @@ medians.  The script's own checks still run on both sides (a wrong answer fails 
     python bench/compare_commits.py --base 8d5cfcb --head 216c169 -- \\
         bench/oltp_bench.py --ops 3000 --repeat 3
 
+``--script-from-head`` runs the head's copy of the script on both sides (each still with
+its own ``minidb`` on ``PYTHONPATH``; the script must not put its own tree first on
+``sys.path`` when ``PYTHONPATH`` is set, as ``bench/oltp_bench.py`` does not): for a
+script whose figures or options changed in the head.
+
 Numbers move with the load on a shared machine: read a ratio far from 1 as a change only
 when the spreads do not overlap.
 """
@@ -69,6 +74,9 @@ def main() -> None:
     ap.add_argument("--base", default="HEAD~1")
     ap.add_argument("--head", default=None, help="a commit (default: the working tree)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--script-from-head", action="store_true",
+                    help="run the head's copy of the script on both sides (a script changed "
+                         "with the code it measures; it must import minidb from PYTHONPATH)")
     ap.add_argument("script", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     script = [a for a in args.script if a != "--"]
@@ -83,7 +91,10 @@ def main() -> None:
         for r in range(args.rounds):
             for side in ("base", "head"):
                 print(f"round {r + 1} {side}: load {os.getloadavg()[0]:.2f}", flush=True)
-                got[side].append(run_once(trees[side], script))
+                cmd = script
+                if args.script_from_head:
+                    cmd = [os.path.join(trees["head"], script[0]), *script[1:]]
+                got[side].append(run_once(trees[side], cmd))
         keys = [k for k in got["base"][0] if all(k in g for s in got.values() for g in s)]
         print(f"\n| figure (row: column) | base {args.base} median (min-max) "
               f"| head {args.head or 'working tree'} median (min-max) | head / base |")

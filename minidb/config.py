@@ -222,6 +222,13 @@ _ALL = [
        "off: an index scan costs disable_cost more (PostgreSQL's enable_indexscan)", plan=True),
     _s("enable_hashjoin", True, bool, "session", "off: hash joins cost disable_cost more",
        plan=True),
+    _s("enable_fast_path", True, bool, "session",
+       "on: a cached plan of a point statement (a SELECT / UPDATE / DELETE by an index "
+       "equality, a one-row INSERT ... VALUES) runs as one compiled closure "
+       "(minidb.exec.point), and a unique index matched by equality on all its columns is "
+       "taken over a sequential scan (not under planner_trusts_stale_stats, PostgreSQL 7's "
+       "planner); off: every plan runs through the plan nodes (the "
+       "two give the same rows and counters: off is for comparing them)", plan=True),
     _s("enable_nestloop", True, bool, "session",
        "off: nested loops (plain and over an index) cost disable_cost more", plan=True),
     _s("seq_page_cost", 1.0, float, "session",

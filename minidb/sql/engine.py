@@ -12,7 +12,11 @@ utility.c, small).
      when a table it reads has grown or shrunk by more than half (its row estimates, and so
      the plan's choices, were made for another size; looked at every ``SIZE_CHECK_EVERY``
      uses).  ``prepare(sql)`` returns a handle
-     that skips even the cache lookup;
+     that skips even the cache lookup.  A text without parameters whose literals can be
+     parameters (``minidb.sql.normalize``: the simple protocol's texts) is looked up by its
+     normalized shape and runs that shape's statement with the literals as parameters;
+     a new shape is parsed and bound once and kept if its parameters get the types its
+     literals had, else the text is parsed as it is;
   2. **parse** (``minidb.sql.parser``) -> **bind** (``binder``) -> **lock** (``locking``:
      the statement's relation locks, taken inside the transaction after binding and
      before planning, since the planner opens the relations' files; a cached plan's are
@@ -21,7 +25,11 @@ utility.c, small).
      BEGIN block is its own transaction, committed when it ends; inside a block, an error
      fails the block (every later statement gets 25P02 until ROLLBACK).  Any error - a
      syntax error included, as in PostgreSQL - leaves the database as it was: the
-     statement's writes belong to a transaction that is rolled back.
+     statement's writes belong to a transaction that is rolled back.  A cached plan of a
+     point statement (a lookup, UPDATE or DELETE by an index equality, a one-row INSERT
+     ... VALUES) runs as the closure ``minidb.exec.point.compile_point`` made of it once
+     (kept on the plan, so it goes with the plan; ``enable_fast_path`` off: the plan
+     nodes), inside the same statement bracket.
 
 Utility statements (transaction control, SET / SHOW / RESET, VACUUM, ANALYZE, COPY,
 CHECKPOINT) and DDL (``commands``) run here too.  DDL is transactional, as in PostgreSQL:
@@ -43,10 +51,12 @@ import minidb.errors as errors
 from minidb.exec.chunk import chunk_to_rows
 from minidb.exec.datatypes import type_name
 from minidb.exec.nodes import ExecContext
+from minidb.exec.point import compile_point
 from minidb.sql import ast
 from minidb.sql.binder import Binder
 from minidb.sql.explain import explain_lines
 from minidb.sql.locking import statement_lock_reqs
+from minidb.sql.normalize import normalize, param_type_ok
 from minidb.sql.parser import parse, parse_script
 from minidb.sql.parser.lexer import split_statements as _split
 from minidb.sql.parser.translate import parse_expression_text
@@ -59,6 +69,7 @@ __all__ = ["Engine", "Prepared"]
 PLAN_CACHE_SIZE = 256
 _BULK_VALUES_MIN_CHARS = 256  # shorter INSERTs are not worth the many-row VALUES check
 SIZE_CHECK_EVERY = 16
+_UNSET = object()
 _DML = (ast.SelectStmt, ast.SetOpStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)
 
 
@@ -100,9 +111,12 @@ class Engine:
         self.instance = session.instance
         self.copy_stream = None  # COPY FROM STDIN / TO STDOUT's text stream (minidb.sql.copy)
         self._cache: OrderedDict = OrderedDict()
+        # normalized text + literal classes -> _Entry, or the catalog version in which
+        # the shape was found not parameterizable (minidb.sql.normalize)
+        self._shapes: OrderedDict = OrderedDict()
         self._ssig = (None, -1, ())   # (settings object, its .changes, plan signature)
         self.counters = {"parses": 0, "plans": 0, "plan_cache_hits": 0, "replans": 0,
-                         "statements": 0}
+                         "statements": 0, "fast_path": 0, "parameterized": 0}
 
     # -- public interface ----------------------------------------------------------------------
     @staticmethod
@@ -119,6 +133,10 @@ class Engine:
                 result = self._bulk(lambda: bulkload.try_values(self, sql))
                 if result is not None:
                     return result
+            if not params:
+                shape = self._shape(sql)     # literals as parameters (simple protocol)
+                if shape is not None:
+                    return self._run(shape[0], shape[1])
             try:
                 entry = self._parse_entry(sql)
             except BaseException as e:
@@ -158,11 +176,6 @@ class Engine:
     def prepare(self, sql: str) -> Prepared:
         entry = self._cache.get(sql)
         if entry is None:
-            if len(sql) >= _BULK_VALUES_MIN_CHARS and sql.lstrip()[:6].lower() == "insert":
-                from minidb.sql import bulkload   # many-row literal VALUES: no generic parse
-                result = self._bulk(lambda: bulkload.try_values(self, sql))
-                if result is not None:
-                    return result
             try:
                 entry = self._parse_entry(sql)
             except BaseException as e:
@@ -181,7 +194,55 @@ class Engine:
         return out
 
     def plan_cache_stats(self) -> dict:
-        return dict(self.counters, cached_statements=len(self._cache))
+        shapes = sum(1 for e in self._shapes.values() if type(e) is _Entry)
+        return dict(self.counters, cached_statements=len(self._cache) + shapes)
+
+    # -- simple parameterization (minidb.sql.normalize) ------------------------------------------
+    def _shape(self, sql: str):
+        """(entry, values) when ``sql``'s literals can be parameters of a statement shape
+        already parsed (or parsed now and found to mean the same); None: parse ``sql``."""
+        if not self.session.settings.enable_fast_path:
+            return None
+        got = normalize(sql)
+        if got is None:
+            return None
+        key, text, values = got
+        shapes = self._shapes
+        hit = shapes.get(key)
+        if hit is not None:
+            if type(hit) is _Entry:
+                shapes.move_to_end(key)
+                self.counters["parameterized"] += 1
+                return hit, values
+            if hit == self._catalog_gen():
+                return None          # known not to be parameterizable (in this catalog)
+        entry = self._new_shape(key, text, values)
+        if entry is None:
+            shapes[key] = self._catalog_gen()
+        else:
+            shapes[key] = entry
+            self.counters["parameterized"] += 1
+        if len(shapes) > PLAN_CACHE_SIZE:
+            shapes.popitem(last=False)
+        return None if entry is None else (entry, values)
+
+    def _new_shape(self, key: str, text: str, values: list):
+        """The parsed shape if binding it gives each parameter a type its literal had."""
+        classes = key[key.rindex("\x00") + 1:]
+        try:
+            stmt = parse(text)
+            if not isinstance(stmt, _DML) or stmt.nparams != len(values):
+                return None
+            sig = tuple(type(v) for v in values)
+            bound = Binder(self.session.backend.catalog, sig,
+                           default_parser=parse_expression_text).bind(stmt)
+        except Exception:        # the text's own parse will report it
+            return None
+        types = getattr(bound, "param_types", None) or {}
+        if not all(param_type_ok(c, types.get(i)) for i, c in enumerate(classes)):
+            return None
+        self.counters["parses"] += 1
+        return _Entry(text, stmt)
 
     # -- running ---------------------------------------------------------------------------------
     def _parse_entry(self, sql: str) -> _Entry:
@@ -312,6 +373,18 @@ class Engine:
     def _dml(self, entry: _Entry, params: list) -> Result:
         plan = self.plan_for(entry, params)
         session = self.session
+        fast = plan.__dict__.get("point", _UNSET)
+        if fast is _UNSET:
+            # compiled once per plan, so a re-plan drops it with the plan; the setting is
+            # a plan setting (a SET makes the next use plan again)
+            fast = plan.point = (compile_point(plan) if session.settings.enable_fast_path
+                                 else None)
+        if fast is not None:
+            self.counters["fast_path"] += 1
+            out = session.statement(lambda snap: fast(session, snap, params))
+            if plan.kind == "select":
+                return Result(_description(plan), out, len(out), f"SELECT {len(out)}")
+            return Result(None, [], out, f"{_TAGS[plan.kind]} {out}")
 
         def body(snap):
             ectx = ExecContext(session, snap, params)

@@ -177,6 +177,20 @@ def test_large_values_list_takes_the_fast_path(conn):
         check_btree(b, "t_pkey")
 
 
+def test_preparing_a_large_values_list_runs_nothing(conn):
+    """Engine.prepare only prepares: a many-row VALUES runs at execute (the protocol's
+    Parse must not load the rows)."""
+    cur = conn.cursor()
+    cur.execute("create table t (a int primary key, b text)")
+    sql = "insert into t values " + ", ".join(f"({i}, 'r{i}')" for i in range(100))
+    prep = conn._engine.prepare(sql)
+    cur.execute("select count(*) from t")
+    assert cur.fetchall() == [(0,)]
+    assert prep.execute().rowcount == 100
+    cur.execute("select count(*) from t")
+    assert cur.fetchall() == [(100,)]
+
+
 def test_values_that_need_the_general_path_still_work(conn):
     cur = conn.cursor()
     cur.execute("create table t (a int, b text)")

@@ -73,6 +73,12 @@ def _indexable(q, rindex, attno, coltype):
     return op, val
 
 
+def _unique_key_lookup(path) -> bool:
+    """Is ``path`` an equality on every column of a unique index?"""
+    return bool(path.index.unique and len(path.eq) == len(path.index.columns)
+                and not path.lower and not path.upper)
+
+
 class ScanPaths:
     """The ``Planner``'s methods for base relations and their scans."""
 
@@ -119,7 +125,19 @@ class ScanPaths:
         return sum(br.stats.width(a) for a in attnos)
 
     def _best_scan(self, br, est, need_tids=False):
-        paths = [self._seq_path(br, est, need_tids)] + self._index_paths(br, est, need_tids)
+        index_paths = self._index_paths(br, est, need_tids)
+        keyed = [p for p in index_paths if _unique_key_lookup(p)]
+        s = self.settings
+        if keyed and s.enable_fast_path and s.enable_indexscan \
+                and not s.planner_trusts_stale_stats:
+            # a unique key's equality finds at most one live row: its index path, whatever
+            # the table's size (one small table's page decoded per statement costs more);
+            # not in PostgreSQL 7's planner (planner_trusts_stale_stats), which the
+            # dead-tuples experiment replays
+            best = min(keyed, key=lambda p: (p.total_cost, p.startup_cost))
+            self._t(f"chosen for {br.entry.alias}: {best.title()} (a unique key)")
+            return best
+        paths = [self._seq_path(br, est, need_tids)] + index_paths
         best = min(paths, key=lambda p: (p.total_cost, p.startup_cost))
         self._t(f"chosen for {br.entry.alias}: {best.title()}")
         return best

@@ -1,0 +1,205 @@
+"""Simple parameterization: a statement's literals replaced by parameters, so that texts that
+differ only in their constants share one parse and one plan (SQL Server's "simple
+parameterization", pg_stat_statements' normalization).
+
+pgbench's default protocol (``-M simple``) sends every statement as text with its values
+written in; without this, each text is new to the plan cache and goes through the full
+parse, bind and plan.  ``normalize(sql)`` is one pass of a small lexer over the text and
+returns ``(key, text, values)``: ``text`` has a ``?`` where a literal was, ``values`` the
+literals as Python values, and ``key`` is ``text`` plus the class of each value (below).
+The engine (``Engine.execute`` without parameters) looks the key up among the shapes it has
+seen and runs the cached statement with ``values``; a new key is parsed and bound once and
+kept only if its parameters got the types the literals would have had (else the shape is
+remembered as not parameterizable and the text goes through the full parse).
+
+What is replaced - conservatively, so that the parameterized statement means exactly what
+the text meant:
+
+* only in SELECT / INSERT / UPDATE / DELETE, and only after the first WHERE, SET or VALUES
+  and before any ORDER BY, GROUP BY, HAVING, LIMIT, OFFSET, FETCH, FOR, RETURNING, ON,
+  UNION / INTERSECT / EXCEPT, WINDOW or a nested SELECT: a plan depends on LIMIT / OFFSET
+  counts and ORDER BY / GROUP BY ordinals, and a select list's literal names and types
+  its column, so those stay in the text (minidb has no partial indexes, whose predicates
+  a plan would also be matched against);
+* only a literal after ``=``, ``<>``, ``!=``, an element of an IN or VALUES list, or after ``+``, ``-``, ``*``
+  whose left operand is a column or a parenthesized expression (not another literal:
+  ``1 + 2`` keeps its types); never one followed by ``::`` or ``(`` (a cast, a typed
+  literal) - a range comparison's constant (``<``, ``BETWEEN``) stays too, as the
+  planner's estimate for it depends on the value;
+* integers (a unary minus folded in) that fit in bigint, classed ``i`` (fits in integer)
+  or ``I``; plain ``'...'`` strings (``''`` inside), classed ``s``.  Decimal and exponent
+  numbers stay in the text (their type is the literal's, not a parameter's), as do TRUE,
+  FALSE and NULL.
+
+A text with a comment, a ``?`` or ``$`` of its own, a prefixed string (``E'..'``), a
+quoted identifier, more than one statement or more than ``MAX_PARAMS`` literals is not
+normalized (None): the full parse takes it.
+
+The check of a new shape (``Engine``): each parameter's type from the binder must be one
+the literal's value has there - ``i``: integer or bigint, ``I``: bigint, ``s``: text or
+varchar.  (A parameter typed from its context where the literal would have been coerced
+differently - ``int_col = 5.5`` is not a case, decimals stay - or a string compared with a
+``char(n)`` column, whose blank padding a parameter does not get, fails the check.)
+
+Estimates for a parameterized shape are generic, as for a prepared statement: the planner
+sees ``col = ?``, not the value.  Equality estimates do not use the value here anyway.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["normalize", "param_type_ok", "MAX_PARAMS"]
+
+MAX_PARAMS = 64      # more literals than this: a bulk VALUES list, not a point statement
+
+_TOKEN = re.compile(r"""
+    (?P<s>'(?:[^']|'')*')
+  | (?P<n>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)
+  | (?P<w>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<o>::|<>|!=|<=|>=|\|\||[-+*/%=<>(),;.\[\]])
+  | (?P<sp>\s+)
+  | (?P<x>.)
+""", re.VERBOSE | re.DOTALL)
+
+_FIRST = {"select", "insert", "update", "delete"}
+_START = {"where", "set", "values"}
+_STOP = {"order", "group", "having", "limit", "offset", "fetch", "for", "returning", "on",
+         "union", "intersect", "except", "window", "select"}
+_EQ_CTX = {"=", "<>", "!=", "(", ","}
+_ARITH = {"+", "-", "*"}
+_INT4 = (-(1 << 31), (1 << 31) - 1)
+_INT8 = (-(1 << 63), (1 << 63) - 1)
+
+
+def normalize(sql: str):
+    """(key, text with ``?`` for literals, [values]) or None (see the module docstring)."""
+    if "?" in sql or "$" in sql or "--" in sql or "/*" in sql or '"' in sql:
+        return None
+    toks = []
+    for m in _TOKEN.finditer(sql):
+        kind = m.lastgroup
+        if kind == "sp":
+            continue
+        if kind == "x":
+            return None
+        toks.append((kind, m.group(), m.start(), m.end()))
+    if not toks or toks[0][0] != "w" or toks[0][1].lower() not in _FIRST:
+        return None
+    if toks[-1][1] == ";":
+        toks.pop()
+    out = []            # pieces of the normalized text
+    values = []
+    classes = []
+    last = 0            # end of the text copied so far
+    active = False
+    stopped = False
+    n = len(toks)
+    stack = []          # per open parenthesis: is it an IN / VALUES list?
+    in_values = False
+    i = 1
+    while i < n:
+        kind, val, start, end = toks[i]
+        if kind == "w":
+            low = val.lower()
+            if low in _STOP:
+                stopped = True
+            elif low in _START and not stopped:
+                active = True
+                in_values = in_values or low == "values"
+            i += 1
+            continue
+        if val == "(":
+            pk, pv = toks[i - 1][0], toks[i - 1][1].lower()
+            stack.append((pk == "w" and pv in ("in", "values"))
+                         or (in_values and not stack and pv == "," and toks[i - 2][1] == ")"))
+            i += 1
+            continue
+        if val == ")":
+            if stack:
+                stack.pop()
+            i += 1
+            continue
+        if val == ";":
+            return None             # a second statement
+        if kind == "s" and start and (sql[start - 1].isalnum() or sql[start - 1] == "_"):
+            return None             # E'...', B'...', X'...', N'...'
+        if not active or stopped or kind not in ("n", "s", "o"):
+            i += 1
+            continue
+        # a literal (possibly behind a unary minus) in a replaceable place?
+        neg = False
+        j = i
+        if kind == "o":
+            if val != "-" or i + 1 >= n or toks[i + 1][0] != "n" or not _unary_place(toks, i):
+                i += 1
+                continue
+            neg = True
+            j = i + 1
+        lk, lval, _ls, lend = toks[j]
+        if not _replace_place(toks, i, bool(stack and stack[-1])):
+            i = j + 1
+            continue
+        if j + 1 < n and toks[j + 1][1] in ("::", "(", ".", "["):
+            i = j + 1
+            continue
+        if lk == "n":
+            if not lval.isdigit():
+                i = j + 1
+                continue
+            v = -int(lval) if neg else int(lval)
+            if _INT4[0] <= v <= _INT4[1]:
+                cls = "i"
+            elif _INT8[0] <= v <= _INT8[1]:
+                cls = "I"
+            else:
+                i = j + 1
+                continue
+        else:
+            v = lval[1:-1].replace("''", "'")
+            cls = "s"
+        out.append(sql[last:start])
+        out.append("?")
+        last = lend
+        values.append(v)
+        classes.append(cls)
+        if len(values) > MAX_PARAMS:
+            return None
+        i = j + 1
+    if not values:
+        return None
+    out.append(sql[last:])
+    text = "".join(out)
+    return text + "\x00" + "".join(classes), text, values
+
+
+def _unary_place(toks, i: int) -> bool:
+    """Is the ``-`` at ``i`` a unary minus (after an operator or an opening)?"""
+    prev = toks[i - 1]
+    return prev[0] == "o" and prev[1] in _EQ_CTX | _ARITH
+
+
+def _replace_place(toks, i: int, in_list: bool) -> bool:
+    """May the literal starting at token ``i`` become a parameter (see the docstring)?
+    ``in_list``: the innermost parenthesis is an IN or VALUES list."""
+    prev = toks[i - 1]
+    if prev[0] != "o":
+        return False
+    p = prev[1]
+    if p in _EQ_CTX:
+        if p in ("(", ","):
+            return in_list
+        before = toks[i - 2] if i >= 2 else None       # col = 5, not 1 = 5
+        return before is not None and (before[0] == "w" or before[1] == ")")
+    if p in _ARITH:
+        before = toks[i - 2] if i >= 2 else None       # col + 5, (a) * 5; not 1 + 5
+        return before is not None and (before[0] == "w" or before[1] == ")")
+    return False
+
+
+_OK = {"i": ("integer", "bigint"), "I": ("bigint",), "s": ("text", "varchar")}
+
+
+def param_type_ok(cls: str, t) -> bool:
+    """Does a parameter of type ``t`` mean what a literal of class ``cls`` meant?"""
+    return t is not None and getattr(t, "name", None) in _OK[cls]
