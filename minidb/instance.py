@@ -82,7 +82,7 @@ from minidb.catalog import Catalog, CatalogCache, at_xact_end, bootstrap
 from minidb.catalog.bootstrap import PG_CLASS
 from minidb.catalog.cache import temp_backend
 from minidb.config import SETTINGS, Settings
-from minidb.errors import (AdminShutdown, CantChangeParameter, DatabaseInUse,
+from minidb.errors import (AdminShutdown, CantChangeParameter, DatabaseInUse, QueryCanceled,
                            InsufficientPrivilege, InterfaceError, OperationalError,
                            TooManyConnections)
 from minidb.shmem import (COUNTERS, IO_COUNTERS, SharedLocks, Segment, n_slots, pid_alive,
@@ -127,6 +127,7 @@ class Instance:
         self._lock_fd = self._take_lock()
         self._death_r = self._death_w = None
         self._orphaned = False  # set in a forked child that saw the owner die
+        self.cancel_pending = False  # a server backend's CancelRequest (check_interrupts)
         self.owner_pid = os.getpid()
         self._closed = False
         _OPEN.add(self)  # the fork hook finds it (death pipe, parent-death signal)
@@ -369,6 +370,9 @@ class Instance:
         if os.getpid() != self.owner_pid:
             self._check_owner()
         self.locks.check_crash()
+        if self.cancel_pending:     # set by a server backend's SIGINT (a CancelRequest)
+            self.cancel_pending = False
+            raise QueryCanceled("canceling statement due to user request")
 
     def _after_fork_in_child(self) -> None:
         # called by the fork hook in every child: give up the death pipe's write end (the

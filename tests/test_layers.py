@@ -35,7 +35,7 @@ PACKAGE = ROOT / "minidb"
 # Bottom to top.  "minidb" is the package itself (minidb/__init__.py re-exports the DB-API).
 LAYERS = ("errors", "config", "types", "fileio", "shmem", "wal", "storage", "txn", "heap",
           "catalog", "index", "workers", "recovery", "instance", "amcheck", "session", "exec",
-          "sql", "dbapi", "pgbench", "repl",
+          "sql", "dbapi", "pgbench", "server", "repl",
           "experiments", "cli", "minidb")
 
 
