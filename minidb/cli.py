@@ -14,6 +14,8 @@ experiment``.
                                   0 nothing found, 2 corruption found, 1 could not check
     minidb waldump DATADIR        the write-ahead log, as pg_waldump (minidb/wal/dump.py)
     minidb controldata DATADIR    the control file, as pg_controldata
+    minidb serve [DATADIR]        a server on DATADIR/.s.PGSQL.5432 for psql, pgbench,
+                                  psycopg (minidb/server); --stop to stop it
     minidb repl [DATADIR] ...     the REPL by its name (for a data directory named like a
                                   subcommand)
 
@@ -290,6 +292,41 @@ def check(datadir: str, tables: tuple[str, ...], verbose: bool) -> None:
     if not report.ok or verbose:
         click.echo(text, nl=False)
     sys.exit(0 if report.ok else 2)
+
+
+@main.command()
+@click.argument("datadir", default=DEFAULT_DATADIR)
+@click.option("-p", "--port", type=click.IntRange(1, 65535), default=5432, show_default=True,
+              help="the port: the socket's name (.s.PGSQL.PORT) and TCP's port")
+@click.option("--listen", metavar="ADDRESS", default=None,
+              help="also listen on TCP at this address (127.0.0.1 for loopback); none by default")
+@click.option("--socket-dir", metavar="DIR", default=None,
+              help="the unix socket's directory (default: the data directory)")
+@click.option("--password-file", metavar="FILE", default=None,
+              help="user:password lines: TCP clients must give the password (cleartext)")
+@click.option("-c", "settings", multiple=True, metavar="NAME=VALUE",
+              help="an instance setting (shared_buffers=..., max_connections=...)")
+@click.option("--stop", is_flag=True, help="stop the server running on DATADIR")
+@click.option("-m", "--mode", type=click.Choice(["smart", "fast", "immediate"]), default="fast",
+              show_default=True, help="with --stop: how (as pg_ctl stop -m)")
+def serve(datadir, port, listen, socket_dir, password_file, settings, stop, mode) -> None:
+    """Serve DATADIR to PostgreSQL clients (psql -h DATADIR, pgbench -h DATADIR, psycopg)
+    over PostgreSQL's protocol, on the unix socket DATADIR/.s.PGSQL.PORT."""
+    from minidb.errors import Error
+    from minidb.server import serve as run_server, stop_server
+    try:
+        if stop:
+            pid = stop_server(datadir, mode)
+            click.echo(f"minidb serve: server (pid {pid}) stopped")
+            return
+        run_server(datadir, port=port, listen=listen, socket_dir=socket_dir,
+                   password_file=password_file, **_pairs(settings, "-c"))
+    except Error as e:
+        click.echo(f"minidb serve: error: {e}", err=True)
+        sys.exit(1)
+    except OSError as e:
+        click.echo(f"minidb serve: error: {e}", err=True)
+        sys.exit(1)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,

@@ -290,3 +290,45 @@ class InvalidParameterCount(ProgrammingError):
 class BadCopyFileFormat(DataError):
     """COPY FROM: a line with too many or too few fields, an unterminated quote."""
     sqlstate = "22P04"
+
+
+# -- the server's protocol (minidb.server) ---------------------------------------------------------
+class ProtocolViolationError(OperationalError):
+    """A client message that breaks protocol 3.0's rules (a Bind with the wrong number of
+    parameters, an unknown Describe subtype)."""
+    sqlstate = "08P01"
+
+
+class InvalidBinaryRepresentation(DataError):
+    """A binary-format parameter whose bytes are not a value of its type."""
+    sqlstate = "22P03"
+
+
+class QueryCanceled(OperationalError):
+    """The statement was cancelled (a CancelRequest, or COPY FROM STDIN failed by the
+    client)."""
+    sqlstate = "57014"
+
+
+class DuplicatePreparedStatement(ProgrammingError):
+    sqlstate = "42P05"
+
+
+class InvalidSqlStatementName(ProgrammingError):
+    """A prepared statement that does not exist."""
+    sqlstate = "26000"
+
+
+class DuplicateCursor(ProgrammingError):
+    sqlstate = "42P03"
+
+
+class InvalidCursorName(ProgrammingError):
+    """A portal (cursor) that does not exist."""
+    sqlstate = "34000"
+
+
+class ObjectNotInPrerequisiteState(OperationalError):
+    """The object is not in the state the command needs (COPY FREEZE on a table not new in
+    this transaction)."""
+    sqlstate = "55000"

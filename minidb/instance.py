@@ -115,6 +115,7 @@ from minidb.catalog.cache import temp_backend
 from minidb.config import SETTINGS, Settings
 import minidb.monitor as monitor
 from minidb.errors import (AdminShutdown, CantChangeParameter, CrashShutdown, DatabaseInUse,
+                           QueryCanceled,
                            InsufficientPrivilege, InterfaceError, OperationalError,
                            TooManyConnections)
 from minidb.shmem import (COUNTERS, IO_COUNTERS, SharedLocks, Segment, n_slots, pid_alive,
@@ -158,6 +159,7 @@ class Instance:
         self._lock_fd = self._take_lock()
         self._death_r = self._death_w = None
         self._orphaned = False  # set in a forked child that saw the owner die
+        self.cancel_pending = False  # a server backend's CancelRequest (check_interrupts)
         self.owner_pid = os.getpid()
         self._closed = False
         _OPEN.add(self)  # the fork hook finds it (death pipe, parent-death signal)
@@ -432,6 +434,9 @@ class Instance:
         if backend is not None and backend.generation != self.generation:
             raise _stale_error(backend)
         self.locks.check_crash()
+        if self.cancel_pending:     # set by a server backend's SIGINT (a CancelRequest)
+            self.cancel_pending = False
+            raise QueryCanceled("canceling statement due to user request")
 
     def _await_restart(self) -> None:
         """A new connection in the owner while the crash flag is set waits (bounded) for

@@ -36,7 +36,7 @@ PACKAGE = ROOT / "minidb"
 LAYERS = ("errors", "config", "types", "fileio", "shmem", "wal", "storage", "txn", "heap",
           "catalog", "index", "workers", "recovery", "monitor",
           "instance", "amcheck", "session", "exec",
-          "sql", "dbapi", "pgbench", "repl",
+          "sql", "dbapi", "pgbench", "server", "repl",
           "experiments", "cli", "minidb")
 
 

@@ -187,6 +187,7 @@ class NestLoopNode(_JoinMixin, PlanNode):
         try:
             for oc in it:
                 for s in range(0, oc.n, step):
+                    ectx.check_interrupts()     # a piece may yield nothing for a long time
                     e = min(s + step, oc.n)
                     piece = oc if (s == 0 and e == oc.n) else oc.take(np.arange(s, e))
                     oi = np.repeat(np.arange(e - s), ni)

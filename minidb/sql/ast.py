@@ -457,6 +457,7 @@ class CopyStmt(Statement):
     header: bool = False
     delimiter: str | None = None
     null: str | None = None
+    freeze: bool = False               # FREEZE: only for a table new or truncated in this xact
     tag: str = "COPY"
 
 

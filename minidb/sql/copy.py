@@ -58,6 +58,8 @@ def run_copy(engine, st) -> int:
     from minidb.txn.lmgr import AccessShareLock, RowExclusiveLock
     t = lock_table(engine, st.table,
                    AccessShareLock if st.direction == "to" else RowExclusiveLock)
+    if st.freeze:
+        _check_freeze(engine, t, st.direction)
     cols = [(c.name, parse_type(c.type)) for c in t.columns]
     entry = RangeEntry(0, t.name, t, cols, [c.not_null for c in t.columns])
     if st.columns is None:
@@ -89,6 +91,22 @@ def run_copy(engine, st) -> int:
     if st.direction == "to":
         return _copy_to(engine, entry, attnos, f, st.format, delim, null, st.header)
     return _copy_from(engine, entry, attnos, f, st.format, delim, null, st.header)
+
+
+def _check_freeze(engine, t, direction: str) -> None:
+    """COPY ... FREEZE's prerequisite, PostgreSQL's: the table's file was made in this
+    transaction (CREATE TABLE or TRUNCATE), so no other transaction can see the rows before
+    it commits.  PostgreSQL then writes the rows already frozen; minidb loads them as any
+    COPY does (their xmin is this transaction's), which every reader sees the same way once
+    the transaction commits - the freezing pass FREEZE saves is not done here either."""
+    if direction != "from":
+        raise errors.NotSupportedError("COPY FREEZE cannot be used with COPY TO")
+    xact = engine.session.xact
+    new_files = {rfn for rfn, at_commit in xact.pending_deletes if not at_commit}
+    if t.relfilenode not in new_files:
+        raise errors.ObjectNotInPrerequisiteState(
+            "cannot perform COPY FREEZE because the table was not created or truncated in the "
+            "current subtransaction")
 
 
 def _check_server_file(engine, path: str, direction: str) -> None:

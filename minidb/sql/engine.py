@@ -183,6 +183,29 @@ class Engine:
                 raise _as_minidb_error(e) from (None if isinstance(e, errors.Error) else e)
         return Prepared(self, entry)
 
+    def describe(self, prepared: Prepared) -> tuple[dict, list | None, list | None]:
+        """(parameter type names by index, output column names, output type names) of a
+        prepared statement, for the protocol's Describe: a query is planned now (cached as
+        ``execute`` would) with every parameter untyped, so each takes the type its context
+        gives, as PostgreSQL infers ``$n``; names and types are None for a statement that
+        returns no rows."""
+        entry = prepared._entry
+        stmt = entry.stmt
+        if isinstance(stmt, ast.ExplainStmt):
+            return {}, ["QUERY PLAN"], ["text"]
+        if not isinstance(stmt, _DML):
+            return {}, None, None
+        params = [""] * stmt.nparams
+        try:
+            plan = self._statement(lambda snap: (self.plan_for(entry, params), False))
+        except BaseException as e:
+            self._fail_block()
+            raise _as_minidb_error(e) from (None if isinstance(e, errors.Error) else e)
+        ptypes = {i: type_name(t) for i, t in plan.param_types.items()}
+        if plan.kind != "select":
+            return ptypes, None, None
+        return ptypes, list(plan.names), [type_name(t) for t in plan.types]
+
     def execute_script(self, sql: str) -> list[Result]:
         """Every statement of ``sql`` in order; stops at the first error (raised)."""
         out = []

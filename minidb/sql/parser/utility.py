@@ -555,6 +555,8 @@ def _copy(p: _P) -> ast.Statement:
                 st.delimiter = _string(p)
             elif opt == "null":
                 st.null = _string(p)
+            elif opt == "freeze":
+                st.freeze = _opt_bool(p)
             else:
                 raise NotSupportedError(f"COPY option {opt.upper()} is not supported")
             if not p.op(","):

@@ -1,0 +1,317 @@
+"""Values on the wire: PostgreSQL's type OIDs, and the text and binary forms of each type.
+
+A result column's type is known by its minidb type name (``description``'s second field);
+``column_type(name)`` gives the OID and length PostgreSQL reports for it in a RowDescription,
+so a client decodes ``integer`` as ``int4`` (23), ``double precision`` as ``float8`` (701)...
+
+Text output follows PostgreSQL's output functions: booleans ``t`` / ``f``; floats in the
+shortest form that reads back exactly (PostgreSQL 12+'s default, ``extra_float_digits`` 1),
+``Infinity`` / ``-Infinity`` / ``NaN``; timestamps ``YYYY-MM-DD HH:MM:SS[.ffffff]`` with
+trailing zeros of the fraction dropped; bytea as ``\\x`` and hex; arrays as ``{a,b}`` with
+PostgreSQL's quoting.  Binary output (a client may ask for it per column in Bind) is
+PostgreSQL's ``send`` form for the fixed-width types: big-endian integers, IEEE floats, one
+byte for a boolean, microseconds since 2000-01-01 for timestamps; other types fall back to the
+text bytes (which is their ``send`` form for text, varchar, char).
+
+Parameters arrive as text unless the client says binary.  A parameter whose type the client
+gave (an OID in Parse) is read as that type; one of type 0 ("unknown") is handed to the
+engine as a Python ``str``, and the binder reads it as the type its context asks for
+(``id = $1`` reads it as an integer), which is what PostgreSQL does with an unknown literal.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import math
+import struct
+import uuid
+
+import minidb.errors as errors
+
+__all__ = ["column_type", "encode_text", "encode_binary", "decode_param", "OID_NAMES",
+           "type_oid"]
+
+# name -> (OID, typlen); typlen -1 is variable length
+_TYPES = {
+    "boolean": (16, 1), "bool": (16, 1),
+    "bytea": (17, -1),
+    "bigint": (20, 8), "int8": (20, 8),
+    "smallint": (21, 2), "int2": (21, 2),
+    "integer": (23, 4), "int4": (23, 4), "int": (23, 4),
+    "text": (25, -1), "unknown": (25, -1),
+    "oid": (26, 4),
+    "real": (700, 4), "float4": (700, 4),
+    "double precision": (701, 8), "float8": (701, 8),
+    "char": (1042, -1), "bpchar": (1042, -1), "character": (1042, -1),
+    "varchar": (1043, -1), "character varying": (1043, -1),
+    "date": (1082, 4),
+    "time": (1083, 8), "time without time zone": (1083, 8),
+    "timestamp": (1114, 8), "timestamp without time zone": (1114, 8),
+    "timestamptz": (1184, 8), "timestamp with time zone": (1184, 8),
+    "interval": (1186, 16),
+    "numeric": (1700, -1), "decimal": (1700, -1),
+    "uuid": (2950, 16),
+    "json": (114, -1), "jsonb": (3802, -1),
+}
+_ARRAYS = {16: 1000, 17: 1001, 20: 1016, 21: 1005, 23: 1007, 25: 1009, 700: 1021, 701: 1022,
+           1042: 1014, 1043: 1015, 1082: 1182, 1114: 1115, 1184: 1185, 1700: 1231, 2950: 2951}
+OID_NAMES = {16: "boolean", 17: "bytea", 20: "bigint", 21: "smallint", 23: "integer",
+             25: "text", 26: "oid", 700: "real", 701: "double precision", 1042: "char",
+             1043: "varchar", 1082: "date", 1083: "time", 1114: "timestamp",
+             1184: "timestamptz", 1186: "interval", 1700: "numeric", 2950: "uuid", 705: "unknown"}
+_EPOCH = _dt.datetime(2000, 1, 1)
+_EPOCH_TZ = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH_DATE = _dt.date(2000, 1, 1)
+
+
+def _base(name: str) -> str:
+    name = name.lower().strip()
+    cut = name.find("(")
+    return name[:cut].strip() if cut >= 0 else name
+
+
+def type_oid(name: str) -> int:
+    """PostgreSQL's OID for a minidb type name (``text``'s for one it does not know)."""
+    name = name.lower().strip()
+    if name.endswith("[]"):
+        return _ARRAYS.get(type_oid(name[:-2]), 1009)
+    return _TYPES.get(_base(name), (25, -1))[0]
+
+
+def column_type(name: str) -> tuple[int, int, int]:
+    """(type OID, typlen, typmod) for a RowDescription."""
+    name = (name or "text").lower().strip()
+    if name.endswith("[]"):
+        return type_oid(name), -1, -1
+    oid, typlen = _TYPES.get(_base(name), (25, -1))
+    typmod = -1
+    if oid in (1042, 1043) and "(" in name:
+        try:
+            typmod = int(name[name.index("(") + 1:name.index(")")]) + 4
+        except ValueError:
+            pass
+    return oid, typlen, typmod
+
+
+# -- text output ----------------------------------------------------------------------------------
+def _float_text(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    r = repr(v)
+    if "e" in r:
+        mant, exp = r.split("e")
+        if mant.endswith(".0"):
+            mant = mant[:-2]
+        sign = exp[0] if exp[0] in "+-" else "+"
+        digits = exp.lstrip("+-").rjust(2, "0")
+        return f"{mant}e{sign}{digits}"
+    if r.endswith(".0"):
+        r = r[:-2]
+        if len(r.lstrip("-")) > 15:   # PostgreSQL switches to an exponent past 15 digits
+            return _float_text_exp(v)
+    return r
+
+
+def _float_text_exp(v: float) -> str:
+    s = f"{v:.17e}"
+    mant, exp = s.split("e")
+    # shortest mantissa that reads back
+    for nd in range(1, 18):
+        cand = f"{v:.{nd}e}"
+        if float(cand) == v:
+            mant, exp = cand.split("e")
+            break
+    mant = mant.rstrip("0").rstrip(".") if "." in mant else mant
+    sign = exp[0]
+    return f"{mant}e{sign}{exp[1:].lstrip('0').rjust(2, '0')}"
+
+
+def _time_text(t) -> str:
+    s = t.strftime("%H:%M:%S")
+    if t.microsecond:
+        s += (".%06d" % t.microsecond).rstrip("0")
+    return s
+
+
+def _interval_text(td: _dt.timedelta) -> str:
+    days = td.days
+    secs = td.seconds
+    us = td.microseconds
+    parts = []
+    if days:
+        parts.append(f"{days} day" + ("s" if abs(days) != 1 else ""))
+    if secs or us or not parts:
+        h, rem = divmod(secs, 3600)
+        m, s = divmod(rem, 60)
+        t = f"{h:02d}:{m:02d}:{s:02d}"
+        if us:
+            t += (".%06d" % us).rstrip("0")
+        parts.append(t)
+    return " ".join(parts)
+
+
+def _array_elem(v) -> str:
+    if v is None:
+        return "NULL"
+    s = encode_text(v).decode("utf-8")
+    if s == "" or any(c in s for c in ' ,{}"\\') or s.upper() == "NULL":
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return s
+
+
+def encode_text(v) -> bytes:
+    """PostgreSQL's text output of one non-NULL value."""
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    if isinstance(v, bool):
+        return b"t" if v else b"f"
+    if isinstance(v, int):
+        return str(v).encode()
+    if isinstance(v, float):
+        return _float_text(v).encode()
+    if isinstance(v, _dt.datetime):
+        s = v.strftime("%Y-%m-%d %H:%M:%S")
+        if v.microsecond:
+            s += (".%06d" % v.microsecond).rstrip("0")
+        if v.tzinfo is not None:
+            off = v.utcoffset()
+            total = int(off.total_seconds())
+            sign = "+" if total >= 0 else "-"
+            total = abs(total)
+            s += f"{sign}{total // 3600:02d}"
+            if total % 3600:
+                s += f":{total % 3600 // 60:02d}"
+        return s.encode()
+    if isinstance(v, _dt.date):
+        return v.isoformat().encode()
+    if isinstance(v, _dt.time):
+        return _time_text(v).encode()
+    if isinstance(v, _dt.timedelta):
+        return _interval_text(v).encode()
+    if isinstance(v, decimal.Decimal):
+        return str(v).encode()
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return b"\\x" + bytes(v).hex().encode()
+    if isinstance(v, uuid.UUID):
+        return str(v).encode()
+    if isinstance(v, (list, tuple)):
+        return ("{" + ",".join(_array_elem(x) for x in v) + "}").encode("utf-8")
+    return str(v).encode("utf-8")
+
+
+# -- binary output --------------------------------------------------------------------------------
+_PACK = {16: struct.Struct("!?"), 20: struct.Struct("!q"), 21: struct.Struct("!h"),
+         23: struct.Struct("!i"), 26: struct.Struct("!I"), 700: struct.Struct("!f"),
+         701: struct.Struct("!d")}
+
+
+def encode_binary(v, oid: int) -> bytes:
+    """PostgreSQL's binary (``send``) form of one non-NULL value of type ``oid``."""
+    p = _PACK.get(oid)
+    if p is not None:
+        return p.pack(v)
+    if oid in (1114, 1184) and isinstance(v, _dt.datetime):
+        base = _EPOCH_TZ if v.tzinfo is not None else _EPOCH
+        d = v - base
+        return struct.pack("!q", (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds)
+    if oid == 1082 and isinstance(v, _dt.date):
+        return struct.pack("!i", (v - _EPOCH_DATE).days)
+    if oid == 17 and isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    if oid == 2950 and isinstance(v, uuid.UUID):
+        return v.bytes
+    return encode_text(v)
+
+
+# -- parameters -----------------------------------------------------------------------------------
+_UNPACK = {16: struct.Struct("!?"), 20: struct.Struct("!q"), 21: struct.Struct("!h"),
+           23: struct.Struct("!i"), 26: struct.Struct("!I"), 700: struct.Struct("!f"),
+           701: struct.Struct("!d")}
+
+
+def _bool_in(s: str) -> bool:
+    t = s.strip().lower()
+    if t in ("t", "true", "yes", "y", "on", "1"):
+        return True
+    if t in ("f", "false", "no", "n", "off", "0"):
+        return False
+    raise errors.InvalidTextRepresentation(f'invalid input syntax for type boolean: "{s}"')
+
+
+def _int_in(s: str, name: str) -> int:
+    try:
+        return int(s.strip())
+    except ValueError:
+        raise errors.InvalidTextRepresentation(
+            f'invalid input syntax for type {name}: "{s}"') from None
+
+
+def _float_in(s: str) -> float:
+    t = s.strip().lower()
+    special = {"infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf,
+               "inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+    if t in special:
+        return special[t]
+    try:
+        return float(t)
+    except ValueError:
+        raise errors.InvalidTextRepresentation(
+            f'invalid input syntax for type double precision: "{s}"') from None
+
+
+def decode_param(data: bytes | None, oid: int, binary: bool):
+    """A Bind parameter as the Python value the engine takes (None for NULL)."""
+    if data is None:
+        return None
+    if binary:
+        p = _UNPACK.get(oid)
+        if p is not None:
+            if len(data) != p.size:
+                raise errors.InvalidBinaryRepresentation(
+                    f"incorrect binary data format in bind parameter (type {oid})")
+            return p.unpack(data)[0]
+        if oid == 17:
+            return bytes(data)
+        if oid in (1114, 1184) and len(data) == 8:
+            us = struct.unpack("!q", data)[0]
+            base = _EPOCH_TZ if oid == 1184 else _EPOCH
+            return base + _dt.timedelta(microseconds=us)
+        if oid == 1082 and len(data) == 4:
+            return _EPOCH_DATE + _dt.timedelta(days=struct.unpack("!i", data)[0])
+        if oid == 2950 and len(data) == 16:
+            return uuid.UUID(bytes=bytes(data))
+        if oid in (25, 1042, 1043, 0, 705):
+            return data.decode("utf-8")
+        raise errors.NotSupportedError(
+            f"binary format for parameters of type {OID_NAMES.get(oid, oid)} is not supported")
+    try:
+        s = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise errors.CharacterNotInRepertoire(
+            'invalid byte sequence for encoding "UTF8"') from None
+    if oid in (20, 21, 23, 26):
+        return _int_in(s, OID_NAMES[oid])
+    if oid in (700, 701):
+        return _float_in(s)
+    if oid == 16:
+        return _bool_in(s)
+    if oid == 1700:
+        try:
+            d = decimal.Decimal(s.strip())
+        except decimal.InvalidOperation:
+            raise errors.InvalidTextRepresentation(
+                f'invalid input syntax for type numeric: "{s}"') from None
+        # numeric is read by the binder from its text (the column's type decides)
+        return int(d) if d == d.to_integral_value() and "." not in s else s
+    if oid == 17:
+        if s.startswith("\\x"):
+            try:
+                return bytes.fromhex(s[2:])
+            except ValueError:
+                raise errors.InvalidTextRepresentation(
+                    "invalid hexadecimal data for type bytea") from None
+        return s.encode("utf-8")
+    return s
