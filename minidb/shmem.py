@@ -23,6 +23,8 @@ buf_flags          (N,)            uint16     partition lock (BM_* bits)
 buf_lock_shared    (N,)            int32      partition lock (share-lock holders)
 buf_lock_excl      (N,)            int16      partition lock (exclusive holder slot or -1)
 buf_waiters        (N,)            uint64     partition lock (slots sleeping on the buffer)
+buf_never_used     (1,)            int64      strategy lock (first buffer never handed out:
+                                              the free list, ``minidb.storage.freelist``)
 map_heads          (B,)            int32      partition lock of the bucket's partition
 backend_pins       (S, N)          int32      only the owning backend writes its row
 backend_locks      (S, N)          int8       only the owning backend writes its row
@@ -324,6 +326,7 @@ def regions(settings: Settings) -> list[Region]:
         Region("buf_lock_shared", (n,), "<i4", "partition lock"),
         Region("buf_lock_excl", (n,), "<i2", "partition lock", fill=-1),
         Region("buf_waiters", (n,), "<u8", "partition lock"),
+        Region("buf_never_used", (1,), "<i8", "strategy lock"),
         Region("map_heads", (n_buckets(settings),), "<i4", "partition lock", fill=-1),
         Region("backend_pins", (s, n), "<i4", "owning backend"),
         Region("backend_locks", (s, n), "i1", "owning backend"),
