@@ -237,6 +237,9 @@ COUNTERS = (
     "index_heap_fetches",  # heap fetches (HOT chain walks) made by index scans
     "index_items_deleted",  # LP_DEAD items removed by simple deletion before a split
     "index_splits",       # B-tree page splits (any level; a new root is not a split)
+    "btree_cache_hits",   # descents through a decoded internal page whose LSN was unchanged
+    "btree_cache_misses",  # internal pages decoded for the descent cache the first time
+    "btree_cache_refreshes",  # cached internal pages re-decoded: the page's LSN had moved
     "buffers_wal_flushed",  # page writes that first had to flush the WAL (WAL before data)
     "wal_rule_violations",  # pages written with an LSN beyond the flushed WAL (must stay 0)
 )

@@ -62,6 +62,7 @@ checkpoint and close.
 
 from __future__ import annotations
 
+import struct
 import sys
 import time
 
@@ -81,6 +82,7 @@ from minidb.storage.smgr import MAIN_FORKNUM, Smgr
 UNLOCKED, SHARE, EXCLUSIVE = 0, 1, 2
 
 _HIT = C["buffers_hit"]
+_LSN = struct.Struct("<Q")  # pd_lsn, at offset 0 of every page
 
 
 class BufferManager:
@@ -126,6 +128,10 @@ class BufferManager:
     def page(self, buf: int) -> np.ndarray:
         """The 8 KiB page of a pinned buffer, as a writable uint8 view."""
         return self.seg.buf_pages[buf]
+
+    def page_lsn(self, buf: int) -> int:
+        """pd_lsn of a pinned buffer's page (BufferGetLSN; read under its content lock)."""
+        return _LSN.unpack_from(self._page_mv(buf), 0)[0]
 
     def _page_mv(self, buf: int) -> memoryview:
         mv = self._pages[buf]
