@@ -160,10 +160,23 @@ _ops = st.lists(st.one_of(
     min_size=1, max_size=8)
 
 
-@settings(max_examples=12, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+_HC = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=_HC)
 @given(ops=_ops)
 def test_lookups_through_the_cache_equal_lookups_without_it(big_pool, ops):
+    _cache_on_equals_off(big_pool, ops)
+
+
+@pytest.mark.long
+@settings(max_examples=150, deadline=None, suppress_health_check=_HC)
+@given(ops=_ops)
+def test_lookups_through_the_cache_equal_lookups_without_it_long(big_pool, ops):
+    _cache_on_equals_off(big_pool, ops)
+
+
+def _cache_on_equals_off(big_pool, ops):
     on = big_pool.connect()
     off = big_pool.connect(btree_descent_cache=False)
     try:
