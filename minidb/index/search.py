@@ -35,7 +35,11 @@ the lock it reads pd_lsn, and if it equals the cached one, the cached decode is 
 seen for the first time: ``btree_cache_misses``).  This is sound because every change of
 a B-tree page is WAL-logged and sets pd_lsn to the record's end under the exclusive lock
 (``storage.xloginsert``), LSNs only grow, and a relfilenode is never reused; a page built
-by CREATE INDEX around the pool (pd_lsn 0) gets an LSN with its first change.  (The scan's
+by CREATE INDEX around the pool (pd_lsn 0) gets an LSN with its first change.  LSNs only
+grow *within one run of the instance*: after a crash the WAL not yet flushed is gone and
+later records may end at LSNs a cache has seen, so a restart must start with new
+``IndexRel`` objects (a new instance has a new catalog cache, hence new ones; an in-place
+restart that kept them must drop them).  (The scan's
 ``_kill_items`` relies on the same rule.)  Leaves are not cached: their LP_DEAD hints
 change without a new LSN, and a reader needs a copy of the leaf anyway.  Pages are found
 through ``IndexRel.buf_hints``, the buffer each block was last seen in
