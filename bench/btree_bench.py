@@ -15,7 +15,9 @@ Run and baselines, each in the same run:
 Timing: minidb and its baselines take turns (each over the whole key list), so each
 ratio compares runs made close together on this shared machine; lookups keep the best of
 3 rounds (inserts, which change the index, run once); the garbage collector is off while
-timing, as ``timeit`` does.
+timing, as ``timeit`` does.  A second table gives minidb's CPU time (process time, best
+of the rounds) per operation: plain numbers, so that ``compare_commits.py`` can set two
+commits side by side.
 Checks: every lookup returns exactly its key's TID / row (v = 3k); after the insert runs
 ``check_btree`` passes and a full index scan returns the keys in order, so a fast wrong
 answer cannot pass.
@@ -48,6 +50,9 @@ LOAD_CHUNK = 200_000
 
 REPEAT = 3
 
+# CPU seconds (process time, best of the rounds) of the last _paired run of each name
+CPU_S: dict = {}
+
 
 def _paired(fns: dict, items: list, repeat: int = REPEAT, chunks: int = 1
             ) -> tuple[dict, dict]:
@@ -70,17 +75,22 @@ def _paired_run(fns: dict, items: list, repeat: int, nchunks: int) -> tuple[dict
     step = max(1, -(-len(items) // nchunks))
     chunks = [items[i:i + step] for i in range(0, len(items), step)]
     best = {name: [None] * len(chunks) for name in fns}
+    best_cpu = {name: [None] * len(chunks) for name in fns}
     out = {name: [] for name in fns}
     for r in range(repeat):
         for c, chunk in enumerate(chunks):
             for name, fn in fns.items():
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 res = fn(chunk)
-                dt = time.perf_counter() - t0
+                dt, dc = time.perf_counter() - t0, time.process_time() - c0
                 b = best[name][c]
                 best[name][c] = dt if b is None else min(b, dt)
+                b = best_cpu[name][c]
+                best_cpu[name][c] = dc if b is None else min(b, dc)
                 if r == repeat - 1:
                     out[name].extend(res)
+    for name, v in best_cpu.items():
+        CPU_S[name] = sum(v)
     return {name: sum(v) for name, v in best.items()}, out
 
 
@@ -138,6 +148,8 @@ def run(keys_n: int, lookups: int, inserts: int, seed: int) -> list[tuple]:
                 assert all(keys[g] == k for g, k in zip(got["sd"], probe))
                 assert got["sl"] == probe          # keys are 0..n-1: position = key
                 t_desc, t_fetch, t_sd, t_sl = (times[n] for n in ("descent", "fetch", "sd", "sl"))
+                cpu_us = {"point lookup, descent only": CPU_S["descent"] / lookups * 1e6,
+                          "point lookup + heap fetch": CPU_S["fetch"] / lookups * 1e6}
                 results.append(("point lookup, descent only (index_scan -> TID)",
                                 f"{lookups / t_desc:,.0f} /s",
                                 f"SortedDict d[k]: {lookups / t_sd:,.0f} /s",
@@ -170,6 +182,7 @@ def run(keys_n: int, lookups: int, inserts: int, seed: int) -> list[tuple]:
                             sd2[k] = i
                         return []
                     times, _ = _paired({"ins": ins, "sd": sd_ins}, items, repeat=1)
+                    cpu_us[f"insert_entry, {order} keys"] = CPU_S["ins"] / inserts * 1e6
                     s = ix.check_btree(be, iname, heapallindexed=False)
                     assert s["leaf_items"] == inserts == len(sd2)
                     scanned = [t for t in ix.index_scan(be, iname)]
@@ -184,7 +197,7 @@ def run(keys_n: int, lookups: int, inserts: int, seed: int) -> list[tuple]:
                                     f"{be.counters()['index_splits']} splits"))
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    return results
+    return results, cpu_us
 
 
 def main() -> None:
@@ -194,13 +207,18 @@ def main() -> None:
     ap.add_argument("--inserts", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    rows = run(args.keys, args.lookups, args.inserts, args.seed)
+    rows, cpu_us = run(args.keys, args.lookups, args.inserts, args.seed)
     print(f"\nB-tree benchmark: {args.keys:,} keys, {args.lookups:,} lookups, "
           f"{args.inserts:,} inserts\n")
     print("| what | minidb | baseline (same run) | ratio / notes |")
     print("| --- | --- | --- | --- |")
     for r in rows:
         print("| " + " | ".join(r) + " |")
+    print()
+    print("| operation | minidb CPU us each |")
+    print("| --- | ---: |")
+    for name, us in cpu_us.items():
+        print(f"| {name} | {us:.2f} |")
 
 
 if __name__ == "__main__":

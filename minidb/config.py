@@ -209,6 +209,11 @@ _ALL = [
     _s("kill_index_tuples", True, bool, "session",
        "mark an index item LP_DEAD when the heap fetch finds its whole HOT chain dead to "
        "everyone, and skip such items in later scans (PostgreSQL 8.2+); off = as in 2002"),
+    _s("btree_descent_cache", True, bool, "session",
+       "descend B-trees over a per-process cache of decoded internal pages, checked "
+       "against each page's LSN under its lock, and through remembered buffer numbers "
+       "(ReadRecentBuffer); off = decode every page on every descent (same results and "
+       "buffer counts)"),
     _s("trace_btree", False, bool, "session",
        "print each B-tree decision: page splits, new roots, items killed, simple deletions"),
     _s("heap_fillfactor", 100, int, "session",

@@ -23,6 +23,8 @@ buf_flags          (N,)            uint16     partition lock (BM_* bits)
 buf_lock_shared    (N,)            int32      partition lock (share-lock holders)
 buf_lock_excl      (N,)            int16      partition lock (exclusive holder slot or -1)
 buf_waiters        (N,)            uint64     partition lock (slots sleeping on the buffer)
+buf_never_used     (1,)            int64      strategy lock (first buffer never handed out:
+                                              the free list, ``minidb.storage.freelist``)
 map_heads          (B,)            int32      partition lock of the bucket's partition
 backend_pins       (S, N)          int32      only the owning backend writes its row
 backend_locks      (S, N)          int8       only the owning backend writes its row
@@ -243,6 +245,9 @@ COUNTERS = (
     "index_heap_fetches",  # heap fetches (HOT chain walks) made by index scans
     "index_items_deleted",  # LP_DEAD items removed by simple deletion before a split
     "index_splits",       # B-tree page splits (any level; a new root is not a split)
+    "btree_cache_hits",   # descents through a decoded internal page whose LSN was unchanged
+    "btree_cache_misses",  # internal pages decoded for the descent cache the first time
+    "btree_cache_refreshes",  # cached internal pages re-decoded: the page's LSN had moved
     "buffers_wal_flushed",  # page writes that first had to flush the WAL (WAL before data)
     "wal_rule_violations",  # pages written with an LSN beyond the flushed WAL (must stay 0)
 )
@@ -332,6 +337,7 @@ def regions(settings: Settings) -> list[Region]:
         Region("buf_lock_shared", (n,), "<i4", "partition lock"),
         Region("buf_lock_excl", (n,), "<i2", "partition lock", fill=-1),
         Region("buf_waiters", (n,), "<u8", "partition lock"),
+        Region("buf_never_used", (1,), "<i8", "strategy lock"),
         Region("map_heads", (n_buckets(settings),), "<i4", "partition lock", fill=-1),
         Region("backend_pins", (s, n), "<i4", "owning backend"),
         Region("backend_locks", (s, n), "i1", "owning backend"),

@@ -283,17 +283,15 @@ def heap_fetch(backend, rel: HeapRel, tid: tuple[int, int]) -> tuple | None:
     block, off = tid
     if block >= bm.smgr.nblocks(rel.relfilenode) or off < 1:
         return None
-    b = bm.pin(rel.relfilenode, block)
+    b = bm.pin_lock(rel.relfilenode, block, SHARE)
     try:
-        bm.lock(b, SHARE)
         page = bm.page(b)
         if off > pg.max_offset(page) or pg.get_item_id(page, off)[1] != pg.LP_NORMAL:
             data = None
         else:
             data = bytes(pg.get_item(page, off))
-        bm.unlock(b)
     finally:
-        bm.unpin(b)
+        bm.unlock_unpin(b)
     return None if data is None else rel.layout.decode(data)
 
 

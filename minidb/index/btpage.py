@@ -287,16 +287,24 @@ def downlink(data, off: int) -> int:
 _U32_BE = struct.Struct(">I")
 
 
+# A leaf item's sort key is key + TID, but a probe need not build it: with k the item's
+# key bytes, key + TID < bound exactly when k < bound and either bound does not start
+# with k (they differ inside k) or it does and the TID is below the rest of the bound.
+# (k >= bound: k == bound or bound a prefix of k makes key + TID the longer, so greater;
+# a difference inside both decides alone.)  So a probe slices the key once and touches
+# the TID only when the bound extends the key.
+
 def binsearch_leaf(data, bound: bytes, lo: int, hi: int) -> int:
     """The first offset in [lo, hi] whose leaf sort key is >= ``bound``; hi + 1 if none."""
     hi += 1
     u32 = _U32.unpack_from
+    startswith = bound.startswith
     while lo < hi:
         mid = (lo + hi) >> 1
         w = u32(data, 20 + 4 * mid)[0]
         start = w & 0x7FFF
-        end = start + (w >> 17)
-        if data[start + 8:end] + data[start:start + 6] < bound:
+        k = data[start + 8:start + (w >> 17)]
+        if k < bound and (not startswith(k) or data[start:start + 6] < bound[len(k):]):
             lo = mid + 1
         else:
             hi = mid
@@ -309,15 +317,36 @@ def gallop_leaf(data, bound: bytes, lo: int, hi: int) -> int:
     step = 1
     prev = lo
     u32 = _U32.unpack_from
+    startswith = bound.startswith
     while lo <= hi:
         w = u32(data, 20 + 4 * lo)[0]
         start = w & 0x7FFF
-        if data[start + 8:start + (w >> 17)] + data[start:start + 6] >= bound:
+        k = data[start + 8:start + (w >> 17)]
+        if not (k < bound and (not startswith(k) or data[start:start + 6] < bound[len(k):])):
             return binsearch_leaf(data, bound, prev, lo - 1) if lo > prev else lo
         prev = lo + 1
         lo += step
         step <<= 1
     return binsearch_leaf(data, bound, prev, hi)
+
+
+def internal_page_items(data) -> tuple[list[bytes], list[int]]:
+    """The pivot keys (the minus-infinity first data item left out) and the downlinks
+    (all of them, in order) of an internal page, as lists: with them, the downlink
+    ``binsearch_internal`` picks for ``bound`` is ``children[bisect_right(keys, bound)]``
+    at offset ``first_data + bisect_right(keys, bound)``."""
+    nxt = OPAQUE.unpack_from(data, SPECIAL_OFF)[1]
+    first = first_data(nxt)
+    n = nitems(data)
+    if n < first:
+        return [], []
+    words = np.frombuffer(data, dtype="<u4", count=n - first + 1,
+                          offset=pg.PAGE_HEADER_SIZE + 4 * (first - 1))
+    starts = (words & 0x7FFF).tolist()
+    ends = [s + (w >> 17) for s, w in zip(starts, words.tolist())]
+    children = [int.from_bytes(data[s:s + 4], "big") for s in starts]
+    keys = [data[s + 8:e] for s, e in zip(starts[1:], ends[1:])]
+    return keys, children
 
 
 def binsearch_internal(data, bound: bytes, first: int, maxoff: int) -> int:

@@ -438,8 +438,7 @@ def _split(backend, irel: IndexRel, b: int, blk: int, itup: bytes, pos: int, cb:
     sb = -1
     try:
         if nxt != bt.P_NONE:
-            sb = bm.pin(rfn, nxt)
-            bm.lock(sb, EXCLUSIVE)
+            sb = bm.pin_lock(rfn, nxt, EXCLUSIVE)
         wr = PageRecord(bm).add(b).add(rb, new=True)
         if sb >= 0:
             wr.add(sb)
@@ -487,8 +486,7 @@ def _new_root(backend, irel: IndexRel, lb: int, lblk: int, rb: int, rblk: int) -
         sep = bt.pivot_key(lpage, bt.P_HIKEY)
         nblk, bufs = bm.extend(rfn, 1)
         nb = bufs[0]
-        mb = bm.pin(rfn, bt.BTREE_METAPAGE)
-        bm.lock(mb, EXCLUSIVE)
+        mb = bm.pin_lock(rfn, bt.BTREE_METAPAGE, EXCLUSIVE)
         wr = PageRecord(bm).add(nb, new=True).add(lb).add(mb)
         npage = bm.page(nb)
         bt.init_page(npage, level + 1, bt.BTP_ROOT)
@@ -513,9 +511,8 @@ def _getstackbuf(backend, irel: IndexRel, blk: int, start: int, child: int, stac
     bm = backend.bufmgr
     rfn = irel.relfilenode
     while True:
-        b = bm.pin(rfn, blk)
+        b = bm.pin_lock(rfn, blk, EXCLUSIVE)
         try:
-            bm.lock(b, EXCLUSIVE)
             data = bm.page(b).tobytes()
         except BaseException:
             release(bm, b)
@@ -581,12 +578,11 @@ def finish_split(backend, irel: IndexRel, lb: int, lblk: int, stack) -> None:
     bm = backend.bufmgr
     try:
         nxt = bt.opaque(bm.page(lb))[1]
-        rb = bm.pin(irel.relfilenode, nxt)
+        rb = bm.pin_lock(irel.relfilenode, nxt, EXCLUSIVE)
     except BaseException:
         release(bm, lb)
         raise
     try:
-        bm.lock(rb, EXCLUSIVE)
         root, _level = get_root(bm, irel, refresh=True)
     except BaseException:
         release(bm, rb)

@@ -3,9 +3,11 @@
 ``IndexRel`` is to an index what ``HeapRel`` is to a table: its file (relfilenode), its
 key columns and how their values are encoded (``keys.KeyCodec``), whether it is unique,
 and a per-process cache of the root's location (PostgreSQL caches the metapage in the
-relcache, ``rd_amcache``).  The cache is only a hint: a descent that starts at a page
-which is no longer the root still finds every key (Lehman & Yao: move right), and the
-descent re-reads the metapage when the cached root lost BTP_ROOT.
+relcache, ``rd_amcache``).  The root cache is only a hint: a descent that starts at a
+page which is no longer the root still finds every key (Lehman & Yao: move right), and the
+descent re-reads the metapage when the cached root lost BTP_ROOT.  ``search``'s descent
+cache (decoded internal pages, each checked against its page's LSN, and the buffers pages
+were last found in) lives here too.
 
 ``open_index(backend, index)`` accepts an index name, the catalog's entry of an index or an
 ``IndexRel`` and returns the ``IndexRel`` of the catalog's current generation (one object per
@@ -39,6 +41,10 @@ class IndexRel:
     unique: bool = False
     table_oid: int = 0         # for the table's statistics (idx_scan, idx_tup_fetch)
     root_cache: list = field(default_factory=list)  # [root block, root level] or []
+    # the descent cache (``search``): block -> decoded internal page, and block -> the
+    # buffer it was last found in (a ReadRecentBuffer hint)
+    descent_cache: dict = field(default_factory=dict)
+    buf_hints: dict = field(default_factory=dict)
 
     def key_of_row(self, row) -> tuple:
         return tuple(row[i] for i in self.col_idx)
@@ -87,7 +93,7 @@ def forget_index(backend, name: str, relfilenode: int) -> None:
 
 def count(bm, name: str, n: int = 1) -> None:
     """Add to one of this backend's statistics counters (``minidb.shmem.COUNTERS``)."""
-    bm.stats[C[name]] += n
+    bm.counts[C[name]] += n
 
 
 def trace(backend, irel: IndexRel, msg: str) -> None:

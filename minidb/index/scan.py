@@ -21,8 +21,9 @@ is 6 bytes, so 7 bytes of 0xFF are above all continuations.)  A key with None se
 for NULL (IS NULL).
 
 **Page at a time.**  The scan descends once, to the leaf holding its first key, and from
-then on reads one leaf at a time: pin, share lock, copy the page, note its LSN and its
-left and right links, unlock, unpin.  All the matching items of that copy (items marked
+then on reads one leaf at a time: pin and share lock (``lock_block``: one fused call,
+through the buffer the page was last found in), copy the page, note its LSN and its
+left and right links, unlock and unpin (one call).  All the matching items of that copy (items marked
 LP_DEAD skipped when ``kill_index_tuples`` is on) become the batch the scan hands out;
 no lock or pin is held between calls.  Forward, the next page is the right link *as it
 was* when the batch was read: pages split since then only moved items the scan already
@@ -63,7 +64,7 @@ from minidb.heap.mvcc import heap_hot_search
 from minidb.heap.prune import heap_page_prune_opt
 from minidb.index import btpage as bt
 from minidb.index.rel import IndexRel, count, open_index, trace
-from minidb.index.search import MAX_BOUND, release, search
+from minidb.index.search import MAX_BOUND, lock_block, release, search
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
 
@@ -112,6 +113,7 @@ class IndexScan:
                                        high_inclusive)
         self.forward = direction == FORWARD
         self.kill = bool(backend.settings.kill_index_tuples)
+        self.hints = bool(backend.settings.btree_descent_cache)  # read_recent for leaves
         self.items: list = []      # (offset, heap tid) of the current batch, in scan order
         self.pos = -1
         self.block = -1            # the page the batch came from, its LSN and links
@@ -171,12 +173,11 @@ class IndexScan:
         return True
 
     def _read(self, blk: int) -> bytes:
-        b = self.bm.pin(self.irel.relfilenode, blk)
+        b = lock_block(self.bm, self.irel, blk, SHARE, self.hints)
         try:
-            self.bm.lock(b, SHARE)
             return self.bm.page(b).tobytes()
         finally:
-            release(self.bm, b)
+            self.bm.unlock_unpin(b)
 
     def _walk_left(self) -> None:
         cur, blk = self.block, self.prev_block
@@ -229,9 +230,8 @@ class IndexScan:
             return
         killed, self.killed = self.killed, []
         bm, irel = self.bm, self.irel
-        b = bm.pin(irel.relfilenode, self.block)
+        b = lock_block(bm, irel, self.block, SHARE, self.hints)
         try:
-            bm.lock(b, SHARE)
             page = bm.page(b)
             if pg.get_lsn(page) != self.lsn:
                 trace(self.backend, irel,
@@ -257,7 +257,7 @@ class IndexScan:
                 self.items_killed += n
                 trace(self.backend, irel, f"killed {n} items of block {self.block}")
         finally:
-            release(bm, b)
+            bm.unlock_unpin(b)
 
     # -- heap fetch ------------------------------------------------------------------------------
     def visible_rows(self, snapshot=None, *, prepare_pages="prune"):

@@ -74,10 +74,9 @@ def heap_dirty_check_block(bm, hrel, block: int, offsets: list, procarray, clog,
     none = (False, 0, False)
     if not bm.smgr.has_block(hrel.relfilenode, block):
         return [none] * len(offsets)
-    b = bm.pin(hrel.relfilenode, block)
+    b = bm.pin_lock(hrel.relfilenode, block, SHARE)
     hinted = [False]
     try:
-        bm.lock(b, SHARE)
         page = bm.page(b)
         nitems = pg.max_offset(page)
         return [_chain_verdict(page, block, off, nitems, procarray, clog, myxid,
@@ -85,9 +84,7 @@ def heap_dirty_check_block(bm, hrel, block: int, offsets: list, procarray, clog,
     finally:
         if hinted[0]:
             bm.mark_dirty_hint(b)
-        if bm.held[b]:
-            bm.unlock(b)
-        bm.unpin(b)
+        bm.unlock_unpin(b)
 
 
 def _chain_verdict(page, block: int, off: int, nitems: int, procarray, clog, myxid: int,
@@ -212,8 +209,7 @@ def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes,
             if nb >= 0:
                 release(bm, nb)
                 nb = -1
-            nb = bm.pin(irel.relfilenode, nxt)
-            bm.lock(nb, SHARE)
+            nb = bm.pin_lock(irel.relfilenode, nxt, SHARE)
             cur_b, cur = nb, bm.page(nb).tobytes()
             off = bt.first_data(bt.opaque(cur)[1])
     finally:

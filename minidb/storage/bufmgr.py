@@ -40,6 +40,14 @@ read of the page (``IO_IN_PROGRESS``) or for a cleanup lock sets its bit in
 and the sleepers re-check.  Every wait is bounded by ``lock_wait_timeout_ms`` and then
 raises ``LockNotAvailable`` naming the buffer, so a bug is an error, never a hang.
 
+Fused access (PostgreSQL 14+): ``pin_lock`` pins and content-locks a page found valid in the
+pool in one critical section of its partition lock, ``unlock_unpin`` releases both in one, and
+``read_recent`` (ReadRecentBuffer) pins and locks through a buffer number the caller
+remembered, checked against the tag, without a mapping lookup.  Counts are those of the
+pairs.  Cold reads: a buffer never handed out comes from the free list before the clock
+sweep runs (``freelist.next_never_used``), and a single page read is verified in scalar
+code (``_verify_one``: the same checks and outcome as a batch of one).
+
 Departures: the descriptor is guarded by the mapping partition lock of its tag instead of
 a per-buffer header spinlock and atomics (Python has neither; one short critical section
 per pin is what both cost); lookups, pins and share locks of a run of pages are done in
@@ -54,6 +62,7 @@ checkpoint and close.
 
 from __future__ import annotations
 
+import struct
 import sys
 import time
 
@@ -66,11 +75,14 @@ from minidb.storage import page as pg
 from minidb.storage.buf_internals import (BM_DIRTY, BM_IO_IN_PROGRESS, BM_MAX_USAGE_COUNT,
                                           BM_PIN_COUNT_WAITER, BM_TAG_VALID, BM_VALID)
 from minidb.storage.buf_table import BufTable, make_tag, tag_parts
-from minidb.storage.freelist import SWEEP_STEP, AccessStrategy, sweep_slice
+from minidb.storage.freelist import SWEEP_STEP, AccessStrategy, next_never_used, sweep_slice
 from minidb.storage.smgr import MAIN_FORKNUM, Smgr
 
 # content lock modes (also the values stored in backend_locks)
 UNLOCKED, SHARE, EXCLUSIVE = 0, 1, 2
+
+_HIT = C["buffers_hit"]
+_LSN = struct.Struct("<Q")  # pd_lsn, at offset 0 of every page
 
 
 class BufferManager:
@@ -90,6 +102,8 @@ class BufferManager:
         self.table = BufTable(seg, len(locks.partition))
         self.describe_rel = describe_rel or (lambda rfn: f"file base/{rfn}")
         self.stats = seg.stats[slot]
+        # the same row as a memoryview: ``counts[C[name]] += 1`` is the cheap way to count
+        self.counts = memoryview(self.stats)
         self.pins = seg.backend_pins[slot]
         self.held = seg.backend_locks[slot]
         # memoryviews for the scalar paths (about twice as fast as numpy element access)
@@ -114,6 +128,10 @@ class BufferManager:
     def page(self, buf: int) -> np.ndarray:
         """The 8 KiB page of a pinned buffer, as a writable uint8 view."""
         return self.seg.buf_pages[buf]
+
+    def page_lsn(self, buf: int) -> int:
+        """pd_lsn of a pinned buffer's page (BufferGetLSN; read under its content lock)."""
+        return _LSN.unpack_from(self._page_mv(buf), 0)[0]
 
     def _page_mv(self, buf: int) -> memoryview:
         mv = self._pages[buf]
@@ -254,6 +272,112 @@ class BufferManager:
             wake = self._waiters[b]
             self._waiters[b] = 0
             self._flags[b] &= ~BM_PIN_COUNT_WAITER
+        self.part_locks[p].release()
+        if wake:
+            self._wake(wake)
+
+    # ------------------------------------------------------------------------------------
+    # fused pin + content lock (PostgreSQL 14+'s one-trip buffer access)
+    def pin_lock(self, rfn: int, block: int, mode: int, fork: int = MAIN_FORKNUM) -> int:
+        """Pin a block and take its content lock in ``mode`` (``pin`` then ``lock``).
+
+        A page found valid in the pool whose content lock is free is pinned and locked in
+        one critical section of its mapping partition (one partition-lock round trip
+        instead of two); anything else (a miss, a read in progress, a lock to wait for)
+        goes the long way, with the same counts."""
+        tag = (rfn << 34) | (fork << 32) | block  # make_tag
+        bucket, p = self.table.hash(tag)
+        lk = self.part_locks[p]
+        lk.acquire()
+        b = self.table.lookup(tag, bucket)
+        if b >= 0 and self._flags[b] & BM_VALID and self._held[b] == UNLOCKED:
+            self._pin_locked(b, None)
+            if self._excl[b] < 0 and (mode == SHARE or self._shared[b] == 0):
+                if mode == SHARE:
+                    self._shared[b] += 1
+                else:
+                    self._excl[b] = self.slot
+                self._held[b] = mode
+                lk.release()
+                self.counts[_HIT] += 1
+                return b
+            lk.release()
+            self.counts[_HIT] += 1
+        else:
+            lk.release()
+            b = self.pin(rfn, block, fork)
+        try:
+            self.lock(b, mode)
+        except BaseException:
+            self.unpin(b)
+            raise
+        return b
+
+    def read_recent(self, rfn: int, block: int, hint: int, mode: int,
+                    fork: int = MAIN_FORKNUM) -> int | None:
+        """``pin_lock`` through a remembered buffer number (ReadRecentBuffer): if buffer
+        ``hint`` still holds the block, valid, it is pinned and locked without a mapping
+        lookup; otherwise None (nothing pinned) and the caller uses ``pin_lock``."""
+        tag = (rfn << 34) | (fork << 32) | block  # make_tag
+        if not 0 <= hint < self.nbuffers or self._tag[hint] != tag:
+            return None  # (an unlocked look first; checked again under the lock)
+        while True:  # _lock_buf_part, inline
+            p = self._part[hint]
+            lk = self.part_locks[p]
+            lk.acquire()
+            if self._part[hint] == p:
+                break
+            lk.release()
+        if not (self._tag[hint] == tag and self._flags[hint] & BM_VALID
+                and self._held[hint] == UNLOCKED):
+            lk.release()
+            return None
+        self._pin_locked(hint, None)
+        if self._excl[hint] < 0 and (mode == SHARE or self._shared[hint] == 0):
+            if mode == SHARE:
+                self._shared[hint] += 1
+            else:
+                self._excl[hint] = self.slot
+            self._held[hint] = mode
+            lk.release()
+            self.counts[_HIT] += 1
+            return hint
+        lk.release()
+        self.counts[_HIT] += 1
+        try:
+            self.lock(hint, mode)
+        except BaseException:
+            self.unpin(hint)
+            raise
+        return hint
+
+    def unlock_unpin(self, b: int) -> None:
+        """Release the content lock and one pin of ``b`` (``unlock`` then ``unpin``) in one
+        critical section of its partition."""
+        mode = self._held[b]
+        assert mode != UNLOCKED, "unlock of a buffer not locked"
+        mine = self._pins[b]
+        assert mine > 0, f"unpin of buffer {b} not pinned by slot {self.slot}"
+        p = self._lock_buf_part(b)
+        if mode == SHARE:
+            self._shared[b] -= 1
+        else:
+            self._excl[b] = -1
+        self._held[b] = UNLOCKED
+        wake = 0
+        if self._waiters[b] and self._shared[b] == 0:
+            wake = self._waiters[b]
+            self._waiters[b] = 0
+        if mine > 1:
+            self._pins[b] = mine - 1
+        else:
+            self._pins[b] = 0
+            rc = self._refcount[b] - 1
+            self._refcount[b] = rc
+            if rc <= 1 and self._flags[b] & BM_PIN_COUNT_WAITER:
+                wake |= self._waiters[b]
+                self._waiters[b] = 0
+                self._flags[b] &= ~BM_PIN_COUNT_WAITER
         self.part_locks[p].release()
         if wake:
             self._wake(wake)
@@ -685,6 +809,14 @@ class BufferManager:
         return self._clock_sweep()
 
     def _clock_sweep(self) -> int:
+        """A victim: from the free list of never-used buffers first, then the sweep."""
+        while True:
+            b = next_never_used(self.seg, self.locks.strategy, self.nbuffers)
+            if b < 0:
+                break
+            if self._claim(b, 0):
+                self._trace(f"free list gave buffer {b}")
+                return b
         trycounter = self.nbuffers
         while True:
             cand, pinned, decremented = sweep_slice(self.seg, self.locks.strategy,
@@ -805,6 +937,9 @@ class BufferManager:
         allbufs = [b for _, _, bufs, _ in runs for b in bufs]
         if not allbufs:
             return
+        if len(allbufs) == 1:
+            self._verify_one(*next(r for r in runs if r[2]))
+            return
         try:
             pages = self.seg.buf_pages[allbufs]
             if self._settings.verify_checksums:
@@ -847,6 +982,35 @@ class BufferManager:
         for b in allbufs:
             self._finish_io(b, True)
         self.stats[C["buffers_read"]] += len(allbufs)
+
+    def _verify_one(self, rfn: int, block: int, bufs: list[int], fork: int) -> None:
+        """``_verify_runs`` of a single page, in scalar code (``pg.verify_page_checksum``;
+        the relation is named only in an error): the same checks, outcome and counts."""
+        b = bufs[0]
+        try:
+            page = self.seg.buf_pages[b]
+            if (self._settings.verify_checksums
+                    and not pg.verify_page_checksum(page, block)):
+                if fork != MAIN_FORKNUM:
+                    page.fill(0)
+                else:
+                    raise DataCorrupted(
+                        f"invalid page in block {block} of relation "
+                        f"{self.describe_rel(rfn)}: page verification failed, "
+                        f"calculated checksum does not match the stored one")
+            try:
+                pg.check_page_header(page, "")
+            except DataCorrupted:
+                pg.check_page_header(page, f"block {block} of relation "
+                                           f"{self.describe_rel(rfn)}")
+                raise
+        except BaseException as e:
+            if isinstance(e, DataCorrupted):
+                self.stats[C["checksum_failures"]] += 1
+            self._finish_io(b, False)
+            raise
+        self._finish_io(b, True)
+        self.stats[C["buffers_read"]] += 1
 
     def _fail_run(self, bufs: list[int]) -> None:
         for b in bufs:

@@ -16,6 +16,17 @@ the step is wider.  Usage counts are advisory and updated without a lock, so a c
 pin and decrement may lose one of the two updates (PostgreSQL uses an atomic; a lost
 update here only perturbs the replacement order).
 
+Free list.  A buffer that was never handed out is taken before the clock sweep runs
+(PostgreSQL's ``StrategyGetBuffer`` pops its free list first): ``buf_never_used[0]`` is the
+first such buffer, and ``next_never_used`` hands them out in buffer order under the
+strategy lock, so filling an empty pool costs one counter step per buffer instead of a
+vectorized sweep step, and the hand does not move until the pool is full.  The order is
+the one the sweep would have chosen on a fresh pool (0, 1, 2, ...), and the hand is then
+where a sweep over the whole pool would have left it, so only the cost changes.
+Departure: PostgreSQL also puts the buffers of a dropped relation back on its free list;
+minidb leaves them to the sweep (they have usage 0 and are taken when the hand reaches
+them), so the replacement order after a DROP is unchanged.
+
 Ring strategies (``BufferAccessStrategy``).  A bulk read, bulk write or VACUUM cycles
 through a small private ring of buffers instead of evicting the whole pool:
 
@@ -76,6 +87,21 @@ class AccessStrategy:
 
     def __repr__(self) -> str:
         return f"AccessStrategy({self.kind}, {self.nbuffers} buffers)"
+
+
+def next_never_used(seg, strategy_lock, nbuffers: int) -> int:
+    """Take the next buffer of the free list (never handed out before), or -1 if none is
+    left.  The caller pins it with the usual checks (``_claim``): a buffer handed out here
+    is only a candidate, as one the sweep returns."""
+    nu = seg.buf_never_used
+    if nu[0] >= nbuffers:  # an unlocked look: the list only ever shrinks
+        return -1
+    with strategy_lock:
+        b = int(nu[0])
+        if b >= nbuffers:
+            return -1
+        nu[0] = b + 1
+    return b
 
 
 def sweep_slice(seg, strategy_lock, nbuffers: int, step: int) -> tuple[int, int, bool]:

@@ -13,6 +13,11 @@ What is proven here:
   * the bulk-read ring recycles its own few buffers and leaves the rest of the pool alone;
   * flush writes each dirty page once (with a valid checksum), drop forgets without writing;
   * a short relation file gives ``IOError_`` naming the file and block;
+  * the fused calls: ``pin_lock`` / ``unlock_unpin`` leave exactly the pins, locks and
+    counts of the pairs (a miss reads, a held lock is waited for, one release wakes a lock
+    waiter and a cleanup waiter); ``read_recent`` pins only a buffer whose tag still names
+    the block;
+  * the free list hands out never-used buffers in order without moving the clock hand;
   * a hypothesis state machine: writes, reads, flushes, eviction pressure and instance
     reopens against a dict model, with no pin held between steps.
 
@@ -802,3 +807,134 @@ def test_partition_lock_left_by_a_killed_process_ends_in_an_error(instance, tabl
     finally:
         lock.release()  # as a restart would: the instance can close cleanly
     assert read_value(backend.bufmgr, table, 0) == 0  # the partition works again
+
+
+# -- fused pin + lock, the recent-buffer hint, the free list -----------------------------------
+
+
+def test_pin_lock_and_unlock_unpin_do_what_the_pairs_do(instance, table, two_backends,
+                                                        assert_no_pins):
+    a, b = (x.bufmgr for x in two_backends)
+    seg = instance.seg
+    hits = a.counters()["buffers_hit"]
+    buf = a.pin_lock(table, 2, SHARE)
+    assert buffer_of(instance, table, 2) == buf
+    assert seg.backend_pins[a.slot, buf] == 1 and seg.buf_refcount[buf] == 1
+    assert a.held[buf] == SHARE and seg.buf_lock_shared[buf] == 1
+    assert a.counters()["buffers_hit"] == hits + 1  # block 2 was in the pool
+    with pytest.raises(AssertionError, match="taken twice"):
+        a.pin_lock(table, 2, SHARE)
+    assert seg.backend_pins[a.slot, buf] == 1  # the failed call left its pin nowhere
+    a.incr_pin(buf)  # a second pin survives unlock_unpin
+    a.unlock_unpin(buf)
+    assert a.held[buf] == UNLOCKED and seg.buf_lock_shared[buf] == 0
+    assert seg.backend_pins[a.slot, buf] == 1 and seg.buf_refcount[buf] == 1
+    a.unpin(buf)
+    # exclusive: the other backend can take neither mode meanwhile
+    buf = a.pin_lock(table, 2, EXCLUSIVE)
+    assert seg.buf_lock_excl[buf] == a.slot
+    assert not b.conditional_lock(b.pin(table, 2), SHARE)
+    b.unpin(buf)
+    a.unlock_unpin(buf)
+    with pytest.raises(AssertionError, match="not locked"):
+        a.unlock_unpin(buf)
+    # a miss reads the page like pin() does
+    a.flush_buffers(table)
+    a.drop_relation_buffers(table, from_block=5)
+    reads = a.counters()["buffers_read"]
+    buf = a.pin_lock(table, 5, SHARE)
+    assert a.counters()["buffers_read"] == reads + 1
+    assert int(a.page(buf)[VALUE_OFFSET:VALUE_OFFSET + 8].view("<i8")[0]) == 5
+    a.unlock_unpin(buf)
+    assert_no_pins(instance)
+
+
+def test_read_recent_checks_the_hint_against_the_tag(instance, table, backend, assert_no_pins):
+    bm = backend.bufmgr
+    buf = bm.pin_lock(table, 6, SHARE)
+    bm.unlock_unpin(buf)
+    hits = backend.counters()["buffers_hit"]
+    assert bm.read_recent(table, 6, buf, EXCLUSIVE) == buf
+    assert bm.held[buf] == EXCLUSIVE and instance.seg.buf_refcount[buf] == 1
+    assert backend.counters()["buffers_hit"] == hits + 1
+    bm.unlock_unpin(buf)
+    # a hint naming another page, or no buffer at all: None, nothing pinned or counted
+    other = bm.pin(table, 7)
+    bm.unpin(other)
+    hits = backend.counters()["buffers_hit"]
+    for hint in (other, -1, bm.nbuffers, 10**9):
+        assert bm.read_recent(table, 6, hint, SHARE) is None
+    assert bm.read_recent(table, 6, buf, SHARE, fork=FSM_FORKNUM) is None
+    assert backend.counters()["buffers_hit"] == hits
+    assert_no_pins(instance)
+    # the page left the pool: its old buffer is no hint any more
+    bm.drop_relation_buffers(table, from_block=6)
+    assert bm.read_recent(table, 6, buf, SHARE) is None
+    assert_no_pins(instance)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_pin_lock_waits_for_an_exclusive_holder_and_unlock_unpin_wakes(
+        instance, table, fused, assert_no_pins):
+    a = instance.connect()
+    b = instance.connect()
+    buf = a.bufmgr.pin_lock(table, 1, EXCLUSIVE)
+    hint = buf if fused else -1
+
+    def waiter():
+        bb = b.bufmgr.read_recent(table, 1, hint, SHARE) or b.bufmgr.pin_lock(table, 1, SHARE)
+        mode = int(b.bufmgr.held[bb])
+        b.bufmgr.unlock_unpin(bb)
+        return mode
+
+    t = Runner(waiter)
+    t.start()
+    wait_until(lambda: is_waiting(instance, b, buf), "the second backend sleeps on the buffer")
+    assert instance.seg.backend_pins[b.slot, buf] == 1  # pinned while it waits for the lock
+    a.bufmgr.unlock_unpin(buf)  # wakes the waiter
+    assert t.finish() == SHARE
+    a.close()
+    b.close()
+    assert_no_pins(instance)
+
+
+def test_unlock_unpin_wakes_a_cleanup_waiter(instance, table, two_backends, assert_no_pins):
+    a, b = (x.bufmgr for x in two_backends)
+    buf = b.pin(table, 4)
+    a.pin_lock(table, 4, SHARE)
+
+    def cleaner():
+        b.lock_for_cleanup(buf)
+        ok = instance.seg.buf_refcount[buf] == 1
+        b.unlock(buf)
+        return ok
+
+    t = Runner(cleaner)
+    t.start()
+    wait_until(lambda: is_waiting(instance, b, buf), "the cleaner sleeps on the buffer")
+    a.unlock_unpin(buf)  # one wake-up for the lock and the pin, both gone
+    assert t.finish()
+    b.unpin(buf)
+    assert_no_pins(instance)
+
+
+def test_free_list_hands_out_never_used_buffers_in_order(tmp_path, make_table):
+    """An empty pool fills from the free list: buffers 0, 1, 2 ... as the sweep would have
+    chosen them, without moving the clock hand; once it is empty the sweep takes over."""
+    with Instance(tmp_path / "data", shared_buffers=16) as inst:
+        rfn = make_table(inst, "t", [("a", "integer")]).relfilenode
+        seg = inst.seg
+        with inst.connect() as b:
+            bm = b.bufmgr
+            used = int(seg.buf_never_used[0])
+            assert used == int(np.count_nonzero(seg.buf_tag >= 0)) < 16
+            add_pages(bm, rfn, 3)
+            assert int(seg.buf_never_used[0]) == used + 3
+            assert [buffer_of(inst, rfn, blk) for blk in range(3)] == list(range(used, used + 3))
+            assert int(seg.control[CTL_CLOCK_HAND]) == 0
+            add_pages(bm, rfn, 30)  # fills the pool, then evicts through the sweep
+            assert int(seg.buf_never_used[0]) == 16
+            assert int(seg.control[CTL_CLOCK_HAND]) > 0
+            assert b.counters()["buffers_evicted"] > 0
+            for blk in range(33):
+                assert read_value(bm, rfn, blk) == blk

@@ -564,6 +564,27 @@ def test_checksum_roundtrip_and_ignores_stored_value():
     assert P.verify_checksums(pages, blocks).all()
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), block=st.integers(0, 2**32 - 2),
+       zero_checksum=st.booleans(), flips=st.lists(st.integers(0, BLCKSZ * 8 - 1), max_size=3))
+def test_single_page_checksum_is_the_batch_checksum(seed, block, zero_checksum, flips):
+    """page_checksum / verify_page_checksum (the scalar path of writes and single-block
+    reads) give exactly what the vectorized batch routines give, on valid, corrupted and
+    all-zero pages alike."""
+    page = np.random.default_rng(seed).integers(0, 256, BLCKSZ, dtype=np.uint8)
+    if zero_checksum:
+        page[8:10] = 0
+    blocks = np.array([block])
+    assert P.page_checksum(page, block) == int(P.compute_checksums(page[None], blocks)[0])
+    P.set_checksum(page, block)
+    assert P.get_checksum(page) == int(P.compute_checksums(page[None], blocks)[0])
+    for bit in flips:
+        page[bit // 8] ^= 1 << (bit % 8)
+    assert P.verify_page_checksum(page, block) == bool(P.verify_checksums(page[None], blocks)[0])
+    zero = np.zeros(BLCKSZ, np.uint8)
+    assert P.verify_page_checksum(zero, block) and P.verify_checksums(zero[None], blocks)[0]
+
+
 def test_checksum_block_number_matters():
     pages = random_pages(4)
     for i in range(4):
