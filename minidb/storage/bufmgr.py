@@ -819,6 +819,7 @@ class BufferManager:
                     if fork != MAIN_FORKNUM:
                         for j in np.flatnonzero(~good[k:k + len(bufs)]).tolist():
                             self.seg.buf_pages[bufs[j]].fill(0)
+                            pages[k + j].fill(0)  # (pages is a copy: its header is checked)
                             good[k + j] = True
                     k += len(bufs)
             k = 0
