@@ -46,8 +46,9 @@ victim is written (and fsynced) first.
 segment it wrote.  All file I/O goes through ``_write_page(segno, offset, data)``,
 ``_fsync(segno)`` and ``_read_file_page``, which use ``minidb.fileio`` (the crash-test
 layer intercepts them).  WAL before clog: each page has
-a *group LSN*, the highest ``lsn`` given to ``set_status`` for a status on it; before a
-page is written, ``wal_flush(group_lsn)`` is called if both are set (``wal_flush`` is None
+32 *group LSNs*, one per group of 1024 xids: the highest ``lsn`` given to ``set_status``
+for a status in the group; before a page is written, ``wal_flush(highest group LSN of
+the page)`` is called if both are set (``wal_flush`` is None
 until the instance has a WAL).  ENOSPC is ``DiskFull`` (53100, "could not write to file
 "pg_xact/0000" at offset N: No space left on device"); the page stays dirty in its buffer
 and the database stays usable, as PostgreSQL's SLRU errors are.
@@ -68,8 +69,17 @@ PostgreSQL's one-entry cache of the last xid fetched (``cachedFetchXid``).  Batc
 **After a crash.**  ``trim(next_xid)`` (TrimCLOG) clears the statuses from the xid
 counter to the end of its page: the counter restarts from the WAL, and an xid the crash
 ended before anything of it was logged may have had its abort written; it is handed out
-again.  ``commit_hints_ok()`` says whether a COMMITTED hint bit may be set now (not while an
-asynchronous commit record is unflushed; ``minidb.txn.visibility``).
+again.
+
+**Hint bits.**  ``commit_hints_ok(xid)`` says whether a COMMITTED hint bit for ``xid`` may
+be set now (``minidb.txn.visibility``): yes when no asynchronous commit record is
+unflushed (two loads of the WAL's positions); else only if the group LSN of ``xid``'s group
+is flushed (PostgreSQL's SetHintBits / XLogNeedsFlush(TransactionIdGetCommitLSN)).  Read
+without the control lock: a group LSN is set under it, before any copy of the page can
+show the status COMMITTED, and a slot reused for another page was written (after the WAL
+up to its group LSNs was flushed) - if the slot no longer holds the page the answer is
+yes.  ``commit_hints_mask(xids)`` is the vector form.  Counters ``hint_checks`` and
+``hints_deferred`` (updated without the lock: approximate under concurrency).
 
 **Truncation.**  ``truncate_before(xid)`` removes whole segments before the one holding
 ``xid``'s page and drops their buffers; a later lookup below the cut is an error.  Nothing
@@ -82,9 +92,7 @@ versions) is converted once at open: renamed to ``pg_xact.sparse``, its non-zero
 copied into segment files, fsynced, then removed.  A conversion interrupted by a crash
 starts over at the next open (``pg_xact.sparse`` still exists).
 
-Departures from PostgreSQL: one group LSN per page, not one per 32 xids (enough for the
-WAL-before-clog rule; the hint-bit rule for asynchronous commits uses the WAL's positions
-instead, for all transactions at once); an eviction write fsyncs at once (PostgreSQL before 14; since 14 the checkpointer's
+Departures from PostgreSQL: an eviction write fsyncs at once (PostgreSQL before 14; since 14 the checkpointer's
 sync queue does it); no sub-committed status (no subtransactions); no ZEROPAGE / TRUNCATE
 WAL records yet.
 
@@ -95,7 +103,7 @@ Invariants:
      and 2 frozen read as COMMITTED; their bits are never set.
   3. A slot is EMPTY iff its ``clog_pageno`` is -1; at most one slot holds a page.
   4. A page is written only after ``wal_flush(lsn)`` returned for an ``lsn`` at least its
-     group LSN at the moment it was copied for the write.
+     highest group LSN at the moment it was copied for the write.
 """
 
 from __future__ import annotations
@@ -111,7 +119,7 @@ import minidb.fileio as fileio
 from minidb.config import BLCKSZ
 from minidb.errors import DataCorrupted, DiskFull, IOError_, ProgramLimitExceeded
 from minidb.shmem import (CLOG_CTL_CLOCK, CLOG_CTL_LATEST_PAGE, CLOG_CTL_OLDEST_PAGE,
-                          CLOG_STAT_BASE, CLOG_STATS)
+                          CLOG_LSNS_PER_PAGE, CLOG_STAT_BASE, CLOG_STATS)
 from minidb.wal.xlog import WAL_ASYNC, WAL_FLUSHED
 
 IN_PROGRESS, COMMITTED, ABORTED = 0, 1, 2
@@ -126,6 +134,8 @@ XACTS_PER_SEGMENT = XACTS_PER_PAGE * PAGES_PER_SEGMENT   # 1,048,576
 SEGMENT_SIZE = BLCKSZ * PAGES_PER_SEGMENT           # 256 KB
 PAGE_SHIFT = 15                                     # log2(XACTS_PER_PAGE)
 PAGE_MASK = XACTS_PER_PAGE - 1
+XACTS_PER_LSN_GROUP = XACTS_PER_PAGE // CLOG_LSNS_PER_PAGE   # 1024
+GROUP_SHIFT = 10                                    # log2(XACTS_PER_LSN_GROUP)
 
 # slot states (clog_state)
 SLRU_EMPTY, SLRU_READ_IN_PROGRESS, SLRU_VALID, SLRU_WRITE_IN_PROGRESS = 0, 1, 2, 3
@@ -158,7 +168,8 @@ class CommitLog:
         self._state = _mv(seg.clog_state, "B")
         self._dirty = _mv(seg.clog_dirty, "B")
         self._lru = _mv(seg.clog_lru, "q")
-        self._group_lsn = _mv(seg.clog_group_lsn, "q")
+        self._group_lsn = _mv(seg.clog_group_lsn, "q")   # [slot * 32 + group]
+        self._np_group_lsn = seg.clog_group_lsn
         self._ctl = _mv(seg.clog_ctl, "q")
         self.nslots = len(self._pageno)
         self.wal_flush = None          # set by the instance once a WAL exists
@@ -384,13 +395,53 @@ class CommitLog:
             slot = self._read_page(page)
             return self._pages[slot].tobytes()
 
-    def commit_hints_ok(self) -> bool:
-        """May a COMMITTED hint bit be set now?  Not while an asynchronous commit record is
-        unflushed (PostgreSQL's SetHintBits / XLogNeedsFlush rule, for all transactions at
-        once: minidb does not keep each transaction's commit LSN).  Always with
-        synchronous_commit on."""
+    def commit_hints_ok(self, xid: int | None = None) -> bool:
+        """May a COMMITTED hint bit for committed ``xid`` be set now?  Not while its commit
+        record may be unflushed (PostgreSQL's SetHintBits asking XLogNeedsFlush of the
+        commit LSN): when an asynchronous commit record is unflushed at all, the highest
+        commit LSN of ``xid``'s group of 1024 xids on its page is compared with the flushed
+        position.  A page no longer in a buffer was written, after the WAL up to its group
+        LSNs was flushed.  Without ``xid``: whether every commit record is flushed.  Always
+        true with synchronous_commit on."""
         c = self._wal_ctl
-        return c[WAL_ASYNC] <= c[WAL_FLUSHED]
+        flushed = c[WAL_FLUSHED]
+        if c[WAL_ASYNC] <= flushed:
+            return True
+        if xid is None:
+            return False
+        self._count("hint_checks")
+        page = xid >> PAGE_SHIFT
+        slot = self._find(page)
+        if slot < 0:
+            return True
+        lsn = self._group_lsn[slot * CLOG_LSNS_PER_PAGE + ((xid & PAGE_MASK) >> GROUP_SHIFT)]
+        if lsn <= flushed or self._pageno[slot] != page:  # (reused meanwhile: written)
+            return True
+        self._count("hints_deferred")
+        return False
+
+    def commit_hints_mask(self, xids):
+        """``commit_hints_ok`` for an array of committed xids: True when every commit
+        record is flushed, else a bool array."""
+        c = self._wal_ctl
+        flushed = c[WAL_FLUSHED]
+        if c[WAL_ASYNC] <= flushed:
+            return True
+        xids = np.asarray(xids, dtype=np.int64)
+        lsns = np.zeros(xids.shape, dtype=np.int64)
+        pages = xids >> PAGE_SHIFT
+        for p in np.unique(pages).tolist():
+            slot = self._find(p)
+            if slot < 0:
+                continue
+            on = pages == p
+            got = self._np_group_lsn[slot][(xids[on] & PAGE_MASK) >> GROUP_SHIFT]
+            if self._pageno[slot] == p:
+                lsns[on] = got
+        ok = lsns <= flushed
+        self._count("hint_checks", int(xids.size))
+        self._count("hints_deferred", int(xids.size - np.count_nonzero(ok)))
+        return ok
 
     # -- setting a status ----------------------------------------------------------------------
     def set_status(self, xid: int, status: int, lsn: int = 0) -> None:
@@ -412,8 +463,10 @@ class CommitLog:
                 f"xid {xid}: status {old} -> {status} is not a legal transition"
             self._flat[at] = (old_byte & ~(3 << shift) & 0xFF) | (status << shift)
             self._dirty[slot] = 1
-            if lsn > self._group_lsn[slot]:
-                self._group_lsn[slot] = lsn
+            if lsn:
+                g = slot * CLOG_LSNS_PER_PAGE + ((xid & PAGE_MASK) >> GROUP_SHIFT)
+                if lsn > self._group_lsn[g]:
+                    self._group_lsn[g] = lsn
 
     set = set_status  # the name callers used before the SLRU
 
@@ -489,7 +542,7 @@ class CommitLog:
     def _assign(self, slot: int, page: int) -> None:
         self._pageno[slot] = page
         self._dirty[slot] = 0
-        self._group_lsn[slot] = 0
+        self._np_group_lsn[slot] = 0
         self._slot_hint[page] = slot
 
     def _wait_io(self, slot: int) -> None:
@@ -576,7 +629,7 @@ class CommitLog:
         segno, poff = divmod(page, PAGES_PER_SEGMENT)
         offset = poff * BLCKSZ
         data = self._pages[slot].tobytes()
-        lsn = int(self._group_lsn[slot])
+        lsn = int(self._np_group_lsn[slot].max())
         self._dirty[slot] = 0
         self._state[slot] = SLRU_WRITE_IN_PROGRESS
         io = self.io_locks[slot]

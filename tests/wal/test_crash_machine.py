@@ -38,9 +38,15 @@ import minidb
 import minidb.fileio as fileio
 from tests.wal.crashkit import abandon, check_database, forget_instances, recovery_crash
 
+# wal_writer_delay at its maximum: the background thread's writes would move crash points
 SETTINGS = dict(max_worker_processes=0, shared_buffers=24, wal_segment_size=1 << 20,
-                wal_buffers=16)
+                wal_buffers=16, wal_writer_delay=10000)
 NAMES = ["ta", "tb", "tc"]
+# Choices that depend on the model (which table, which keys) come from a Random seeded by
+# the rule's argument, not from hypothesis draws: after a crash the model may be either
+# side of the COMMIT that was running, and hypothesis requires each example's draws to
+# replay the same.
+SEEDS = st.integers(0, 2 ** 32 - 1)
 
 
 def _copy(model: dict) -> dict:
@@ -175,9 +181,10 @@ class CrashMachine(RuleBasedStateMachine):
         return sorted(self.model)
 
     @precondition(lambda self: self.model)
-    @rule(r=st.randoms(use_true_random=False), n=st.integers(1, 40), commit=st.booleans(),
+    @rule(r=SEEDS, n=st.integers(1, 40), commit=st.booleans(),
           width=st.integers(1, 240))
     def insert(self, r, n, commit, width):
+        r = random.Random(r)
         name = r.choice(self._tables())
 
         def body(cur, new):
@@ -192,9 +199,10 @@ class CrashMachine(RuleBasedStateMachine):
         self._txn(body, commit or n > 20)
 
     @precondition(lambda self: any(m["rows"] for m in self.model.values()))
-    @rule(r=st.randoms(use_true_random=False), n=st.integers(1, 8), commit=st.booleans(),
+    @rule(r=SEEDS, n=st.integers(1, 8), commit=st.booleans(),
           hot=st.booleans())
     def update(self, r, n, commit, hot):
+        r = random.Random(r)
         name = r.choice([t for t in self._tables() if self.model[t]["rows"]])
 
         def body(cur, new):
@@ -211,8 +219,9 @@ class CrashMachine(RuleBasedStateMachine):
         self._txn(body, commit)
 
     @precondition(lambda self: any(m["rows"] for m in self.model.values()))
-    @rule(r=st.randoms(use_true_random=False), n=st.integers(1, 10), commit=st.booleans())
+    @rule(r=SEEDS, n=st.integers(1, 10), commit=st.booleans())
     def delete(self, r, n, commit):
+        r = random.Random(r)
         name = r.choice([t for t in self._tables() if self.model[t]["rows"]])
 
         def body(cur, new):
@@ -223,8 +232,9 @@ class CrashMachine(RuleBasedStateMachine):
         self._txn(body, commit)
 
     @precondition(lambda self: self.model)
-    @rule(r=st.randoms(use_true_random=False))
+    @rule(r=SEEDS)
     def vacuum(self, r):
+        r = random.Random(r)
         name = r.choice(self._tables())
 
         def body(cur, new):
@@ -237,9 +247,10 @@ class CrashMachine(RuleBasedStateMachine):
         self._txn(body, True)
 
     @precondition(lambda self: self.model)
-    @rule(r=st.randoms(use_true_random=False), column=st.sampled_from(["pad", "v"]),
+    @rule(r=SEEDS, column=st.sampled_from(["pad", "v"]),
           commit=st.booleans())
     def create_index(self, r, column, commit):
+        r = random.Random(r)
         name = r.choice(self._tables())
         iname = f"{name}_{column}"
         if iname in self.model[name]["indexes"]:
@@ -261,8 +272,9 @@ class CrashMachine(RuleBasedStateMachine):
         self._txn(body, commit)
 
     @precondition(lambda self: len(self.model) > 1)
-    @rule(r=st.randoms(use_true_random=False), commit=st.booleans())
+    @rule(r=SEEDS, commit=st.booleans())
     def drop_table(self, r, commit):
+        r = random.Random(r)
         name = r.choice(self._tables())
 
         def body(cur, new):
@@ -271,8 +283,9 @@ class CrashMachine(RuleBasedStateMachine):
         self._txn(body, commit)
 
     @precondition(lambda self: self.model)
-    @rule(r=st.randoms(use_true_random=False), commit=st.booleans())
+    @rule(r=SEEDS, commit=st.booleans())
     def truncate(self, r, commit):
+        r = random.Random(r)
         name = r.choice(self._tables())
 
         def body(cur, new):
