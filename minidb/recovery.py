@@ -60,7 +60,7 @@ import time
 
 import minidb.fileio as fileio
 from minidb.errors import OperationalError
-from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID
+from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_OID, CTL_NEXT_XID
 from minidb.storage.bufmgr import BufferManager
 from minidb.storage.xloginsert import SMGR_CREATE, SMGR_TRUNCATE, redo_blocks
 from minidb.txn.clog import ABORTED, COMMITTED, IN_PROGRESS
@@ -119,8 +119,9 @@ def start_wal(inst, new: bool = True) -> SharedWAL:
     if ck.rmid != rec.RM_XLOG or ck.info not in (rec.XLOG_CHECKPOINT_SHUTDOWN,
                                                   rec.XLOG_CHECKPOINT_ONLINE):
         raise StartupError(f"invalid checkpoint record at {rec.format_lsn(cd.checkpoint)}")
-    redo, next_xid, _oid, _fpw, _t = CHECKPOINT.unpack_from(ck.main, 0)
+    redo, next_xid, next_oid, _fpw, _t = CHECKPOINT.unpack_from(ck.main, 0)
     _advance_xid(inst, next_xid - 1)
+    _advance_oid(inst, next_oid)
     if cd.state == ctlfile.DB_SHUTDOWNED and redo == ck.lsn:
         wal.start_at(ck.end, ck.lsn, redo)
         inst.clog.trim(int(inst.seg.control[CTL_NEXT_XID]))
@@ -136,6 +137,14 @@ def _advance_xid(inst, xid: int) -> None:
     if xid + 1 > c[CTL_NEXT_XID]:
         c[CTL_NEXT_XID] = xid + 1
         c[CTL_LATEST_COMPLETED] = xid
+
+
+def _advance_oid(inst, next_oid: int) -> None:
+    """The OID counter is not before a checkpoint's NextOID (the catalog moves it on past
+    every OID and file it finds when it opens)."""
+    c = inst.seg.control
+    if next_oid > c[CTL_NEXT_OID]:
+        c[CTL_NEXT_OID] = next_oid
 
 
 def _recover(inst, wal: SharedWAL, reader: WalReader, cd, ck, redo: int) -> None:
@@ -221,8 +230,9 @@ def replay(inst, bm, r: rec.Record, invalid: dict) -> None:
         if r.info in (rec.XLOG_FPI, rec.XLOG_FPI_FOR_HINT):
             redo_blocks(bm, r, invalid)
         elif r.info in (rec.XLOG_CHECKPOINT_ONLINE, rec.XLOG_CHECKPOINT_SHUTDOWN):
-            _redo, next_xid, _oid, _fpw, _t = CHECKPOINT.unpack_from(r.main, 0)
+            _redo, next_xid, next_oid, _fpw, _t = CHECKPOINT.unpack_from(r.main, 0)
             _advance_xid(inst, next_xid - 1)
+            _advance_oid(inst, next_oid)
     elif rmid == rec.RM_XACT:
         _when, rels = unpack_xact(r.main)
         op = r.info & 0x70
@@ -238,6 +248,8 @@ def replay(inst, bm, r: rec.Record, invalid: dict) -> None:
             inst.smgr.unlink(rfn)
             for k in [k for k in invalid if k[0] == rfn]:
                 del invalid[k]
+    elif rmid == rec.RM_CLOG:
+        _redo_clog(inst, r)
     elif rmid == rec.RM_SMGR:
         if r.info == rec.XLOG_SMGR_CREATE:
             rfn, fork = SMGR_CREATE.unpack_from(r.main, 0)
@@ -250,6 +262,18 @@ def replay(inst, bm, r: rec.Record, invalid: dict) -> None:
                 inst.smgr.truncate(rfn, fork, nblocks)
             for k in [k for k in invalid if k[0] == rfn and k[2] >= nblocks]:
                 del invalid[k]
+
+
+def _redo_clog(inst, r: rec.Record) -> None:
+    """The commit log's records: ZEROPAGE zeroes the page in a buffer (its later statuses
+    are replayed from their commit and abort records); TRUNCATE removes the segments
+    before the page it names."""
+    from minidb.txn.clog import CLOG_PAGE, CLOG_TRUNC
+    if r.info == rec.CLOG_ZEROPAGE:
+        inst.clog.zero_page(CLOG_PAGE.unpack_from(r.main, 0)[0])
+    elif r.info == rec.CLOG_TRUNCATE:
+        _page, oldest_xid = CLOG_TRUNC.unpack_from(r.main, 0)
+        inst.clog.truncate_before(oldest_xid)
 
 
 def remove_orphan_files(inst) -> list[int]:
@@ -302,9 +326,10 @@ def _checkpoint(inst, shutdown: bool, state: int | None) -> dict:
         inst.clog.flush_all()  # CheckPointCLOG: WAL flushed first, page by page
         synced = _fsync_relation_files(inst)
         next_xid = int(seg.control[CTL_NEXT_XID])
+        next_oid = int(seg.control[CTL_NEXT_OID])
         info = rec.XLOG_CHECKPOINT_SHUTDOWN if shutdown else rec.XLOG_CHECKPOINT_ONLINE
         end = handle.insert(rec.RM_XLOG, info, 0,
-                            CHECKPOINT.pack(redo, next_xid, 0,
+                            CHECKPOINT.pack(redo, next_xid, next_oid,
                                             int(inst.settings.full_page_writes), time.time()))
         start = handle.last_start
         handle.flush(end)
@@ -314,6 +339,7 @@ def _checkpoint(inst, shutdown: bool, state: int | None) -> dict:
     cd.checkpoint = start
     cd.redo = redo
     cd.next_xid = next_xid
+    cd.next_oid = next_oid
     cd.full_page_writes = int(inst.settings.full_page_writes)
     cd.checkpoint_time = time.time()
     if state is not None:

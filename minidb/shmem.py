@@ -188,7 +188,7 @@ CLOG_CTL_CLOCK = 0        # LRU stamp counter
 CLOG_CTL_LATEST_PAGE = 1  # the page the xid counter is in (never evicted), -1 before any
 CLOG_CTL_OLDEST_PAGE = 2  # pages below were removed by truncation
 CLOG_STATS = ("blks_zeroed", "blks_hit", "blks_read", "blks_written", "flushes",
-              "truncates", "evictions", "hint_checks", "hints_deferred")
+              "truncates", "evictions", "hint_checks", "hints_deferred", "wal_records")
 CLOG_LSNS_PER_PAGE = 32   # group LSNs per commit-log page (PostgreSQL's CLOG_LSNS_PER_PAGE)
 CLOG_STAT_BASE = 3        # clog_ctl[CLOG_STAT_BASE + i] counts CLOG_STATS[i]
 N_CLOG_CTL = CLOG_STAT_BASE + len(CLOG_STATS)

@@ -53,9 +53,13 @@ until the instance has a WAL).  ENOSPC is ``DiskFull`` (53100, "could not write 
 "pg_xact/0000" at offset N: No space left on device"); the page stays dirty in its buffer
 and the database stays usable, as PostgreSQL's SLRU errors are.
 
-**New pages.**  ``extend(xid)`` is called from xid assignment under the proc-array lock
-(ExtendCLOG): when ``xid`` is the first of its page, the page is zeroed in a buffer (never
-read: whatever a file holds there is stale) and marked dirty.
+**New pages.**  ``extend(xid, slot)`` is called from xid assignment under the proc-array
+lock (ExtendCLOG): when ``xid`` is the first of its page, a CLOG ZEROPAGE record is
+inserted through the backend in ``slot`` (not flushed: nothing on the page matters before
+a commit record, which is flushed after it) and the page is zeroed in a buffer
+(``zero_page``: never read, whatever a file holds there is stale) and marked dirty.  Replay
+of ZEROPAGE calls ``zero_page``.  ``wal`` (the SharedWAL) is set by the instance; without
+it (tests of the log alone) nothing is logged.
 
 **Lookups.**  Statuses only ever move from IN_PROGRESS to a final value, so a copy of a
 page taken at any moment is right about every xid it shows as final.  Each process keeps
@@ -81,8 +85,9 @@ up to its group LSNs was flushed) - if the slot no longer holds the page the ans
 yes.  ``commit_hints_mask(xids)`` is the vector form.  Counters ``hint_checks`` and
 ``hints_deferred`` (updated without the lock: approximate under concurrency).
 
-**Truncation.**  ``truncate_before(xid)`` removes whole segments before the one holding
-``xid``'s page and drops their buffers; a later lookup below the cut is an error.  Nothing
+**Truncation.**  ``truncate_before(xid, slot)`` logs CLOG TRUNCATE and flushes it, then
+removes whole segments before the one holding ``xid``'s page and drops their buffers (replay
+calls it without a slot: nothing logged); a later lookup below the cut is an error.  Nothing
 calls it yet: without freezing there is no xid below which no tuple still needs the log
 (hint bits alone do not make old pages unnecessary).  The caller must know that nothing
 will ask about an xid below the cut.
@@ -93,8 +98,7 @@ copied into segment files, fsynced, then removed.  A conversion interrupted by a
 starts over at the next open (``pg_xact.sparse`` still exists).
 
 Departures from PostgreSQL: an eviction write fsyncs at once (PostgreSQL before 14; since 14 the checkpointer's
-sync queue does it); no sub-committed status (no subtransactions); no ZEROPAGE / TRUNCATE
-WAL records yet.
+sync queue does it); no sub-committed status (no subtransactions).
 
 Invariants:
   1. A status moves IN_PROGRESS -> COMMITTED or IN_PROGRESS -> ABORTED, never back, never
@@ -110,6 +114,7 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 import threading
 import weakref
 
@@ -120,7 +125,8 @@ from minidb.config import BLCKSZ
 from minidb.errors import DataCorrupted, DiskFull, IOError_, ProgramLimitExceeded
 from minidb.shmem import (CLOG_CTL_CLOCK, CLOG_CTL_LATEST_PAGE, CLOG_CTL_OLDEST_PAGE,
                           CLOG_LSNS_PER_PAGE, CLOG_STAT_BASE, CLOG_STATS)
-from minidb.wal.xlog import WAL_ASYNC, WAL_FLUSHED
+from minidb.wal import record as walrec
+from minidb.wal.xlog import WAL_ASYNC, WAL_FLUSHED, WAL_RECOVERY
 
 IN_PROGRESS, COMMITTED, ABORTED = 0, 1, 2
 INVALID_XID, BOOTSTRAP_XID, FROZEN_XID, FIRST_NORMAL_XID = 0, 1, 2, 3
@@ -141,6 +147,9 @@ GROUP_SHIFT = 10                                    # log2(XACTS_PER_LSN_GROUP)
 SLRU_EMPTY, SLRU_READ_IN_PROGRESS, SLRU_VALID, SLRU_WRITE_IN_PROGRESS = 0, 1, 2, 3
 
 LOCAL_PAGES = 16             # per-process copies of pages (final statuses only are trusted)
+
+CLOG_PAGE = struct.Struct("<q")      # ZEROPAGE: page number
+CLOG_TRUNC = struct.Struct("<qq")    # TRUNCATE: first page kept, oldest xid kept
 
 _SHIFT = np.array([0, 2, 4, 6], dtype=np.uint8)
 _ZERO_PAGE = bytes(BLCKSZ)
@@ -173,6 +182,7 @@ class CommitLog:
         self._ctl = _mv(seg.clog_ctl, "q")
         self.nslots = len(self._pageno)
         self.wal_flush = None          # set by the instance once a WAL exists
+        self.wal = None                # its SharedWAL (the ZEROPAGE / TRUNCATE records)
         self._wal_ctl = seg.wal_ctl    # positions of the WAL (commit_hints_ok)
         self._reset_local()
         ref = weakref.ref(self)  # a child forked while a thread held the rows lock
@@ -470,11 +480,32 @@ class CommitLog:
 
     set = set_status  # the name callers used before the SLRU
 
-    def extend(self, xid: int) -> None:
-        """ExtendCLOG: called as ``xid`` is assigned; zero its page if it is the first."""
+    def extend(self, xid: int, slot: int | None = None) -> None:
+        """ExtendCLOG: called as ``xid`` is assigned (by the backend in ``slot``, under the
+        proc-array lock); zero its page if it is the first, after logging CLOG ZEROPAGE
+        (not flushed: a crash before the page's first commit loses nothing)."""
         if xid & PAGE_MASK and xid != FIRST_NORMAL_XID:
             return
         page = xid >> PAGE_SHIFT
+        self._log(slot, walrec.CLOG_ZEROPAGE, CLOG_PAGE.pack(page))
+        self.zero_page(page)
+
+    def _log(self, slot: int | None, info: int, data: bytes, flush: bool = False) -> int:
+        """Insert one CLOG record through the backend in ``slot`` (0 when there is no WAL
+        yet, no slot, or replay is running)."""
+        wal = self.wal
+        if wal is None or slot is None or wal.ctl[WAL_RECOVERY]:
+            return 0
+        h = wal.handle(slot)
+        lsn = h.insert(walrec.RM_CLOG, info, 0, data)
+        if flush:
+            h.flush(lsn)
+        self._count("wal_records")
+        return lsn
+
+    def zero_page(self, page: int) -> None:
+        """ZeroCLOGPage without the record (also the ZEROPAGE redo): ``page`` zeroed in a
+        buffer (never read: whatever a file holds there is stale), dirty, the latest."""
         with self.ctl_lock:
             while True:
                 slot = self._find(page)
@@ -680,11 +711,17 @@ class CommitLog:
                 raise _write_error(segno, 0, e, "fsync") from e
         return n
 
-    def truncate_before(self, xid: int) -> int:
+    def truncate_before(self, xid: int, slot: int | None = None) -> int:
         """Remove every segment wholly before ``xid``'s page (TruncateCLOG); returns how many
-        files were removed.  Nothing may ask about an xid below the cut afterwards."""
+        files were removed.  Nothing may ask about an xid below the cut afterwards.  With
+        the backend's ``slot`` a CLOG TRUNCATE record is logged and flushed first (as
+        PostgreSQL: the files must not go before the record is durable, or replay of
+        older records could ask for them); replay calls this without a slot."""
         cut_seg = (xid >> PAGE_SHIFT) // PAGES_PER_SEGMENT
         cut_page = cut_seg * PAGES_PER_SEGMENT
+        if cut_page <= self._ctl[CLOG_CTL_OLDEST_PAGE]:
+            return 0
+        self._log(slot, walrec.CLOG_TRUNCATE, CLOG_TRUNC.pack(cut_page, xid), flush=True)
         with self.ctl_lock:
             if cut_page <= self._ctl[CLOG_CTL_OLDEST_PAGE]:
                 return 0
