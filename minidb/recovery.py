@@ -42,12 +42,21 @@ the redo point's.  Triggers: ``checkpoint_timeout`` (only if WAL was written sin
 one), half of ``max_wal_size`` written since the redo point, ``CHECKPOINT``, clean close,
 end of recovery.
 
+Spread checkpoints: the checkpointer's own checkpoints (timed, WAL volume) pace their
+buffer writes (``_CheckpointPacer``: PostgreSQL's CheckpointWriteDelay): after each buffer,
+if the share written times ``checkpoint_completion_target`` is ahead of both the share of
+``checkpoint_timeout`` elapsed and the share of max_wal_size / 2 of WAL written since the
+redo point, it sleeps (100 ms at most at a time, flushing the WAL for asynchronous commits
+meanwhile).  CHECKPOINT, shutdown and end-of-recovery checkpoints are immediate; one of
+them requested while a paced one runs (``WAL_CKPT_IMMEDIATE``) makes that one finish
+without waiting, as PostgreSQL's CHECKPOINT_IMMEDIATE request does.  The result
+(``Instance.last_checkpoint``) counts ``delays`` and ``delay_s``.
+
 The background thread (``Background``) of the opening process plays the WAL writer
 (flush every ``wal_writer_delay`` what asynchronous commits left unflushed) and the
 checkpointer.  Departure: PostgreSQL runs both as processes; here they are one thread of
 the process that opened the directory (the postmaster's part), which shares its file
-layer with the tests; checkpoint writes are not spread over
-``checkpoint_completion_target``.
+layer with the tests.
 """
 
 from __future__ import annotations
@@ -67,7 +76,7 @@ from minidb.txn.clog import ABORTED, COMMITTED, IN_PROGRESS
 from minidb.wal import control as ctlfile
 from minidb.wal import record as rec
 from minidb.wal.reader import EndOfWal, MissingSegment, WalReader
-from minidb.wal.xlog import WAL_RECOVERY, SharedWAL, first_lsn
+from minidb.wal.xlog import WAL_CKPT_IMMEDIATE, WAL_CKPT_REQUEST, WAL_RECOVERY, SharedWAL, first_lsn
 
 CHECKPOINT = struct.Struct("<QQQBd")   # redo, next_xid, next_oid, full_page_writes, time
 XACT = struct.Struct("<qI")            # commit time (us since the epoch), number of relations
@@ -297,17 +306,83 @@ def remove_orphan_files(inst) -> list[int]:
 
 # -- checkpoints -----------------------------------------------------------------------------------
 
-def checkpoint(inst, shutdown: bool = False, state: int | None = None) -> dict:
-    """Create a checkpoint (see the module docstring); returns what it did."""
-    with inst._ckpt_lock:
-        return _checkpoint(inst, shutdown, state)
+def checkpoint(inst, shutdown: bool = False, state: int | None = None,
+               paced: bool = False, stop: threading.Event | None = None) -> dict:
+    """Create a checkpoint (see the module docstring); returns what it did.  ``paced``
+    (the checkpointer's timed and WAL-triggered checkpoints) spreads the buffer writes
+    over ``checkpoint_completion_target`` (``_CheckpointPacer``); any other checkpoint is
+    immediate and tells a paced one that is running to stop waiting."""
+    wal = inst.wal_shared
+    if not paced:
+        wal.ctl[WAL_CKPT_IMMEDIATE] += 1
+    try:
+        with inst._ckpt_lock:
+            return _checkpoint(inst, shutdown, state, paced, stop)
+    finally:
+        if not paced:
+            wal.ctl[WAL_CKPT_IMMEDIATE] -= 1
 
 
-def _checkpoint(inst, shutdown: bool, state: int | None) -> dict:
+class _CheckpointPacer:
+    """CheckpointWriteDelay / IsCheckpointOnSchedule: after each buffer written, the
+    checkpoint's progress (buffers written / buffers to write, times
+    ``checkpoint_completion_target``) is compared with the time elapsed as a fraction of
+    ``checkpoint_timeout`` and with the WAL written since the redo point as a fraction of
+    max_wal_size / 2 (the volume that requests the next checkpoint); while the progress is
+    ahead of both, the checkpointer sleeps (at most 100 ms at a time, doing the WAL
+    writer's flushes meanwhile).  It stops waiting for good when an immediate checkpoint is
+    requested (``WAL_CKPT_IMMEDIATE``: CHECKPOINT, shutdown), the background thread is
+    stopped, or the instance crashed.  Counts: ``delays`` (sleeps), ``delay_s``."""
+
+    def __init__(self, inst, redo: int, t0: float, stop):
+        s = inst.settings
+        self.inst, self.wal, self.redo, self.t0, self.stop = inst, inst.wal_shared, redo, t0, stop
+        self.target = float(s.checkpoint_completion_target)
+        self.timeout = float(s.checkpoint_timeout)
+        self.wal_budget = max(1, s.max_wal_size * (1 << 20) // 2)
+        self.flush_every = s.wal_writer_delay / 1000.0
+        self.delays = 0
+        self.delay_s = 0.0
+        self.immediate = False
+
+    def _interrupted(self) -> bool:
+        if (self.wal.ctl[WAL_CKPT_IMMEDIATE] > 0 or self.inst.locks.crashed()
+                or (self.stop is not None and self.stop.is_set())):
+            self.immediate = True
+        return self.immediate
+
+    def behind(self, progress: float) -> float:
+        """Seconds to wait before the next write (0: behind schedule, write now)."""
+        elapsed = (time.monotonic() - self.t0) / self.timeout
+        wal_used = (self.wal.insert_lsn() - self.redo) / self.wal_budget
+        ahead = progress - max(elapsed, wal_used)
+        return max(0.0, ahead * self.timeout) if ahead > 0 else 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.target <= 0 or self.immediate:
+            return
+        progress = done / total * self.target
+        last_flush = time.monotonic()
+        while not self._interrupted():
+            wait = self.behind(progress)
+            if wait <= 0:
+                return
+            nap = min(0.1, wait)
+            time.sleep(nap)
+            self.delays += 1
+            self.delay_s += nap
+            if time.monotonic() - last_flush >= self.flush_every:
+                self.wal.background_flush()   # the WAL writer's work, meanwhile
+                last_flush = time.monotonic()
+
+
+def _checkpoint(inst, shutdown: bool, state: int | None, paced: bool = False,
+                stop=None) -> dict:
     wal = inst.wal_shared
     seg = inst.seg
     t0 = time.monotonic()
     redo = wal.begin_checkpoint()
+    pacer = _CheckpointPacer(inst, redo, t0, stop) if paced else None
     deadline = time.monotonic() + 60
     while seg.proc_delay_chkpt.any():
         inst.locks.check_crash()  # a backend died in its critical section: no checkpoint
@@ -320,7 +395,7 @@ def _checkpoint(inst, shutdown: bool, state: int | None) -> dict:
         bm = BufferManager(seg, inst.locks, inst.smgr, inst.settings, slot,
                            describe_rel=inst.describe_rel, wal=handle)
         try:
-            written = bm.flush_buffers()
+            written = bm.flush_buffers(pace=pacer)
         finally:
             bm.release_all()
         inst.clog.flush_all()  # CheckPointCLOG: WAL flushed first, page by page
@@ -352,7 +427,10 @@ def _checkpoint(inst, shutdown: bool, state: int | None) -> dict:
     removed = wal.remove_segments_before(redo)
     inst.last_checkpoint = {"redo": redo, "lsn": start, "buffers_written": written,
                             "files_synced": synced, "segments_removed": removed,
-                            "shutdown": shutdown, "seconds": time.monotonic() - t0}
+                            "shutdown": shutdown, "seconds": time.monotonic() - t0,
+                            "paced": paced, "delays": pacer.delays if pacer else 0,
+                            "delay_s": pacer.delay_s if pacer else 0.0,
+                            "immediate_requested": bool(pacer and pacer.immediate)}
     inst.checkpoints_done += 1
     return inst.last_checkpoint
 
@@ -403,8 +481,8 @@ class Background(threading.Thread):
                 wal.background_flush()
                 now = time.monotonic()
                 timed = now - self.last_checkpoint_time >= inst.settings.checkpoint_timeout
-                if wal.ctl[8] or (timed and wal.insert_lsn() != self.last_checkpoint_insert):
-                    checkpoint(inst)
+                if wal.ctl[WAL_CKPT_REQUEST] or (timed and wal.insert_lsn() != self.last_checkpoint_insert):
+                    checkpoint(inst, paced=True, stop=self.stop_event)
                     self.last_checkpoint_time = time.monotonic()
                     self.last_checkpoint_insert = wal.insert_lsn()
                 elif timed:
