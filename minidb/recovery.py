@@ -76,7 +76,8 @@ from minidb.txn.clog import ABORTED, COMMITTED, IN_PROGRESS
 from minidb.wal import control as ctlfile
 from minidb.wal import record as rec
 from minidb.wal.reader import EndOfWal, MissingSegment, WalReader
-from minidb.wal.xlog import WAL_CKPT_IMMEDIATE, WAL_CKPT_REQUEST, WAL_RECOVERY, SharedWAL, first_lsn
+from minidb.wal.xlog import (WAL_CKPT_IMMEDIATE, WAL_CKPT_REQUEST, WAL_RECOVERY, SharedWAL,
+                             first_lsn)
 
 CHECKPOINT = struct.Struct("<QQQBd")   # redo, next_xid, next_oid, full_page_writes, time
 XACT = struct.Struct("<qI")            # commit time (us since the epoch), number of relations
@@ -481,7 +482,8 @@ class Background(threading.Thread):
                 wal.background_flush()
                 now = time.monotonic()
                 timed = now - self.last_checkpoint_time >= inst.settings.checkpoint_timeout
-                if wal.ctl[WAL_CKPT_REQUEST] or (timed and wal.insert_lsn() != self.last_checkpoint_insert):
+                if wal.ctl[WAL_CKPT_REQUEST] or (
+                        timed and wal.insert_lsn() != self.last_checkpoint_insert):
                     checkpoint(inst, paced=True, stop=self.stop_event)
                     self.last_checkpoint_time = time.monotonic()
                     self.last_checkpoint_insert = wal.insert_lsn()

@@ -49,8 +49,8 @@ def _opt(p, flag: str, default, source: str, why: str, help: str = "", **kw) -> 
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="minidb experiment",
-                                 description="Rerun the four seed experiments on minidb, and the WAL's "
-                                             "checkpoint sawtooth.")
+                                 description="Rerun the four seed experiments on minidb, "
+                                             "and the WAL's checkpoint sawtooth.")
     sub = ap.add_subparsers(dest="name", required=True)
 
     def common(p):

@@ -97,8 +97,8 @@ versions) is converted once at open: renamed to ``pg_xact.sparse``, its non-zero
 copied into segment files, fsynced, then removed.  A conversion interrupted by a crash
 starts over at the next open (``pg_xact.sparse`` still exists).
 
-Departures from PostgreSQL: an eviction write fsyncs at once (PostgreSQL before 14; since 14 the checkpointer's
-sync queue does it); no sub-committed status (no subtransactions).
+Departures from PostgreSQL: an eviction write fsyncs at once (PostgreSQL before 14; since
+14 the checkpointer's sync queue does it); no sub-committed status (no subtransactions).
 
 Invariants:
   1. A status moves IN_PROGRESS -> COMMITTED or IN_PROGRESS -> ABORTED, never back, never
