@@ -36,8 +36,17 @@ the ``postgres`` user when run as root), with ``bench/compare_postgres.py``'s he
 without one minidb's figures are printed alone.  Counters only in tests: this script
 measures time and is never run by the test suite beyond a tiny smoke run.
 
+**Before the log** (``--baseline 3a95c1c``, the last commit before the write-ahead log):
+the default TPC-B-like runs also on that commit's code, from a temporary git worktree (the
+one ``bench/compare_commits.py`` makes), each run a subprocess with the worktree first on
+``PYTHONPATH``, alternating with this commit's runs in every round; the report gives its
+tps and CPU per transaction and checks that ``synchronous_commit = off`` runs at no less
+than 75% of its tps (medians of the same run).  Read it with the load average beside it:
+on a loaded machine wall-clock tps moves more than CPU per transaction.
+
     python bench/wal_bench.py                              # minidb only
     python bench/wal_bench.py --start-local --runs 5 --transactions 200
+    python bench/wal_bench.py --no-postgres --clients 1 --baseline 3a95c1c
     python bench/wal_bench.py --start-local --scale 1 --transactions 20 --runs 1 \\
         --accounts-per-scale 2000                           # a quick check that it works
 """
@@ -53,7 +62,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
 from bench import compare_postgres as cp  # noqa: E402
 
@@ -81,6 +91,64 @@ class Measured:
 
     def per_xact(self, key: str) -> float:
         return self.wal.get(key, 0) / self.n if self.n else 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# the last commit before the log, in a git worktree
+_BASELINE_RUN = """
+import json, resource, sys, time
+from minidb.pgbench import init_pgbench, run_bench
+from minidb.instance import Instance
+d, scale, aps, pool, clients, transactions, init = sys.argv[1:8]
+base = dict(shared_buffers=int(pool), max_connections=24, max_worker_processes=0)
+if init == "1":
+    init_pgbench(d, int(scale), accounts_per_scale=int(aps), settings=base)
+inst = Instance(d, **base)
+try:
+    r0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    res = run_bench(inst, clients=int(clients), threads=int(clients),
+                    transactions=int(transactions), accounts_per_scale=int(aps))
+    r1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+finally:
+    inst.close()
+cpu = sum(b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime for a, b in zip(r0, r1))
+print(json.dumps({"n": res.processed, "tps": res.tps, "cpu": cpu}))
+"""
+
+
+class Baseline:
+    """The same TPC-B-like runs on the code of an earlier commit (``--baseline``: the last
+    commit before the write-ahead log, 3a95c1c), from a temporary git worktree, each run a
+    subprocess with that worktree first on PYTHONPATH (as bench/compare_commits.py runs a
+    side), alternating with this commit's runs."""
+
+    def __init__(self, commit: str, top: str, scale: int, aps: int, shared_buffers_mb: float):
+        from bench.compare_commits import worktree
+        self.commit, self.top = commit, top
+        self.tree = worktree(commit, top, "baseline")
+        self.args = [os.path.join(top, "baseline-data"), str(scale), str(aps),
+                     str(cp._pool_pages(shared_buffers_mb))]
+        self.initialised = False
+
+    def run(self, clients: int, transactions: int) -> Measured:
+        import json
+        import subprocess
+        out = subprocess.run(
+            [sys.executable, "-c", _BASELINE_RUN, *self.args, str(clients), str(transactions),
+             "0" if self.initialised else "1"],
+            cwd=self.tree, env=dict(os.environ, PYTHONPATH=self.tree), capture_output=True,
+            text=True, check=False)
+        if out.returncode != 0:
+            raise SystemExit(f"baseline run at {self.commit} failed:\n{out.stderr}")
+        self.initialised = True
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        return Measured(got["n"], got["n"] / got["tps"] if got["tps"] else float("inf"),
+                        got["cpu"])
+
+    def close(self) -> None:
+        import subprocess
+        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", self.tree],
+                       capture_output=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,6 +291,20 @@ def report(title: str, runs: dict[str, list[Measured]]) -> list[str]:
     return out
 
 
+def baseline_lines(commit: str, clients: int, before: list[Measured],
+                   off: list[Measured]) -> list[str]:
+    """The check against the commit before the log: synchronous_commit off runs at no less
+    than 75% of its tps (medians of the same run's alternating rounds)."""
+    tb = statistics.median(r.tps for r in before)
+    to = statistics.median(r.tps for r in off)
+    ratio = to / tb if tb else 0.0
+    cpu = [r.cpu / r.n * 1e3 for r in before if r.cpu and r.n]
+    return [f"  before the WAL ({commit}): tps {_med_spread([r.tps for r in before], ',.0f')}"
+            + (f", CPU/tx {_med_spread(cpu, '.2f')} ms" if cpu else ""),
+            f"  sync_commit off / before the WAL, {clients} client(s): {ratio:.2f} "
+            f"(check >= 0.75: {'ok' if ratio >= 0.75 else 'FAILED'})"]
+
+
 def spike_lines(name: str, first: Measured, second: Measured) -> list[str]:
     return [f"  {name:<10} after CHECKPOINT: {first.per_xact('wal_fpi'):.3f} fpi/xact, "
             f"{first.per_xact('wal_bytes'):.0f} bytes/xact;  the next run: "
@@ -247,6 +329,10 @@ def main(argv=None) -> int:
     ap.add_argument("--start-local", action="store_true",
                     help="start a throw-away PostgreSQL server for the run")
     ap.add_argument("--no-postgres", action="store_true")
+    ap.add_argument("--baseline", default=None, metavar="COMMIT",
+                    help="also run the default TPC-B-like at COMMIT (3a95c1c: the last "
+                         "commit before the write-ahead log) from a git worktree, "
+                         "alternating, and check synchronous_commit=off >= 75%% of its tps")
     a = ap.parse_args(argv)
     spike_t = a.spike_transactions or a.transactions
 
@@ -262,12 +348,17 @@ def main(argv=None) -> int:
             md = Minidb(os.path.join(tmp, "data"), a.scale, a.accounts_per_scale,
                         a.shared_buffers)
             pgs = Postgres(pg, a.scale) if pg else None
+            bl = (Baseline(a.baseline, tmp, a.scale, a.accounts_per_scale, a.shared_buffers)
+                  if a.baseline else None)
             exclude = {pg.psql.proc.pid} if pg and pg.psql else set()
             try:
                 for clients in a.clients:
                     mine = {c: [] for c in CONFIGS}
                     theirs = {c: [] for c in CONFIGS}
+                    before = []
                     for _ in range(a.runs):
+                        if bl:
+                            before.append(bl.run(clients, a.transactions))
                         for config in CONFIGS:
                             mine[config].append(md.run(config, clients, a.transactions,
                                                        exclude))
@@ -278,6 +369,10 @@ def main(argv=None) -> int:
                     print()
                     for line in report(f"minidb, {clients} client(s):", mine):
                         print(line)
+                    if bl:
+                        for line in baseline_lines(a.baseline, clients, before,
+                                                   mine["sync_commit off"]):
+                            print(line)
                     if pgs:
                         for line in report(f"PostgreSQL, {clients} client(s):", theirs):
                             print(line)
@@ -294,6 +389,8 @@ def main(argv=None) -> int:
                     for line in spike_lines("PostgreSQL", *pgs.spike(spike_t)):
                         print(line)
             finally:
+                if bl:
+                    bl.close()
                 if pgs:
                     pgs.close()
                 if pg:

@@ -9,7 +9,7 @@ experiment``.
     minidb [DATADIR] -f file.sql  the same from a file
     minidb demo [-D DATADIR]      the headline demonstration: seed 003, short (below)
     minidb bench ...              pgbench rebuilt over minidb (minidb/pgbench)
-    minidb experiment NAME ...    one of the four seed experiments (minidb/experiments)
+    minidb experiment NAME ...    a seed experiment or wal-checkpoints (minidb/experiments)
     minidb check DATADIR          the heap, B-tree and catalog checkers (pg_amcheck): exit
                                   0 nothing found, 2 corruption found, 1 could not check
     minidb waldump DATADIR        the write-ahead log, as pg_waldump (minidb/wal/dump.py)

@@ -172,6 +172,10 @@ _ALL = [
     _s("checkpoint_timeout", 300, int, "instance",
        "PostgreSQL's default, 5 minutes between automatic checkpoints", min=1,
        max=86400, unit="s"),
+    _s("checkpoint_completion_target", 0.9, float, "instance",
+       "PostgreSQL's default: a timed or WAL-triggered checkpoint spreads its writes over "
+       "this fraction of checkpoint_timeout (and of max_wal_size / 2 of WAL); 0 writes at "
+       "full speed.  CHECKPOINT and shutdown never wait", min=0.0, max=1.0),
     _s("max_wal_size", 1024, int, "instance",
        "PostgreSQL's default 1 GB: a checkpoint is requested when this much WAL / 2 was "
        "written since the last redo point", min=2, max=1024 * 1024, unit="MB"),

@@ -225,6 +225,7 @@ class Instance:
         self.wal_shared = start_wal(self, new)  # crash recovery, if the last run crashed
         self.wal = self.wal_shared.handle(n_slots(self.settings) + 1)
         self.clog.wal_flush = self.wal.flush  # WAL before a commit-log page
+        self.clog.wal = self.wal_shared       # its ZEROPAGE / TRUNCATE records
         self._open_catalog(new)
         if self.recovery_stats:
             remove_orphan_files(self)  # created by transactions the crash ended

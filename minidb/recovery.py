@@ -42,12 +42,21 @@ the redo point's.  Triggers: ``checkpoint_timeout`` (only if WAL was written sin
 one), half of ``max_wal_size`` written since the redo point, ``CHECKPOINT``, clean close,
 end of recovery.
 
+Spread checkpoints: the checkpointer's own checkpoints (timed, WAL volume) pace their
+buffer writes (``_CheckpointPacer``: PostgreSQL's CheckpointWriteDelay): after each buffer,
+if the share written times ``checkpoint_completion_target`` is ahead of both the share of
+``checkpoint_timeout`` elapsed and the share of max_wal_size / 2 of WAL written since the
+redo point, it sleeps (100 ms at most at a time, flushing the WAL for asynchronous commits
+meanwhile).  CHECKPOINT, shutdown and end-of-recovery checkpoints are immediate; one of
+them requested while a paced one runs (``WAL_CKPT_IMMEDIATE``) makes that one finish
+without waiting, as PostgreSQL's CHECKPOINT_IMMEDIATE request does.  The result
+(``Instance.last_checkpoint``) counts ``delays`` and ``delay_s``.
+
 The background thread (``Background``) of the opening process plays the WAL writer
 (flush every ``wal_writer_delay`` what asynchronous commits left unflushed) and the
 checkpointer.  Departure: PostgreSQL runs both as processes; here they are one thread of
 the process that opened the directory (the postmaster's part), which shares its file
-layer with the tests; checkpoint writes are not spread over
-``checkpoint_completion_target``.
+layer with the tests.
 """
 
 from __future__ import annotations
@@ -60,14 +69,15 @@ import time
 
 import minidb.fileio as fileio
 from minidb.errors import OperationalError
-from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID
+from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_OID, CTL_NEXT_XID
 from minidb.storage.bufmgr import BufferManager
 from minidb.storage.xloginsert import SMGR_CREATE, SMGR_TRUNCATE, redo_blocks
 from minidb.txn.clog import ABORTED, COMMITTED, IN_PROGRESS
 from minidb.wal import control as ctlfile
 from minidb.wal import record as rec
 from minidb.wal.reader import EndOfWal, MissingSegment, WalReader
-from minidb.wal.xlog import WAL_RECOVERY, SharedWAL, first_lsn
+from minidb.wal.xlog import (WAL_CKPT_IMMEDIATE, WAL_CKPT_REQUEST, WAL_RECOVERY, SharedWAL,
+                             first_lsn)
 
 CHECKPOINT = struct.Struct("<QQQBd")   # redo, next_xid, next_oid, full_page_writes, time
 XACT = struct.Struct("<qI")            # commit time (us since the epoch), number of relations
@@ -119,8 +129,9 @@ def start_wal(inst, new: bool = True) -> SharedWAL:
     if ck.rmid != rec.RM_XLOG or ck.info not in (rec.XLOG_CHECKPOINT_SHUTDOWN,
                                                   rec.XLOG_CHECKPOINT_ONLINE):
         raise StartupError(f"invalid checkpoint record at {rec.format_lsn(cd.checkpoint)}")
-    redo, next_xid, _oid, _fpw, _t = CHECKPOINT.unpack_from(ck.main, 0)
+    redo, next_xid, next_oid, _fpw, _t = CHECKPOINT.unpack_from(ck.main, 0)
     _advance_xid(inst, next_xid - 1)
+    _advance_oid(inst, next_oid)
     if cd.state == ctlfile.DB_SHUTDOWNED and redo == ck.lsn:
         wal.start_at(ck.end, ck.lsn, redo)
         inst.clog.trim(int(inst.seg.control[CTL_NEXT_XID]))
@@ -136,6 +147,14 @@ def _advance_xid(inst, xid: int) -> None:
     if xid + 1 > c[CTL_NEXT_XID]:
         c[CTL_NEXT_XID] = xid + 1
         c[CTL_LATEST_COMPLETED] = xid
+
+
+def _advance_oid(inst, next_oid: int) -> None:
+    """The OID counter is not before a checkpoint's NextOID (the catalog moves it on past
+    every OID and file it finds when it opens)."""
+    c = inst.seg.control
+    if next_oid > c[CTL_NEXT_OID]:
+        c[CTL_NEXT_OID] = next_oid
 
 
 def _recover(inst, wal: SharedWAL, reader: WalReader, cd, ck, redo: int) -> None:
@@ -221,8 +240,9 @@ def replay(inst, bm, r: rec.Record, invalid: dict) -> None:
         if r.info in (rec.XLOG_FPI, rec.XLOG_FPI_FOR_HINT):
             redo_blocks(bm, r, invalid)
         elif r.info in (rec.XLOG_CHECKPOINT_ONLINE, rec.XLOG_CHECKPOINT_SHUTDOWN):
-            _redo, next_xid, _oid, _fpw, _t = CHECKPOINT.unpack_from(r.main, 0)
+            _redo, next_xid, next_oid, _fpw, _t = CHECKPOINT.unpack_from(r.main, 0)
             _advance_xid(inst, next_xid - 1)
+            _advance_oid(inst, next_oid)
     elif rmid == rec.RM_XACT:
         _when, rels = unpack_xact(r.main)
         op = r.info & 0x70
@@ -238,6 +258,8 @@ def replay(inst, bm, r: rec.Record, invalid: dict) -> None:
             inst.smgr.unlink(rfn)
             for k in [k for k in invalid if k[0] == rfn]:
                 del invalid[k]
+    elif rmid == rec.RM_CLOG:
+        _redo_clog(inst, r)
     elif rmid == rec.RM_SMGR:
         if r.info == rec.XLOG_SMGR_CREATE:
             rfn, fork = SMGR_CREATE.unpack_from(r.main, 0)
@@ -250,6 +272,18 @@ def replay(inst, bm, r: rec.Record, invalid: dict) -> None:
                 inst.smgr.truncate(rfn, fork, nblocks)
             for k in [k for k in invalid if k[0] == rfn and k[2] >= nblocks]:
                 del invalid[k]
+
+
+def _redo_clog(inst, r: rec.Record) -> None:
+    """The commit log's records: ZEROPAGE zeroes the page in a buffer (its later statuses
+    are replayed from their commit and abort records); TRUNCATE removes the segments
+    before the page it names."""
+    from minidb.txn.clog import CLOG_PAGE, CLOG_TRUNC
+    if r.info == rec.CLOG_ZEROPAGE:
+        inst.clog.zero_page(CLOG_PAGE.unpack_from(r.main, 0)[0])
+    elif r.info == rec.CLOG_TRUNCATE:
+        _page, oldest_xid = CLOG_TRUNC.unpack_from(r.main, 0)
+        inst.clog.truncate_before(oldest_xid)
 
 
 def remove_orphan_files(inst) -> list[int]:
@@ -273,17 +307,83 @@ def remove_orphan_files(inst) -> list[int]:
 
 # -- checkpoints -----------------------------------------------------------------------------------
 
-def checkpoint(inst, shutdown: bool = False, state: int | None = None) -> dict:
-    """Create a checkpoint (see the module docstring); returns what it did."""
-    with inst._ckpt_lock:
-        return _checkpoint(inst, shutdown, state)
+def checkpoint(inst, shutdown: bool = False, state: int | None = None,
+               paced: bool = False, stop: threading.Event | None = None) -> dict:
+    """Create a checkpoint (see the module docstring); returns what it did.  ``paced``
+    (the checkpointer's timed and WAL-triggered checkpoints) spreads the buffer writes
+    over ``checkpoint_completion_target`` (``_CheckpointPacer``); any other checkpoint is
+    immediate and tells a paced one that is running to stop waiting."""
+    wal = inst.wal_shared
+    if not paced:
+        wal.ctl[WAL_CKPT_IMMEDIATE] += 1
+    try:
+        with inst._ckpt_lock:
+            return _checkpoint(inst, shutdown, state, paced, stop)
+    finally:
+        if not paced:
+            wal.ctl[WAL_CKPT_IMMEDIATE] -= 1
 
 
-def _checkpoint(inst, shutdown: bool, state: int | None) -> dict:
+class _CheckpointPacer:
+    """CheckpointWriteDelay / IsCheckpointOnSchedule: after each buffer written, the
+    checkpoint's progress (buffers written / buffers to write, times
+    ``checkpoint_completion_target``) is compared with the time elapsed as a fraction of
+    ``checkpoint_timeout`` and with the WAL written since the redo point as a fraction of
+    max_wal_size / 2 (the volume that requests the next checkpoint); while the progress is
+    ahead of both, the checkpointer sleeps (at most 100 ms at a time, doing the WAL
+    writer's flushes meanwhile).  It stops waiting for good when an immediate checkpoint is
+    requested (``WAL_CKPT_IMMEDIATE``: CHECKPOINT, shutdown), the background thread is
+    stopped, or the instance crashed.  Counts: ``delays`` (sleeps), ``delay_s``."""
+
+    def __init__(self, inst, redo: int, t0: float, stop):
+        s = inst.settings
+        self.inst, self.wal, self.redo, self.t0, self.stop = inst, inst.wal_shared, redo, t0, stop
+        self.target = float(s.checkpoint_completion_target)
+        self.timeout = float(s.checkpoint_timeout)
+        self.wal_budget = max(1, s.max_wal_size * (1 << 20) // 2)
+        self.flush_every = s.wal_writer_delay / 1000.0
+        self.delays = 0
+        self.delay_s = 0.0
+        self.immediate = False
+
+    def _interrupted(self) -> bool:
+        if (self.wal.ctl[WAL_CKPT_IMMEDIATE] > 0 or self.inst.locks.crashed()
+                or (self.stop is not None and self.stop.is_set())):
+            self.immediate = True
+        return self.immediate
+
+    def behind(self, progress: float) -> float:
+        """Seconds to wait before the next write (0: behind schedule, write now)."""
+        elapsed = (time.monotonic() - self.t0) / self.timeout
+        wal_used = (self.wal.insert_lsn() - self.redo) / self.wal_budget
+        ahead = progress - max(elapsed, wal_used)
+        return max(0.0, ahead * self.timeout) if ahead > 0 else 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.target <= 0 or self.immediate:
+            return
+        progress = done / total * self.target
+        last_flush = time.monotonic()
+        while not self._interrupted():
+            wait = self.behind(progress)
+            if wait <= 0:
+                return
+            nap = min(0.1, wait)
+            time.sleep(nap)
+            self.delays += 1
+            self.delay_s += nap
+            if time.monotonic() - last_flush >= self.flush_every:
+                self.wal.background_flush()   # the WAL writer's work, meanwhile
+                last_flush = time.monotonic()
+
+
+def _checkpoint(inst, shutdown: bool, state: int | None, paced: bool = False,
+                stop=None) -> dict:
     wal = inst.wal_shared
     seg = inst.seg
     t0 = time.monotonic()
     redo = wal.begin_checkpoint()
+    pacer = _CheckpointPacer(inst, redo, t0, stop) if paced else None
     deadline = time.monotonic() + 60
     while seg.proc_delay_chkpt.any():
         inst.locks.check_crash()  # a backend died in its critical section: no checkpoint
@@ -296,15 +396,16 @@ def _checkpoint(inst, shutdown: bool, state: int | None) -> dict:
         bm = BufferManager(seg, inst.locks, inst.smgr, inst.settings, slot,
                            describe_rel=inst.describe_rel, wal=handle)
         try:
-            written = bm.flush_buffers()
+            written = bm.flush_buffers(pace=pacer)
         finally:
             bm.release_all()
         inst.clog.flush_all()  # CheckPointCLOG: WAL flushed first, page by page
         synced = _fsync_relation_files(inst)
         next_xid = int(seg.control[CTL_NEXT_XID])
+        next_oid = int(seg.control[CTL_NEXT_OID])
         info = rec.XLOG_CHECKPOINT_SHUTDOWN if shutdown else rec.XLOG_CHECKPOINT_ONLINE
         end = handle.insert(rec.RM_XLOG, info, 0,
-                            CHECKPOINT.pack(redo, next_xid, 0,
+                            CHECKPOINT.pack(redo, next_xid, next_oid,
                                             int(inst.settings.full_page_writes), time.time()))
         start = handle.last_start
         handle.flush(end)
@@ -314,6 +415,7 @@ def _checkpoint(inst, shutdown: bool, state: int | None) -> dict:
     cd.checkpoint = start
     cd.redo = redo
     cd.next_xid = next_xid
+    cd.next_oid = next_oid
     cd.full_page_writes = int(inst.settings.full_page_writes)
     cd.checkpoint_time = time.time()
     if state is not None:
@@ -326,7 +428,10 @@ def _checkpoint(inst, shutdown: bool, state: int | None) -> dict:
     removed = wal.remove_segments_before(redo)
     inst.last_checkpoint = {"redo": redo, "lsn": start, "buffers_written": written,
                             "files_synced": synced, "segments_removed": removed,
-                            "shutdown": shutdown, "seconds": time.monotonic() - t0}
+                            "shutdown": shutdown, "seconds": time.monotonic() - t0,
+                            "paced": paced, "delays": pacer.delays if pacer else 0,
+                            "delay_s": pacer.delay_s if pacer else 0.0,
+                            "immediate_requested": bool(pacer and pacer.immediate)}
     inst.checkpoints_done += 1
     return inst.last_checkpoint
 
@@ -377,8 +482,9 @@ class Background(threading.Thread):
                 wal.background_flush()
                 now = time.monotonic()
                 timed = now - self.last_checkpoint_time >= inst.settings.checkpoint_timeout
-                if wal.ctl[8] or (timed and wal.insert_lsn() != self.last_checkpoint_insert):
-                    checkpoint(inst)
+                if wal.ctl[WAL_CKPT_REQUEST] or (
+                        timed and wal.insert_lsn() != self.last_checkpoint_insert):
+                    checkpoint(inst, paced=True, stop=self.stop_event)
                     self.last_checkpoint_time = time.monotonic()
                     self.last_checkpoint_insert = wal.insert_lsn()
                 elif timed:

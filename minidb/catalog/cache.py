@@ -217,7 +217,9 @@ class CatalogCache:
                 return oid
 
     def init_next_oid(self, backend) -> None:
-        """At open: the OID counter starts past every OID and relation file there is."""
+        """At open: the OID counter starts past every OID and relation file there is, and
+        never before the last checkpoint's NextOID (the control file's): an OID a dropped
+        relation had is not handed out again while that checkpoint stands."""
         st = self.reload(backend)
         top = st.max_oid
         try:
@@ -228,7 +230,8 @@ class CatalogCache:
             head = n.split("_")[0].split(".")[0]
             if head.isdigit():
                 top = max(top, int(head))
-        self.control[CTL_NEXT_OID] = max(FIRST_OID, top + 1)
+        carried = getattr(getattr(self.instance, "control", None), "next_oid", 0) or 0
+        self.control[CTL_NEXT_OID] = max(FIRST_OID, top + 1, int(carried))
 
 
 @contextlib.contextmanager

@@ -1,9 +1,11 @@
-"""The four seed experiments, each runnable with one command (see README.md here)::
+"""The four seed experiments and the WAL's demonstration, each runnable with one command
+(see README.md here)::
 
     minidb experiment dead-tuples          # seed 003: dead tuples, index killing
     minidb experiment syncscan-staggered   # seed 001: synchronized scans
     minidb experiment parallel-readahead   # seed 002: parallel scan vs read-ahead
     minidb experiment syncscan-parallel    # seed 000: syncscan with chunked scans
+    minidb experiment wal-checkpoints      # issue 14: full-page images after checkpoints
     minidb experiment all
 
 Each writes ``minidb-results/<name>.md`` (markdown tables, the scaling chosen, the seed's figures
@@ -17,4 +19,5 @@ EXPERIMENTS = {
     "syncscan-staggered": "minidb.experiments.syncscan_staggered",
     "parallel-readahead": "minidb.experiments.parallel_readahead",
     "syncscan-parallel": "minidb.experiments.syncscan_parallel",
+    "wal-checkpoints": "minidb.experiments.wal_checkpoints",
 }

@@ -11,6 +11,7 @@ seed's own figure, or a physical default chosen for this machine (with the reaso
     minidb experiment syncscan-staggered [--table-mb 128] [--disk seed|hdd|ssd]
     minidb experiment parallel-readahead [--table-mb 512] [--workers 7] [--disk auto]
     minidb experiment syncscan-parallel [--shrink 4096] [--queries 3] [--repeats 3]
+    minidb experiment wal-checkpoints [--slices 12] [--checkpoint-every 4] [--pg-dsn DSN]
     minidb experiment all [--out DIR]
 
 Common options: ``--out DIR`` (default ``./minidb-results``), ``--no-plot``, ``--workdir DIR``
@@ -48,7 +49,8 @@ def _opt(p, flag: str, default, source: str, why: str, help: str = "", **kw) -> 
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="minidb experiment",
-                                 description="Rerun the four seed experiments on minidb.")
+                                 description="Rerun the four seed experiments on minidb, "
+                                             "and the WAL's checkpoint sawtooth.")
     sub = ap.add_subparsers(dest="name", required=True)
 
     def common(p):
@@ -141,6 +143,23 @@ def _parser() -> argparse.ArgumentParser:
     _opt(p, "--repeats", 3, PHYSICAL, "the report gives each ratio's median (min-max) over "
          "the repeats and the load at each", "times the whole measurement is run", type=int)
     common(p)
+    p = new("wal-checkpoints")
+    _opt(p, "--scale", 1, PHYSICAL, "pgbench -s 1 (100,000 accounts): enough pages that "
+         "the images fall off over several slices", type=int)
+    _opt(p, "--accounts-per-scale", 100_000, SEED, "pgbench's 100,000 accounts per scale "
+         "unit", type=int)
+    _opt(p, "--slices", 12, PHYSICAL, "three checkpoint intervals of four slices",
+         type=int)
+    _opt(p, "--transactions", 200, PHYSICAL, "a slice of about a second or two here",
+         "per slice", type=int)
+    _opt(p, "--checkpoint-every", 4, PHYSICAL, "a CHECKPOINT every few seconds",
+         "slices", type=int)
+    _opt(p, "--shared-buffers", 2048, PHYSICAL, "16 MB: the tables stay in the pool, so "
+         "only checkpoints write pages", "pages", type=int)
+    p.add_argument("--pg-dsn", default=None,
+                   help="a PostgreSQL 14+ server to run the same slices on (its pgbench "
+                        "tables are re-initialised) [default: none: minidb only]")
+    common(p)
     p = sub.add_parser("all", help="every experiment at its default scale")
     common(p)
     return ap
@@ -172,6 +191,11 @@ def _run_one(name: str, args, argv: list[str]):
                   nworkers=args.workers, cpu_share=args.cpu_share,
                   chunk_divisor=args.chunk_divisor, cache_ratio=args.cache_ratio,
                   repeats=args.repeats)
+    elif name == "wal-checkpoints" and args.name == name:
+        kw.update(scale=args.scale, accounts_per_scale=args.accounts_per_scale,
+                  slices=args.slices, transactions=args.transactions,
+                  checkpoint_every=args.checkpoint_every,
+                  shared_buffers=args.shared_buffers, pg_dsn=args.pg_dsn)
     elif args.name == "all":
         kw["command"] = f"minidb experiment {name}"
     rep = mod.run(**kw)

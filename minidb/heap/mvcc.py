@@ -62,9 +62,9 @@ change a visibility answer: they cache what the commit log says, and the snapsho
 
 PostgreSQL does not write a ``COMMITTED`` hint while the transaction's asynchronous commit
 record is unflushed (a hinted page written before the WAL writer's flush could outlive a
-commit that a crash then loses); minidb's visibility functions apply the coarse form of the
-rule: no ``COMMITTED`` hint at all while any asynchronous commit record is unflushed
-(``CommitLog.commit_hints_ok``).
+commit that a crash then loses); minidb's visibility functions ask the same question
+(``CommitLog.commit_hints_ok(xid)``: the commit LSN of the xid's group against the flushed
+WAL).
 
 The HOT chain walk (``heap_hot_search``)
 ---------------------------------------

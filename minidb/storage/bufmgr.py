@@ -954,6 +954,7 @@ class BufferManager:
                     if fork != MAIN_FORKNUM:
                         for j in np.flatnonzero(~good[k:k + len(bufs)]).tolist():
                             self.seg.buf_pages[bufs[j]].fill(0)
+                            pages[k + j].fill(0)  # (pages is a copy: its header is checked)
                             good[k + j] = True
                     k += len(bufs)
             k = 0
@@ -1138,14 +1139,17 @@ class BufferManager:
         self.part_locks[p].release()
         return bool(ok)
 
-    def flush_buffers(self, rfn: int | None = None) -> int:
-        """Write every dirty buffer (of one relation, or all: a checkpoint)."""
+    def flush_buffers(self, rfn: int | None = None, pace=None) -> int:
+        """Write every dirty buffer (of one relation, or all: a checkpoint).  ``pace(done,
+        total)``, if given, is called after each buffer (unpinned): a spread checkpoint
+        sleeps there (CheckpointWriteDelay)."""
         dirty = np.flatnonzero(self.seg.buf_flags & BM_DIRTY)
         if rfn is not None:
             dirty = dirty[(self.seg.buf_tag[dirty] >> 34) == rfn]
         order = np.argsort(self.seg.buf_tag[dirty], kind="stable")
         n = 0
-        for b in dirty[order].tolist():
+        todo = dirty[order].tolist()
+        for i, b in enumerate(todo):
             tag = self._tag[b]
             if tag < 0 or not self._pin_existing(b, tag):
                 continue
@@ -1153,6 +1157,8 @@ class BufferManager:
                 n += self._flush(b)
             finally:
                 self.unpin(b)
+            if pace is not None:
+                pace(i + 1, len(todo))
         return n
 
     def drop_relation_buffers(self, rfn: int, from_block: int = 0, fork: int | None = None) -> None:

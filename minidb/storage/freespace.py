@@ -20,6 +20,9 @@ As in PostgreSQL the map is a hint, not the truth: it is updated when an insert 
 page fuller than the map said, when pages are added, and by VACUUM and pruning; a reader
 always re-checks the page itself.  Updates take the FSM page's exclusive content lock and
 mark it dirty; they are never logged (PostgreSQL does not WAL-log FSM changes either).
+So a page of the map may be all zeros after a crash (its extension reached the disk, its
+initialisation did not) or be zeroed when read (a torn page fails its checksum): an
+update initialises such a page before storing into it, and a search reads it as "no room".
 
 Left out: the tree (a flat array is searched fast enough with numpy), ``fp_next_slot``
 spreading of concurrent inserters across pages (each backend starts searching at its own
@@ -87,6 +90,8 @@ def _store(bm, rfn: int, fsm_block: int, slots, cats) -> None:
     try:
         bm.lock(b, EXCLUSIVE)
         page = bm.page(b)
+        if pg.page_is_new(page):  # an extension a crash left as zeros, or a page zeroed
+            pg.init_page(page)    # after it failed its check: the map starts again there
         page[pg.PAGE_HEADER_SIZE + slots] = cats
         bm.mark_dirty(b)
         bm.unlock(b)

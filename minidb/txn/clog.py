@@ -46,15 +46,20 @@ victim is written (and fsynced) first.
 segment it wrote.  All file I/O goes through ``_write_page(segno, offset, data)``,
 ``_fsync(segno)`` and ``_read_file_page``, which use ``minidb.fileio`` (the crash-test
 layer intercepts them).  WAL before clog: each page has
-a *group LSN*, the highest ``lsn`` given to ``set_status`` for a status on it; before a
-page is written, ``wal_flush(group_lsn)`` is called if both are set (``wal_flush`` is None
+32 *group LSNs*, one per group of 1024 xids: the highest ``lsn`` given to ``set_status``
+for a status in the group; before a page is written, ``wal_flush(highest group LSN of
+the page)`` is called if both are set (``wal_flush`` is None
 until the instance has a WAL).  ENOSPC is ``DiskFull`` (53100, "could not write to file
 "pg_xact/0000" at offset N: No space left on device"); the page stays dirty in its buffer
 and the database stays usable, as PostgreSQL's SLRU errors are.
 
-**New pages.**  ``extend(xid)`` is called from xid assignment under the proc-array lock
-(ExtendCLOG): when ``xid`` is the first of its page, the page is zeroed in a buffer (never
-read: whatever a file holds there is stale) and marked dirty.
+**New pages.**  ``extend(xid, slot)`` is called from xid assignment under the proc-array
+lock (ExtendCLOG): when ``xid`` is the first of its page, a CLOG ZEROPAGE record is
+inserted through the backend in ``slot`` (not flushed: nothing on the page matters before
+a commit record, which is flushed after it) and the page is zeroed in a buffer
+(``zero_page``: never read, whatever a file holds there is stale) and marked dirty.  Replay
+of ZEROPAGE calls ``zero_page``.  ``wal`` (the SharedWAL) is set by the instance; without
+it (tests of the log alone) nothing is logged.
 
 **Lookups.**  Statuses only ever move from IN_PROGRESS to a final value, so a copy of a
 page taken at any moment is right about every xid it shows as final.  Each process keeps
@@ -68,11 +73,21 @@ PostgreSQL's one-entry cache of the last xid fetched (``cachedFetchXid``).  Batc
 **After a crash.**  ``trim(next_xid)`` (TrimCLOG) clears the statuses from the xid
 counter to the end of its page: the counter restarts from the WAL, and an xid the crash
 ended before anything of it was logged may have had its abort written; it is handed out
-again.  ``commit_hints_ok()`` says whether a COMMITTED hint bit may be set now (not while an
-asynchronous commit record is unflushed; ``minidb.txn.visibility``).
+again.
 
-**Truncation.**  ``truncate_before(xid)`` removes whole segments before the one holding
-``xid``'s page and drops their buffers; a later lookup below the cut is an error.  Nothing
+**Hint bits.**  ``commit_hints_ok(xid)`` says whether a COMMITTED hint bit for ``xid`` may
+be set now (``minidb.txn.visibility``): yes when no asynchronous commit record is
+unflushed (two loads of the WAL's positions); else only if the group LSN of ``xid``'s group
+is flushed (PostgreSQL's SetHintBits / XLogNeedsFlush(TransactionIdGetCommitLSN)).  Read
+without the control lock: a group LSN is set under it, before any copy of the page can
+show the status COMMITTED, and a slot reused for another page was written (after the WAL
+up to its group LSNs was flushed) - if the slot no longer holds the page the answer is
+yes.  ``commit_hints_mask(xids)`` is the vector form.  Counters ``hint_checks`` and
+``hints_deferred`` (updated without the lock: approximate under concurrency).
+
+**Truncation.**  ``truncate_before(xid, slot)`` logs CLOG TRUNCATE and flushes it, then
+removes whole segments before the one holding ``xid``'s page and drops their buffers (replay
+calls it without a slot: nothing logged); a later lookup below the cut is an error.  Nothing
 calls it yet: without freezing there is no xid below which no tuple still needs the log
 (hint bits alone do not make old pages unnecessary).  The caller must know that nothing
 will ask about an xid below the cut.
@@ -82,11 +97,8 @@ versions) is converted once at open: renamed to ``pg_xact.sparse``, its non-zero
 copied into segment files, fsynced, then removed.  A conversion interrupted by a crash
 starts over at the next open (``pg_xact.sparse`` still exists).
 
-Departures from PostgreSQL: one group LSN per page, not one per 32 xids (enough for the
-WAL-before-clog rule; the hint-bit rule for asynchronous commits uses the WAL's positions
-instead, for all transactions at once); an eviction write fsyncs at once (PostgreSQL before 14; since 14 the checkpointer's
-sync queue does it); no sub-committed status (no subtransactions); no ZEROPAGE / TRUNCATE
-WAL records yet.
+Departures from PostgreSQL: an eviction write fsyncs at once (PostgreSQL before 14; since
+14 the checkpointer's sync queue does it); no sub-committed status (no subtransactions).
 
 Invariants:
   1. A status moves IN_PROGRESS -> COMMITTED or IN_PROGRESS -> ABORTED, never back, never
@@ -95,13 +107,14 @@ Invariants:
      and 2 frozen read as COMMITTED; their bits are never set.
   3. A slot is EMPTY iff its ``clog_pageno`` is -1; at most one slot holds a page.
   4. A page is written only after ``wal_flush(lsn)`` returned for an ``lsn`` at least its
-     group LSN at the moment it was copied for the write.
+     highest group LSN at the moment it was copied for the write.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import struct
 import threading
 import weakref
 
@@ -111,8 +124,9 @@ import minidb.fileio as fileio
 from minidb.config import BLCKSZ
 from minidb.errors import DataCorrupted, DiskFull, IOError_, ProgramLimitExceeded
 from minidb.shmem import (CLOG_CTL_CLOCK, CLOG_CTL_LATEST_PAGE, CLOG_CTL_OLDEST_PAGE,
-                          CLOG_STAT_BASE, CLOG_STATS)
-from minidb.wal.xlog import WAL_ASYNC, WAL_FLUSHED
+                          CLOG_LSNS_PER_PAGE, CLOG_STAT_BASE, CLOG_STATS)
+from minidb.wal import record as walrec
+from minidb.wal.xlog import WAL_ASYNC, WAL_FLUSHED, WAL_RECOVERY
 
 IN_PROGRESS, COMMITTED, ABORTED = 0, 1, 2
 INVALID_XID, BOOTSTRAP_XID, FROZEN_XID, FIRST_NORMAL_XID = 0, 1, 2, 3
@@ -126,11 +140,16 @@ XACTS_PER_SEGMENT = XACTS_PER_PAGE * PAGES_PER_SEGMENT   # 1,048,576
 SEGMENT_SIZE = BLCKSZ * PAGES_PER_SEGMENT           # 256 KB
 PAGE_SHIFT = 15                                     # log2(XACTS_PER_PAGE)
 PAGE_MASK = XACTS_PER_PAGE - 1
+XACTS_PER_LSN_GROUP = XACTS_PER_PAGE // CLOG_LSNS_PER_PAGE   # 1024
+GROUP_SHIFT = 10                                    # log2(XACTS_PER_LSN_GROUP)
 
 # slot states (clog_state)
 SLRU_EMPTY, SLRU_READ_IN_PROGRESS, SLRU_VALID, SLRU_WRITE_IN_PROGRESS = 0, 1, 2, 3
 
 LOCAL_PAGES = 16             # per-process copies of pages (final statuses only are trusted)
+
+CLOG_PAGE = struct.Struct("<q")      # ZEROPAGE: page number
+CLOG_TRUNC = struct.Struct("<qq")    # TRUNCATE: first page kept, oldest xid kept
 
 _SHIFT = np.array([0, 2, 4, 6], dtype=np.uint8)
 _ZERO_PAGE = bytes(BLCKSZ)
@@ -158,10 +177,12 @@ class CommitLog:
         self._state = _mv(seg.clog_state, "B")
         self._dirty = _mv(seg.clog_dirty, "B")
         self._lru = _mv(seg.clog_lru, "q")
-        self._group_lsn = _mv(seg.clog_group_lsn, "q")
+        self._group_lsn = _mv(seg.clog_group_lsn, "q")   # [slot * 32 + group]
+        self._np_group_lsn = seg.clog_group_lsn
         self._ctl = _mv(seg.clog_ctl, "q")
         self.nslots = len(self._pageno)
         self.wal_flush = None          # set by the instance once a WAL exists
+        self.wal = None                # its SharedWAL (the ZEROPAGE / TRUNCATE records)
         self._wal_ctl = seg.wal_ctl    # positions of the WAL (commit_hints_ok)
         self._reset_local()
         ref = weakref.ref(self)  # a child forked while a thread held the rows lock
@@ -384,13 +405,53 @@ class CommitLog:
             slot = self._read_page(page)
             return self._pages[slot].tobytes()
 
-    def commit_hints_ok(self) -> bool:
-        """May a COMMITTED hint bit be set now?  Not while an asynchronous commit record is
-        unflushed (PostgreSQL's SetHintBits / XLogNeedsFlush rule, for all transactions at
-        once: minidb does not keep each transaction's commit LSN).  Always with
-        synchronous_commit on."""
+    def commit_hints_ok(self, xid: int | None = None) -> bool:
+        """May a COMMITTED hint bit for committed ``xid`` be set now?  Not while its commit
+        record may be unflushed (PostgreSQL's SetHintBits asking XLogNeedsFlush of the
+        commit LSN): when an asynchronous commit record is unflushed at all, the highest
+        commit LSN of ``xid``'s group of 1024 xids on its page is compared with the flushed
+        position.  A page no longer in a buffer was written, after the WAL up to its group
+        LSNs was flushed.  Without ``xid``: whether every commit record is flushed.  Always
+        true with synchronous_commit on."""
         c = self._wal_ctl
-        return c[WAL_ASYNC] <= c[WAL_FLUSHED]
+        flushed = c[WAL_FLUSHED]
+        if c[WAL_ASYNC] <= flushed:
+            return True
+        if xid is None:
+            return False
+        self._count("hint_checks")
+        page = xid >> PAGE_SHIFT
+        slot = self._find(page)
+        if slot < 0:
+            return True
+        lsn = self._group_lsn[slot * CLOG_LSNS_PER_PAGE + ((xid & PAGE_MASK) >> GROUP_SHIFT)]
+        if lsn <= flushed or self._pageno[slot] != page:  # (reused meanwhile: written)
+            return True
+        self._count("hints_deferred")
+        return False
+
+    def commit_hints_mask(self, xids):
+        """``commit_hints_ok`` for an array of committed xids: True when every commit
+        record is flushed, else a bool array."""
+        c = self._wal_ctl
+        flushed = c[WAL_FLUSHED]
+        if c[WAL_ASYNC] <= flushed:
+            return True
+        xids = np.asarray(xids, dtype=np.int64)
+        lsns = np.zeros(xids.shape, dtype=np.int64)
+        pages = xids >> PAGE_SHIFT
+        for p in np.unique(pages).tolist():
+            slot = self._find(p)
+            if slot < 0:
+                continue
+            on = pages == p
+            got = self._np_group_lsn[slot][(xids[on] & PAGE_MASK) >> GROUP_SHIFT]
+            if self._pageno[slot] == p:
+                lsns[on] = got
+        ok = lsns <= flushed
+        self._count("hint_checks", int(xids.size))
+        self._count("hints_deferred", int(xids.size - np.count_nonzero(ok)))
+        return ok
 
     # -- setting a status ----------------------------------------------------------------------
     def set_status(self, xid: int, status: int, lsn: int = 0) -> None:
@@ -412,16 +473,39 @@ class CommitLog:
                 f"xid {xid}: status {old} -> {status} is not a legal transition"
             self._flat[at] = (old_byte & ~(3 << shift) & 0xFF) | (status << shift)
             self._dirty[slot] = 1
-            if lsn > self._group_lsn[slot]:
-                self._group_lsn[slot] = lsn
+            if lsn:
+                g = slot * CLOG_LSNS_PER_PAGE + ((xid & PAGE_MASK) >> GROUP_SHIFT)
+                if lsn > self._group_lsn[g]:
+                    self._group_lsn[g] = lsn
 
     set = set_status  # the name callers used before the SLRU
 
-    def extend(self, xid: int) -> None:
-        """ExtendCLOG: called as ``xid`` is assigned; zero its page if it is the first."""
+    def extend(self, xid: int, slot: int | None = None) -> None:
+        """ExtendCLOG: called as ``xid`` is assigned (by the backend in ``slot``, under the
+        proc-array lock); zero its page if it is the first, after logging CLOG ZEROPAGE
+        (not flushed: a crash before the page's first commit loses nothing)."""
         if xid & PAGE_MASK and xid != FIRST_NORMAL_XID:
             return
         page = xid >> PAGE_SHIFT
+        self._log(slot, walrec.CLOG_ZEROPAGE, CLOG_PAGE.pack(page))
+        self.zero_page(page)
+
+    def _log(self, slot: int | None, info: int, data: bytes, flush: bool = False) -> int:
+        """Insert one CLOG record through the backend in ``slot`` (0 when there is no WAL
+        yet, no slot, or replay is running)."""
+        wal = self.wal
+        if wal is None or slot is None or wal.ctl[WAL_RECOVERY]:
+            return 0
+        h = wal.handle(slot)
+        lsn = h.insert(walrec.RM_CLOG, info, 0, data)
+        if flush:
+            h.flush(lsn)
+        self._count("wal_records")
+        return lsn
+
+    def zero_page(self, page: int) -> None:
+        """ZeroCLOGPage without the record (also the ZEROPAGE redo): ``page`` zeroed in a
+        buffer (never read: whatever a file holds there is stale), dirty, the latest."""
         with self.ctl_lock:
             while True:
                 slot = self._find(page)
@@ -489,7 +573,7 @@ class CommitLog:
     def _assign(self, slot: int, page: int) -> None:
         self._pageno[slot] = page
         self._dirty[slot] = 0
-        self._group_lsn[slot] = 0
+        self._np_group_lsn[slot] = 0
         self._slot_hint[page] = slot
 
     def _wait_io(self, slot: int) -> None:
@@ -576,7 +660,7 @@ class CommitLog:
         segno, poff = divmod(page, PAGES_PER_SEGMENT)
         offset = poff * BLCKSZ
         data = self._pages[slot].tobytes()
-        lsn = int(self._group_lsn[slot])
+        lsn = int(self._np_group_lsn[slot].max())
         self._dirty[slot] = 0
         self._state[slot] = SLRU_WRITE_IN_PROGRESS
         io = self.io_locks[slot]
@@ -627,11 +711,17 @@ class CommitLog:
                 raise _write_error(segno, 0, e, "fsync") from e
         return n
 
-    def truncate_before(self, xid: int) -> int:
+    def truncate_before(self, xid: int, slot: int | None = None) -> int:
         """Remove every segment wholly before ``xid``'s page (TruncateCLOG); returns how many
-        files were removed.  Nothing may ask about an xid below the cut afterwards."""
+        files were removed.  Nothing may ask about an xid below the cut afterwards.  With
+        the backend's ``slot`` a CLOG TRUNCATE record is logged and flushed first (as
+        PostgreSQL: the files must not go before the record is durable, or replay of
+        older records could ask for them); replay calls this without a slot."""
         cut_seg = (xid >> PAGE_SHIFT) // PAGES_PER_SEGMENT
         cut_page = cut_seg * PAGES_PER_SEGMENT
+        if cut_page <= self._ctl[CLOG_CTL_OLDEST_PAGE]:
+            return 0
+        self._log(slot, walrec.CLOG_TRUNCATE, CLOG_TRUNC.pack(cut_page, xid), flush=True)
         with self.ctl_lock:
             if cut_page <= self._ctl[CLOG_CTL_OLDEST_PAGE]:
                 return 0

@@ -129,7 +129,7 @@ class ProcArray:
         ctl = self.seg.control
         with self.lock:
             xid = int(ctl[CTL_NEXT_XID])
-            self.clog.extend(xid)  # zero a new commit-log page before its first xid is used
+            self.clog.extend(xid, slot)  # zero (and log) a new commit-log page first
             ctl[CTL_NEXT_XID] = xid + 1
             self.seg.proc_xid[slot] = xid
         return xid

@@ -30,13 +30,14 @@ HeapTupleSatisfiesMVCC (``heapam_visibility.c``), MultiXact and MOVED branches d
 Hint bits are only set when the commit log decided the answer (never for a transaction
 the snapshot still considers running), and the caller writes them under a share lock and
 marks the buffer dirty as a hint.  A *committed* hint is set only if
-``clog.commit_hints_ok()`` (PostgreSQL's SetHintBits rule: not while the commit record may
-be unflushed - with synchronous_commit off a page carrying the hint could reach the disk
-before the record, and a crash that loses the commit would leave a row whose inserter
-aborted marked committed).  minidb's rule is coarser than PostgreSQL's per-transaction
-XLogNeedsFlush(commit LSN): no committed hint at all while any asynchronous commit record
-is unflushed (the WAL writer flushes it within ``wal_writer_delay``); the answer is the
-same, only the caching waits.
+``clog.commit_hints_ok(xid)`` (``commit_hints_mask(xids)`` in the batch paths; PostgreSQL's
+SetHintBits rule: not while the transaction's commit record may be unflushed - with
+synchronous_commit off a page carrying the hint could reach the disk before the record, and
+a crash that loses the commit would leave a row whose inserter aborted marked committed).
+As in PostgreSQL the question is XLogNeedsFlush of the highest commit LSN of the xid's
+group of 1024 xids (the commit log keeps one per group); when no asynchronous commit
+record is unflushed at all the answer is yes without looking.  A deferred hint changes
+nothing but the caching: the next reader after the WAL writer's flush sets it.
 
 "Running for the snapshot" (``Snapshot.xid_running``) is asked before the commit log, and
 "running now" (``ProcArray.is_in_progress``) before the commit log too, because a
@@ -94,7 +95,7 @@ def satisfies_mvcc(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int, sn
         if snap.xid_running(xmin):
             return False, 0
         if clog.status(xmin) == COMMITTED:
-            if clog.commit_hints_ok():
+            if clog.commit_hints_ok(xmin):
                 hints |= HEAP_XMIN_COMMITTED
         else:
             return False, HEAP_XMIN_INVALID
@@ -110,7 +111,7 @@ def satisfies_mvcc(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int, sn
             return True, hints
         if clog.status(xmax) != COMMITTED:
             return True, hints | HEAP_XMAX_INVALID
-        if clog.commit_hints_ok():
+        if clog.commit_hints_ok(xmax):
             hints |= HEAP_XMAX_COMMITTED
     elif snap.xid_running(xmax):
         return True, hints
@@ -198,8 +199,7 @@ def _mvcc_inserter(hdr: dict, xmin, xmax, xmin_committed, frozen, xmax_gone, sna
             st = np.zeros(n, dtype=np.uint8)
             st[ask] = clog.statuses(xmin[ask])
             committed = ask & (st == COMMITTED)
-            if clog.commit_hints_ok():
-                hints[committed] |= HEAP_XMIN_COMMITTED
+            _hint_committed(clog, hints, committed, xmin, HEAP_XMIN_COMMITTED)
             hints[ask & ~committed] |= HEAP_XMIN_INVALID
             ins_ok |= committed
     known = xmin_committed & ~frozen
@@ -235,11 +235,23 @@ def _mvcc_deleter(hdr: dict, xmax, xmax_gone, ins_ok, snap, clog, vis: np.ndarra
                 st = np.zeros(n, dtype=np.uint8)
                 st[ask] = clog.statuses(xmax[ask])
                 committed = ask & (st == COMMITTED)
-                if clog.commit_hints_ok():
-                    hints[committed] |= HEAP_XMAX_COMMITTED
+                _hint_committed(clog, hints, committed, xmax, HEAP_XMAX_COMMITTED)
                 aborted = ask & ~committed
                 hints[aborted] |= HEAP_XMAX_INVALID
                 vis |= aborted
+
+
+def _hint_committed(clog, hints: np.ndarray, which: np.ndarray, xids: np.ndarray,
+                    bit: int) -> None:
+    """``hints[which] |= bit`` for the committed xids whose commit record is flushed
+    (all of them unless an asynchronous commit record is unflushed)."""
+    if clog.commit_hints_ok():
+        hints[which] |= bit
+        return
+    idx = np.flatnonzero(which)
+    if idx.size:
+        ok = clog.commit_hints_mask(xids[idx])
+        hints[idx if ok is True else idx[ok]] |= bit
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,7 +270,7 @@ def satisfies_vacuum(xmin: int, xmax: int, infomask: int, horizon: int, procarra
             return DELETE_IN_PROGRESS if xmax == xmin else INSERT_IN_PROGRESS, 0
         st = clog.status(xmin)
         if st == COMMITTED:
-            if clog.commit_hints_ok():
+            if clog.commit_hints_ok(xmin):
                 hints |= HEAP_XMIN_COMMITTED
         else:  # aborted, or crashed (not running, never committed)
             return DEAD, HEAP_XMIN_INVALID
@@ -273,7 +285,7 @@ def satisfies_vacuum(xmin: int, xmax: int, infomask: int, horizon: int, procarra
         if procarray.is_in_progress(xmax):
             return DELETE_IN_PROGRESS, hints
         if clog.status(xmax) == COMMITTED:
-            if clog.commit_hints_ok():
+            if clog.commit_hints_ok(xmax):
                 hints |= HEAP_XMAX_COMMITTED
         else:
             return LIVE, hints | HEAP_XMAX_INVALID
@@ -331,8 +343,7 @@ def satisfies_vacuum_batch(hdr: dict, horizon: int, procarray, clog
         st = np.zeros(n, dtype=np.uint8)
         st[ask] = clog.statuses(xmin[ask])
         ok = ask & (st == COMMITTED)
-        if clog.commit_hints_ok():
-            hints[ok] |= HEAP_XMIN_COMMITTED
+        _hint_committed(clog, hints, ok, xmin, HEAP_XMIN_COMMITTED)
         bad = ask & ~ok
         hints[bad] |= HEAP_XMIN_INVALID
         state[bad] = DEAD
@@ -358,8 +369,7 @@ def satisfies_vacuum_batch(hdr: dict, horizon: int, procarray, clog
         st = np.zeros(n, dtype=np.uint8)
         st[ask] = clog.statuses(xmax[ask])
         ok = ask & (st == COMMITTED)
-        if clog.commit_hints_ok():
-            hints[ok] |= HEAP_XMAX_COMMITTED
+        _hint_committed(clog, hints, ok, xmax, HEAP_XMAX_COMMITTED)
         ab = ask & ~ok
         hints[ab] |= HEAP_XMAX_INVALID
         state[ab] = LIVE
@@ -414,7 +424,7 @@ def satisfies_update(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int,
         if procarray.is_in_progress(xmin):
             return TM_INVISIBLE, 0
         if clog.status(xmin) == COMMITTED:
-            if clog.commit_hints_ok():
+            if clog.commit_hints_ok(xmin):
                 hints |= HEAP_XMIN_COMMITTED
         else:
             return TM_INVISIBLE, HEAP_XMIN_INVALID
@@ -432,7 +442,7 @@ def satisfies_update(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int,
     if _xmax_is_lock_only(infomask):
         return TM_OK, hints | HEAP_XMAX_INVALID  # the locker has gone
     if clog.status(xmax) == COMMITTED:
-        return gone, hints | (HEAP_XMAX_COMMITTED if clog.commit_hints_ok() else 0)
+        return gone, hints | (HEAP_XMAX_COMMITTED if clog.commit_hints_ok(xmax) else 0)
     return TM_OK, hints | HEAP_XMAX_INVALID
 
 

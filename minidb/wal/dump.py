@@ -64,6 +64,8 @@ UPDATE = struct.Struct("<HH")          # Heap UPDATE / HOT_UPDATE: old offset, n
 PRUNE = struct.Struct("<QHHH")         # horizon, nredirected, ndead, nunused
 SPLIT = struct.Struct("<IHH")          # level, first offset going right, new item's offset
 NEWROOT = struct.Struct("<II")         # root block, its level
+CLOG_PAGE = struct.Struct("<q")        # CLOG ZEROPAGE: page number
+CLOG_TRUNC = struct.Struct("<qq")      # CLOG TRUNCATE: first page kept, oldest xid kept
 
 
 def _ts(seconds: float) -> str:
@@ -102,6 +104,15 @@ def _smgr_desc(r: rec.Record) -> str:
     if r.info == rec.XLOG_SMGR_TRUNCATE and len(r.main) >= SMGR_TRUNCATE.size:
         rfn, fork, nblocks = SMGR_TRUNCATE.unpack_from(r.main, 0)
         return f"{_relpath(rfn, fork)} to {nblocks} blocks"
+    return ""
+
+
+def _clog_desc(r: rec.Record) -> str:
+    if r.info == rec.CLOG_ZEROPAGE and len(r.main) >= CLOG_PAGE.size:
+        return f"page {CLOG_PAGE.unpack_from(r.main, 0)[0]}"
+    if r.info == rec.CLOG_TRUNCATE and len(r.main) >= CLOG_TRUNC.size:
+        page, xid = CLOG_TRUNC.unpack_from(r.main, 0)
+        return f"page {page}; oldestXact {xid}"
     return ""
 
 
@@ -147,6 +158,7 @@ def _btree_desc(r: rec.Record) -> str:
 
 
 DESCRIBERS = {rec.RM_XLOG: _xlog_desc, rec.RM_XACT: _xact_desc, rec.RM_SMGR: _smgr_desc,
+              rec.RM_CLOG: _clog_desc,
               rec.RM_HEAP: _heap_desc, rec.RM_HEAP2: _heap2_desc, rec.RM_BTREE: _btree_desc}
 
 

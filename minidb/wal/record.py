@@ -48,6 +48,9 @@ XLOG_FPI = 0xB0
 # Transaction
 XLOG_XACT_COMMIT = 0x00
 XLOG_XACT_ABORT = 0x20
+# CLOG (the commit log's own records)
+CLOG_ZEROPAGE = 0x00
+CLOG_TRUNCATE = 0x10
 # Storage
 XLOG_SMGR_CREATE = 0x10
 XLOG_SMGR_TRUNCATE = 0x20
@@ -78,6 +81,7 @@ OPNAMES = {
               0xA0: "FPI_FOR_HINT", 0xB0: "FPI"},
     RM_XACT: {0x00: "COMMIT", 0x20: "ABORT"},
     RM_SMGR: {0x10: "CREATE", 0x20: "TRUNCATE"},
+    RM_CLOG: {0x00: "ZEROPAGE", 0x10: "TRUNCATE"},
     RM_HEAP: {0x00: "INSERT", 0x10: "DELETE", 0x20: "UPDATE", 0x40: "HOT_UPDATE",
               0x60: "LOCK", 0x70: "INPLACE"},
     RM_HEAP2: {0x10: "PRUNE", 0x20: "VACUUM", 0x50: "MULTI_INSERT"},

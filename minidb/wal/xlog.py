@@ -17,6 +17,8 @@ Shared state (``seg.wal_ctl``, an int64 array; the lock that guards each entry):
     WAL_FLUSHED    write lock    everything below is on disk (fdatasync)
     WAL_ASYNC      insert lock   highest end of an asynchronous commit record
     WAL_RECOVERY   (owner)       1 while recovery runs: nothing may be inserted
+    WAL_CKPT_REQUEST, WAL_CKPT_IMMEDIATE  (no lock) a checkpoint requested by WAL volume;
+                                 an unpaced checkpoint waiting or running (pacing stops)
     counters       insert lock (records, fpi, bytes) / write lock (writes, syncs, ...)
 
 and ``seg.wal_ring``: ``wal_buffers`` x 8 KiB, a ring in which LSN ``p`` lives at
@@ -67,6 +69,7 @@ from minidb.wal import record as rec
 WAL_CURR, WAL_PREV, WAL_REDO, WAL_FPW, WAL_WRITTEN, WAL_FLUSHED, WAL_ASYNC = range(7)
 WAL_RECOVERY = 7
 WAL_CKPT_REQUEST = 8     # set when max_wal_size worth of WAL was written since redo
+WAL_CKPT_IMMEDIATE = 9   # a CHECKPOINT / shutdown checkpoint waits or runs: no pacing
 # counters (pg_stat_wal)
 WAL_RECORDS, WAL_FPI, WAL_BYTES, WAL_BUFFERS_FULL, WAL_WRITE, WAL_SYNC = range(10, 16)
 WAL_FLUSH_REQUESTS = 16  # XLogFlush calls that had something to flush

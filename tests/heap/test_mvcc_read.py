@@ -360,7 +360,7 @@ class _Clog:
         return np.array([self.status(int(x)) for x in np.asarray(xids).tolist()],
                         dtype=np.uint8)
 
-    def commit_hints_ok(self) -> bool:
+    def commit_hints_ok(self, xid=None) -> bool:
         return True  # every commit record flushed (synchronous commit)
 
 

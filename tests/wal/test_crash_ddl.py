@@ -23,10 +23,8 @@ import random
 import pytest
 
 import minidb
-import minidb.fileio as fileio
 from minidb.catalog import check_catalog
-from minidb.heap.check import check_heap
-from minidb.index import check_btree
+from tests.wal.crashkit import check_database, power_loss
 
 SETTINGS = dict(max_worker_processes=0, shared_buffers=32, wal_segment_size=1 << 20,
                 wal_buffers=16)
@@ -120,14 +118,8 @@ def _verify(d, model, pending) -> dict:
         assert ok, (f"after recovery: tables {sorted(got)} "
                     f"{ {t: len(m['rows']) for t, m in got.items()} }, model "
                     f"{ {t: len(m['rows']) for t, m in model.items()} }")
-        inst = conn._instance
-        with inst.connect() as b:
-            assert check_catalog(b) == []
-            for name, m in got.items():
-                check_heap(b, inst.catalog.heap_rel(name))
-                for iname in m["indexes"]:
-                    check_btree(b, iname)
-        return inst.recovery_stats
+        check_database(conn, {name: m["indexes"] for name, m in got.items()})
+        return conn._instance.recovery_stats
     finally:
         conn.close()
 
@@ -139,30 +131,9 @@ def _crash_once(tmp_path, seed: int, steps: int = 40, crash_in_recovery: bool = 
     model: dict = {}
     state = {"pending": None}
     _workload(conn, rng, model, state, 8)        # some tables first, without faults
-    layer = fileio.CrashFiles()
-    old = fileio.set_layer(layer)
-    try:
-        layer.crash_after(rng.randint(1, 300), rng)
-        try:
-            _workload(conn, rng, model, state, steps)
-            layer.crash(rng)  # the workload ended first: lose power now
-        except fileio.SimulatedCrash:
-            pass
-        lost = dict(layer.counts)
-        conn._instance.crash_abandon()
-        if crash_in_recovery:
-            layer2 = fileio.CrashFiles()
-            fileio.set_layer(layer2)
-            layer2.crash_after(rng.randint(1, 30), rng)
-            try:
-                _verify(d, model, state["pending"])
-            except fileio.SimulatedCrash:
-                pass
-    finally:
-        fileio.set_layer(old)
-    minidb.instance._SHARED.clear()
-    stats = _verify(d, model, state["pending"])
-    return lost, stats
+    return power_loss(conn, rng, lambda: _workload(conn, rng, model, state, steps),
+                      lambda: _verify(d, model, state["pending"]),
+                      within=300, crash_in_recovery=crash_in_recovery)
 
 
 @pytest.mark.parametrize("seed", range(10))

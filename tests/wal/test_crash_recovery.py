@@ -29,9 +29,8 @@ import pytest
 
 import minidb
 import minidb.fileio as fileio
-from minidb.heap.check import check_heap
-from minidb.index import check_btree
 from minidb.instance import Instance
+from tests.wal.crashkit import check_database, power_loss
 
 SETTINGS = dict(max_worker_processes=0, shared_buffers=24, wal_segment_size=1 << 20,
                 wal_buffers=16)
@@ -116,11 +115,8 @@ def _verify(d, model, pending):
         got = _rows(conn.cursor())
         assert got == model or (pending is not None and got == pending), \
             f"{len(got)} rows after recovery, model has {len(model)}"
-        inst = conn._instance
-        with inst.connect() as b:
-            check_heap(b, inst.catalog.heap_rel("t"))
-            check_btree(b, "t_pkey")
-        return inst.recovery_stats
+        check_database(conn, {"t": {"t_pkey"}})
+        return conn._instance.recovery_stats
     finally:
         conn.close()
 
@@ -135,32 +131,9 @@ def _crash_once(tmp_path, seed: int, steps: int = 60, crash_in_recovery: bool = 
     model: dict = {}
     state = {"pending": None}
     _workload(conn, rng, model, state, 15)        # some data first, without faults
-    layer = fileio.CrashFiles()
-    old = fileio.set_layer(layer)
-    lost = {}
-    try:
-        layer.crash_after(rng.randint(1, 400), rng)
-        try:
-            _workload(conn, rng, model, state, steps)
-            layer.crash(rng)  # the workload ended first: lose power now
-        except fileio.SimulatedCrash:
-            pass
-        lost = dict(layer.counts)
-        inst = conn._instance
-        inst.crash_abandon()
-        if crash_in_recovery:
-            layer2 = fileio.CrashFiles()
-            fileio.set_layer(layer2)
-            layer2.crash_after(rng.randint(1, 30), rng)
-            try:
-                _verify(d, model, state["pending"])
-            except fileio.SimulatedCrash:
-                pass  # the half-opened instance released the directory on its way out
-    finally:
-        fileio.set_layer(old)
-    minidb.instance._SHARED.clear()
-    stats = _verify(d, model, state["pending"])
-    return lost, stats
+    return power_loss(conn, rng, lambda: _workload(conn, rng, model, state, steps),
+                      lambda: _verify(d, model, state["pending"]),
+                      within=400, crash_in_recovery=crash_in_recovery)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -69,7 +69,9 @@ def test_waldump_lists_the_known_workload(workload):
     creates = [i for i, op in enumerate(ops) if op == ("Storage", "CREATE")]
     assert [rows[i][6] for i in creates[-2:]] == ["CREATE base/16384", "CREATE base/16385"]
     ddl_end = next(i for i in range(creates[-1], len(ops)) if ops[i] == ("Transaction", "COMMIT"))
-    assert {op[0] for op in ops[1:ddl_end]} == {"Storage", "Heap", "Transaction"}
+    assert {op[0] for op in ops[1:ddl_end]} == {"Storage", "Heap", "Transaction", "CLOG"}
+    # the first xid's commit-log page is zeroed, logged once (ZeroCLOGPage's record)
+    assert [rows[i][6] for i in range(ddl_end) if ops[i][0] == "CLOG"] == ["ZEROPAGE page 0"]
     rows, ops = rows[:1] + rows[ddl_end + 1:], ops[:1] + ops[ddl_end + 1:]
     body = [op for op in ops[1:] if op[0] != "XLOG"]
     assert body == [("Heap", "INSERT+INIT"), ("Btree", "INSERT_LEAF"), ("Transaction", "COMMIT"),
@@ -265,10 +267,13 @@ def test_main_data_layouts_match_the_writers():
     import minidb.heap.prune as prune
     import minidb.index.insert as insert
     import minidb.recovery as recovery
+    import minidb.txn.clog as clog
     assert dump.CHECKPOINT.format == recovery.CHECKPOINT.format
     assert dump.XACT.format == recovery.XACT.format
     assert dump.SMGR_CREATE.format == recovery.SMGR_CREATE.format
     assert dump.SMGR_TRUNCATE.format == recovery.SMGR_TRUNCATE.format
+    assert dump.CLOG_PAGE.format == clog.CLOG_PAGE.format
+    assert dump.CLOG_TRUNC.format == clog.CLOG_TRUNC.format
     assert dump.OFFNUM.format == heapam._OFFNUM.format == modify._OFFNUM.format \
         == insert._U16.format == struct.Struct("<H").format
     assert dump.UPDATE.format == modify._UPDATE_MAIN.format
