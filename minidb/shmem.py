@@ -180,6 +180,7 @@ CTL_CATALOG_GEN = 1       # catalog lock: bumped by every committed catalog chan
 CTL_NEXT_OID = 2          # catalog lock: the next OID / relfilenode to hand out
 CTL_NEXT_XID = 4          # procarray lock: the next xid to assign
 CTL_LATEST_COMPLETED = 5  # procarray lock: newest xid that committed or aborted
+CTL_XACT_COMPLETION = 6   # procarray lock: bumped by every end of a transaction with an xid
 N_CONTROL = 16
 
 # commit-log (pg_xact) SLRU control entries (clog_ctl[]) and its pg_stat_slru counters

@@ -84,8 +84,9 @@ share lock on the one page:
    put the next version on another page, under its own index entry).
 
 ``all_dead``: true iff some member was examined and every member examined is
-``surely_dead`` against the global horizon (``procarray.global_xmin()``, asked only once
-the first invisible member is met), judged from hint bits alone after this walk set
+``surely_dead`` against the global horizon (``procarray.vis_horizon(xmax)``: a bound kept
+from an earlier computation when it settles the member, else the exact
+``procarray.global_xmin()``; asked only once an invisible member is met), judged from hint bits alone after this walk set
 them.  An index entry can then be marked LP_DEAD: no snapshot, now or later, can see
 anything through it (the horizon only moves forward).  A visible member makes it false;
 a broken chain ends the walk with the verdict on the members examined so far.  Edge
@@ -410,6 +411,7 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
     if flags == pg.LP_UNUSED:
         return None, None, False
     at_start = True
+    fixed = horizon is not None              # the caller's horizon, else asked per member
     if flags == pg.LP_REDIRECT:
         off = lp_off                         # a redirect's lp_off is the target offset
         if not 1 <= off <= nitems:
@@ -439,8 +441,8 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
             return (block, off), bytes(page[lp_off:lp_off + lp_len]), False
         examined += 1
         if all_dead and not for_fetch:      # a fetch needs no verdict: skip the horizon
-            if horizon is None:
-                horizon = procarray.global_xmin()
+            if not fixed and (horizon is None or xmax >= horizon):
+                horizon = procarray.vis_horizon(xmax)  # the kept bound, if it settles it
             if not surely_dead(xmax, im, horizon):
                 all_dead = False
         if not im2 & HEAP_HOT_UPDATED:
