@@ -208,6 +208,11 @@ _ALL = [
     _s("heap_fillfactor", 100, int, "session",
        "HEAP_DEFAULT_FILLFACTOR: heap pages are filled completely by inserts",
        min=10, max=100, unit="%"),
+    _s("stats_flush_interval", 500, int, "session",
+       "PostgreSQL 15's PGSTAT_MIN_INTERVAL idea: a backend publishes its table counters at "
+       "most this often (at a transaction's end), so a short transaction does not take the "
+       "statistics lock; a reader in the same process flushes first; 0 = at every "
+       "transaction's end", min=0, max=60 * 1000, unit="ms"),
     # -- planner (minidb.sql.planner); costs in PostgreSQL's units ---------------------------
     _s("enable_seqscan", True, bool, "session",
        "off: a sequential scan costs disable_cost (1e10) more, so any other path wins",
