@@ -792,7 +792,7 @@ class Backend:
         self.wal = instance.wal_shared.handle(slot)
         self.bufmgr = BufferManager(instance.seg, instance.locks, instance.smgr, settings,
                                     slot, describe_rel=instance.describe_rel, wal=self.wal)
-        self.pgstat = TableStats(instance.seg, instance.locks.stats)
+        self.pgstat = TableStats(instance.seg, instance.locks.stats, self.settings)
         # relfilenode -> the heap block this backend inserted into last (rd_targblock)
         self.heap_targets: dict[int, int] = {}
         self.lockmgr = LockManager(instance.seg, instance.locks, slot, settings,
@@ -833,6 +833,7 @@ class Backend:
                 self.lockmgr.release_all()
             finally:
                 self.bufmgr.release_all()
+                self.pgstat.close()
         self.instance._free_slot(self.slot)
         with self.instance._local:
             self.instance._backends.discard(self)

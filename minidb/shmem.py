@@ -188,6 +188,7 @@ CTL_CATALOG_GEN = 1       # catalog lock: bumped by every committed catalog chan
 CTL_NEXT_OID = 2          # catalog lock: the next OID / relfilenode to hand out
 CTL_NEXT_XID = 4          # procarray lock: the next xid to assign
 CTL_LATEST_COMPLETED = 5  # procarray lock: newest xid that committed or aborted
+CTL_XACT_COMPLETION = 6   # procarray lock: bumped by every end of a transaction with an xid
 N_CONTROL = 16
 
 # proc_flags[] bits

@@ -34,6 +34,7 @@ from minidb.errors import (ActiveSqlTransaction, DatabaseError, DeadlockDetected
                            SerializationFailure)
 from minidb.heap.check import check_heap
 from minidb.instance import Instance
+from minidb.shmem import TC
 from minidb.session import Session
 
 COLS = [ColumnDef("id", "integer"), ColumnDef("bal", "integer"), ColumnDef("note", "text")]
@@ -435,6 +436,37 @@ def test_select_for_update_rechecks_in_read_committed(inst, sessions):
 
 
 # -- statistics -----------------------------------------------------------------------------------
+
+def test_pgstat_published_at_most_every_interval_and_read_after_a_flush(inst, sessions):
+    """stats_flush_interval: transactions ending within it publish once; a reader of this
+    process (another session or the same) flushes first, so it sees every transaction
+    that ended, aborted ones with their dead versions; closing a session publishes."""
+    inst.catalog.create_table("acct", list(COLS))
+    a, b = sessions(2, stats_flush_interval=60_000)
+    ts = a.backend.pgstat
+    assert a.insert_many("acct", [(i, 0, "x") for i in range(10)]) == 10  # publishes: first
+    first = ts.publishes
+    for i in range(5):
+        a.update("acct", by_id(i), add(1))                  # five transactions, unpublished
+    a.begin()
+    a.insert_many("acct", [(i, 0, "y") for i in range(20, 24)])
+    a.update("acct", by_id(5), add(1))
+    a.delete("acct", by_id(6))
+    a.rollback()
+    a.delete("acct", by_id(9))
+    assert ts.publishes == first and ts.unflushed
+    row = inst.seg.table_stats_oid.tolist().index(a.backend.catalog.table("acct").oid)
+    assert int(inst.seg.table_stats[row][TC["n_tup_upd"]]) == 0  # not yet in shared memory
+    st = b.table_stats("acct")                                # another session: flushed
+    assert ts.publishes == first + 1 and not ts.unflushed
+    assert (st["n_tup_ins"], st["n_tup_upd"], st["n_tup_del"]) == (14, 6, 2)
+    assert (st["n_live_tup"], st["n_dead_tup"]) == (9, 5 + 4 + 1 + 1)
+    a.update("acct", by_id(0), add(1))
+    assert a.table_stats("acct")["n_tup_upd"] == 7            # the same session
+    a.update("acct", by_id(0), add(1))
+    a.close()                                                 # closing publishes
+    assert int(inst.seg.table_stats[row][TC["n_tup_upd"]]) == 8
+
 
 def test_pgstat_after_commit_and_abort(inst, sessions):
     inst.catalog.create_table("acct", list(COLS))

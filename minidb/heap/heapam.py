@@ -140,12 +140,13 @@ def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
     need = size + _save_free_space(backend.settings)
     if need > _NEARLY_EMPTY_FREE_SPACE:
         need = max(size, _NEARLY_EMPTY_FREE_SPACE)
-    nblocks = bm.smgr.nblocks(rfn)
     target = targets.get(rfn, -1)
     tried_fsm_from = -1
     while True:
-        if not 0 <= target < nblocks:
-            target = freespace.search(bm, rfn, need, nblocks,
+        # the last target is checked with has_block (an fstat only past the largest size
+        # this process saw: heaps never shrink); the size is asked only for the FSM
+        if target < 0 or not bm.smgr.has_block(rfn, target):
+            target = freespace.search(bm, rfn, need, bm.smgr.nblocks(rfn),
                                       start=max(0, tried_fsm_from))
             if target < 0:
                 return _insert_on_new_page(backend, rel, data)
@@ -169,7 +170,6 @@ def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
         freespace.record(bm, rfn, target, avail)
         tried_fsm_from = target + 1
         target = -1
-        nblocks = bm.smgr.nblocks(rfn)
 
 
 def _insert_on_new_page(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
@@ -281,7 +281,7 @@ def heap_fetch(backend, rel: HeapRel, tid: tuple[int, int]) -> tuple | None:
     """The row at ``tid`` if its line pointer is LP_NORMAL, else None (no MVCC here)."""
     bm: BufferManager = backend.bufmgr
     block, off = tid
-    if block >= bm.smgr.nblocks(rel.relfilenode) or off < 1:
+    if off < 1 or not bm.smgr.has_block(rel.relfilenode, block):
         return None
     b = bm.pin_lock(rel.relfilenode, block, SHARE)
     try:

@@ -183,7 +183,8 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str):
     block, off = int(tid[0]), int(tid[1])
     tid = (block, off)
     rfn = rel.relfilenode
-    if block >= bm.smgr.nblocks(rfn) or off < 1:
+    # has_block: an fstat only past the largest size this process saw (heaps never shrink)
+    if off < 1 or not bm.smgr.has_block(rfn, block):
         raise InternalError(f'tuple ({block},{off}) of "{rel.name}" does not exist')
     while True:
         b = bm.pin(rfn, block)
@@ -307,9 +308,7 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
         page = bm.page(b)
         keys_changed = False
         if rel.indexed_columns:
-            old_row = rel.layout.decode(item)
-            new_row = rel.layout.decode(data)
-            keys_changed = any(old_row[c] != new_row[c] for c in rel.indexed_columns)
+            keys_changed = _keys_changed(rel, item, data, new_values)
         fits = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE) >= size
         wr = PageRecord(bm).add(b)
         if fits:
@@ -338,6 +337,23 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
     new_tid = _update_elsewhere(backend, rel, b, off, data, xid, cid, keys_changed)
     _count_update(backend, rel, False)
     return TM_OK, new_tid, False
+
+
+def _keys_changed(rel: HeapRel, item, data, new_values) -> bool:
+    """Does the new version differ from the old one (``item``) in an indexed column?
+    The new values as given are compared first: equal to the stored old ones, they encode
+    to what the old ones decode from (a decoded value survives a round trip), so the
+    common UPDATE that leaves every key alone decodes only the old tuple; otherwise the
+    new tuple is decoded and compared as stored (char(n) padding, real's precision)."""
+    old_row = rel.layout.decode(item)
+    cols = rel.indexed_columns
+    try:
+        if all(old_row[c] == new_values[c] for c in cols):
+            return False
+    except Exception:  # a value that does not compare (a numpy array): decide as stored
+        pass
+    new_row = rel.layout.decode(data)
+    return any(old_row[c] != new_row[c] for c in cols)
 
 
 def _new_version(rel: HeapRel, new_values, xid: int, cid: int) -> bytearray:
@@ -413,7 +429,7 @@ def heap_fetch_raw(backend, rel: HeapRel, tid) -> tuple[dict, tuple] | None:
     """(header dict, row) of the LP_NORMAL tuple at ``tid``, else None.  No visibility."""
     bm = backend.bufmgr
     block, off = tid
-    if block >= bm.smgr.nblocks(rel.relfilenode) or off < 1:
+    if off < 1 or not bm.smgr.has_block(rel.relfilenode, block):
         return None
     b = bm.pin(rel.relfilenode, block)
     try:

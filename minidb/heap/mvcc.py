@@ -84,8 +84,9 @@ share lock on the one page:
    put the next version on another page, under its own index entry).
 
 ``all_dead``: true iff some member was examined and every member examined is
-``surely_dead`` against the global horizon (``procarray.global_xmin()``, asked only once
-the first invisible member is met), judged from hint bits alone after this walk set
+``surely_dead`` against the global horizon (``procarray.vis_horizon(xmax)``: a bound kept
+from an earlier computation when it settles the member, else the exact
+``procarray.global_xmin()``; asked only once an invisible member is met), judged from hint bits alone after this walk set
 them.  An index entry can then be marked LP_DEAD: no snapshot, now or later, can see
 anything through it (the horizon only moves forward).  A visible member makes it false;
 a broken chain ends the walk with the verdict on the members examined so far.  Edge
@@ -141,6 +142,9 @@ __all__ = ["MVCCFilter", "SeqScan", "seq_scan", "heap_hot_search", "heap_fetch_v
 _T_XMAX, _T_INFOMASK = 8, 32       # offsets in the tuple header (minidb.heap.layout)
 _HDR = struct.Struct("<QQIIIHHH")   # xmin xmax cmin cmax ctid.block ctid.offset im2 im
 _U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_PD_LOWER = 12                      # pd_lower in the page header (storage/page.py)
+_PAGE_HEADER = pg.PAGE_HEADER_SIZE  # line pointer 1 follows the header
 # the two bits that make a tuple "known committed and never deleted"
 _HINTED_LIVE = HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID
 _HINTED_LIVE_HI = _HINTED_LIVE >> 8
@@ -401,27 +405,33 @@ def _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog, hinted):
 
 def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
                 hinted):
-    nitems = pg.max_offset(page)
+    # line pointers read inline (one unpack each; the offsets are checked here)
+    nitems = (_U16.unpack_from(page, _PD_LOWER)[0] - _PAGE_HEADER) >> 2
     if not 1 <= off <= nitems:
         return None, None, False
-    lp_off, flags, lp_len = pg.get_item_id(page, off)
+    lp = _U32.unpack_from(page, _PAGE_HEADER - 4 + 4 * off)[0]
+    flags = (lp >> 15) & 3
     if flags == pg.LP_DEAD:
         return None, None, True
     if flags == pg.LP_UNUSED:
         return None, None, False
     at_start = True
+    fixed = horizon is not None              # the caller's horizon, else asked per member
     if flags == pg.LP_REDIRECT:
-        off = lp_off                         # a redirect's lp_off is the target offset
+        off = lp & 0x7FFF                    # a redirect's lp_off is the target offset
         if not 1 <= off <= nitems:
             return None, None, False
-        lp_off, flags, lp_len = pg.get_item_id(page, off)
+        lp = _U32.unpack_from(page, _PAGE_HEADER - 4 + 4 * off)[0]
+        flags = (lp >> 15) & 3
         at_start = False
     all_dead = True
     examined = 0
     prev_xmax = 0
+    snap_xmin = snapshot.xmin
     for _ in range(nitems):                  # a chain cannot be longer than the page
         if flags != pg.LP_NORMAL:
             break                            # (a redirect may only start a chain)
+        lp_off = lp & 0x7FFF
         xmin, xmax, cmin, cmax, ctid_block, ctid_off, im2, im = _HDR.unpack_from(page, lp_off)
         if at_start and im2 & HEAP_ONLY_TUPLE:
             # not a chain root: an index never points here.  A fetch (heap_fetch_visible)
@@ -430,17 +440,25 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
                 visible, _ = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog,
                                     hinted)
                 if visible:
-                    return (block, off), bytes(page[lp_off:lp_off + lp_len]), False
+                    return (block, off), _item_bytes(page, lp_off, lp), False
             return None, None, False
         if prev_xmax and xmin != prev_xmax:
             break                            # broken chain: the slot was reused
-        visible, im = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog, hinted)
+        if im & _DEAD_MASK == _HINTED_DEAD and 0 < xmax < snap_xmin:
+            # dead before the snapshot, as the hint bits say (MVCCFilter's "known dead":
+            # inserter and deleter known committed, a real deleter older than every xid
+            # the snapshot sees running): invisible with nothing to learn -
+            # satisfies_mvcc's answer, without the call
+            visible = False
+        else:
+            visible, im = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog,
+                                 hinted)
         if visible:
-            return (block, off), bytes(page[lp_off:lp_off + lp_len]), False
+            return (block, off), _item_bytes(page, lp_off, lp), False
         examined += 1
         if all_dead and not for_fetch:      # a fetch needs no verdict: skip the horizon
-            if horizon is None:
-                horizon = procarray.global_xmin()
+            if not fixed and (horizon is None or xmax >= horizon):
+                horizon = procarray.vis_horizon(xmax)  # the kept bound, if it settles it
             if not surely_dead(xmax, im, horizon):
                 all_dead = False
         if not im2 & HEAP_HOT_UPDATED:
@@ -448,10 +466,15 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
         if ctid_block != block or not 1 <= ctid_off <= nitems:
             break                            # a HOT successor is always on the same page
         off = ctid_off
-        lp_off, flags, lp_len = pg.get_item_id(page, off)
+        lp = _U32.unpack_from(page, _PAGE_HEADER - 4 + 4 * off)[0]
+        flags = (lp >> 15) & 3
         prev_xmax = xmax
         at_start = False
     return None, None, all_dead and examined > 0 and not for_fetch
+
+
+def _item_bytes(page, lp_off: int, lp: int) -> bytes:
+    return bytes(page[lp_off:lp_off + (lp >> 17)])
 
 
 def heap_fetch_visible(backend, rel: HeapRel, tid: tuple[int, int], snapshot=None

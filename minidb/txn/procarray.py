@@ -11,6 +11,8 @@ ProcArrayLock and XidGenLock in one):
 ``proc_xact_waiters``  per slot, the slots sleeping until its transaction ends
 ``CTL_NEXT_XID``       the next xid to hand out
 ``CTL_LATEST_COMPLETED``  the newest xid that committed or aborted
+``CTL_XACT_COMPLETION``   how many transactions with an xid have left the proc array
+                          (PostgreSQL 14's xactCompletionCount)
 =====================  ==================================================================
 
 Protocols (PostgreSQL's, ``procarray.c``):
@@ -61,7 +63,7 @@ import time
 import numpy as np
 
 from minidb.errors import LockNotAvailable
-from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID
+from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID, CTL_XACT_COMPLETION
 from minidb.txn import deadlock
 from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID, IN_PROGRESS
 
@@ -123,6 +125,12 @@ class ProcArray:
         ctl[CTL_LATEST_COMPLETED] = FIRST_NORMAL_XID - 1
         self._on_wait_tick = None  # set by the instance: reap dead backends while waiting
         self._table = None         # the shared lock table, for the deadlock check
+        # per slot of this process: (completion count, xmax, myxid, xmin, xip, xip set) of
+        # its last snapshot, for reuse (see the docstring)
+        self._last_snapshot: dict[int, tuple] = {}
+        self._horizon_bound = 0    # the newest global_xmin() seen: a lower bound forever
+        self.snapshots_taken = 0   # snapshots computed by scanning the proc array
+        self.snapshots_reused = 0  # snapshots reused (tests read both)
 
     # -- xids -----------------------------------------------------------------------------------
     def assign_xid(self, slot: int) -> int:
@@ -140,8 +148,23 @@ class ProcArray:
     # -- snapshots --------------------------------------------------------------------------------
     def get_snapshot(self, slot: int, myxid: int, curcid: int) -> Snapshot:
         seg = self.seg
+        ctl = seg.control
+        last = self._last_snapshot.get(slot)
         with self.lock:
-            xmax = int(seg.control[CTL_LATEST_COMPLETED]) + 1
+            count = int(ctl[CTL_XACT_COMPLETION])
+            xmax = int(ctl[CTL_LATEST_COMPLETED]) + 1
+            # an xid of our own got since (myxid at or past xmax) changes nothing: it is
+            # not below xmax, so neither in xip nor the xmin
+            if (last is not None and last[0] == count and last[1] == xmax
+                    and (last[2] == myxid or (not last[2] and myxid >= xmax))):
+                xmin = last[3]
+                if not seg.proc_xmin[slot]:
+                    seg.proc_xmin[slot] = xmin
+                self.snapshots_reused += 1
+                s = Snapshot.__new__(Snapshot)
+                s.xmin, s.xmax, s.xip, s._xip_set = xmin, xmax, last[4], last[5]
+                s.curcid, s.myxid = curcid, myxid
+                return s
             xids = seg.proc_xid[seg.proc_xid != 0]
             running = xids[xids < xmax]
             xmin = int(running.min()) if running.size else xmax
@@ -149,8 +172,11 @@ class ProcArray:
                 xmin = min(xmin, myxid)
             if seg.proc_xmin[slot] == 0:
                 seg.proc_xmin[slot] = xmin
+        self.snapshots_taken += 1
         xip = np.sort(running[running != myxid])
-        return Snapshot(xmin, xmax, xip, curcid, myxid)
+        snap = Snapshot(xmin, xmax, xip, curcid, myxid)
+        self._last_snapshot[slot] = (count, xmax, myxid, xmin, xip, snap._xip_set)
+        return snap
 
     def clear_xmin(self, slot: int) -> None:
         """The slot holds no snapshot any more (SnapshotResetXmin).
@@ -164,13 +190,38 @@ class ProcArray:
         seg = self.seg
         with self.lock:
             h = int(seg.control[CTL_LATEST_COMPLETED]) + 1
-            xs = seg.proc_xid[seg.proc_xid != 0]
-            ms = seg.proc_xmin[seg.proc_xmin != 0]
-        if xs.size:
-            h = min(h, int(xs.min()))
-        if ms.size:
-            h = min(h, int(ms.min()))
+            xs = seg.proc_xid.tolist()
+            ms = seg.proc_xmin.tolist()
+        # plain Python over the slots' values: fewer steps than numpy's at MAX_SLOTS
+        for x in xs:
+            if x and x < h:
+                h = x
+        for x in ms:
+            if x and x < h:
+                h = x
+        if h > self._horizon_bound:
+            self._horizon_bound = h
         return h
+
+    def vis_horizon(self, xid: int, slot: int = -1) -> int:
+        """A horizon to test ``xid`` against (GlobalVisTestIsRemovableXid's way): the
+        bound kept from the last ``global_xmin()`` when it already lies past ``xid``, or
+        when no horizon can (``xid`` after ``latest_completed``, or not before the xmin
+        that ``slot``, the caller's, publishes), else the exact ``global_xmin()``.  Never
+        newer than the true horizon, and ``xid < vis_horizon(xid)`` is exactly
+        ``xid < global_xmin()``; other xids tested against the value may be judged
+        conservatively."""
+        b = self._horizon_bound
+        if xid < b:
+            return b
+        seg = self.seg
+        if xid > seg.control[CTL_LATEST_COMPLETED]:
+            return b
+        if slot >= 0:
+            own = seg.proc_xmin[slot]
+            if own and xid >= own:
+                return b
+        return self.global_xmin()
 
     def is_in_progress(self, xid: int) -> bool:
         """TransactionIdIsInProgress: is ``xid`` in the proc array now?"""
@@ -202,6 +253,7 @@ class ProcArray:
             seg.proc_wait_xid[slot] = 0
             if xid and xid > seg.control[CTL_LATEST_COMPLETED]:
                 seg.control[CTL_LATEST_COMPLETED] = xid
+            seg.control[CTL_XACT_COMPLETION] += 1  # every slot's last snapshot is stale
             waiters = int(seg.proc_xact_waiters[slot])
             seg.proc_xact_waiters[slot] = 0
         self._wake(waiters)
