@@ -147,7 +147,8 @@ def cpu_part(nrows: int, repeat: int) -> None:
                   f"| {cpu:.3f} | {base_cpu / cpu:.2f} |")
         st = results["leader + 1 worker"][2]
         print("leader + 1 worker: " + ", ".join(
-            f"{p.who} {p.pages:,} pages in {p.cpu_s:.3f} s CPU / {p.wall_s:.3f} s"
+            f"{p.who} {p.pages:,} pages in {p.cpu_s:.3f} s CPU / {p.wall_s:.3f} s "
+            f"({p.waits} waits, {p.preempted} preempted)"
             for p in st.participants))
         w1 = results["leader + 1 worker"]
         print(f"ratio (leader + 1 worker) / serial plan = {base_wall / w1[0]:.2f} wall-clock, "

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import resource
 import sys
 import time
 import traceback
@@ -156,6 +157,8 @@ class ParticipantStats:
     end_reported: bool = False  # it made the end-of-scan syncscan report
     cpu_s: float = 0.0      # CPU time its process spent on the scan (time.thread_time)
     wall_s: float = 0.0     # from its start block to its last batch
+    waits: int = 0          # voluntary context switches meanwhile (it blocked: a lock, I/O)
+    preempted: int = 0      # involuntary ones (another process took its core)
 
 
 
@@ -178,6 +181,14 @@ class RowBatch:
 
 # ---------------------------------------------------------------------------------------------
 # one participant's scan (the leader's and every worker's)
+def _thread_rusage():
+    """This thread's resource usage (Linux), for the context-switch counts; else None."""
+    try:
+        return resource.getrusage(resource.RUSAGE_THREAD)
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - not Linux
+        return None
+
+
 def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedScan, spec: dict,
                         stats: ParticipantStats):
     """Yield (columns, nrows, blocks, offsets) for the rows this participant finds."""
@@ -203,6 +214,7 @@ def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedSca
     predicate = spec.get("predicate")
     with_tids = spec.get("with_tids", False)
     cpu0, wall0 = time.thread_time(), time.perf_counter()
+    ru0 = _thread_rusage()
     try:
         for batch in scan.batches():
             columns = batch.columns
@@ -234,6 +246,10 @@ def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedSca
         stats.end_reported = alloc.end_reported
         stats.cpu_s = time.thread_time() - cpu0
         stats.wall_s = time.perf_counter() - wall0
+        ru1 = _thread_rusage()
+        if ru0 is not None and ru1 is not None:
+            stats.waits = ru1.ru_nvcsw - ru0.ru_nvcsw
+            stats.preempted = ru1.ru_nivcsw - ru0.ru_nivcsw
         stats.buffers_hit = int(bm.stats[BUF_COUNTER["buffers_hit"]]) - hit0
         stats.buffers_read = int(bm.stats[BUF_COUNTER["buffers_read"]]) - read0
         if io is not None:
