@@ -159,6 +159,9 @@ class ParticipantStats:
     wall_s: float = 0.0     # from its start block to its last batch
     waits: int = 0          # voluntary context switches meanwhile (it blocked: a lock, I/O)
     preempted: int = 0      # involuntary ones (another process took its core)
+    started: float = 0.0    # time.monotonic() when its scan started and ended (one clock
+    ended: float = 0.0      # for every process of the machine: CLOCK_MONOTONIC)
+    task_cpu_s: float = 0.0  # a worker: CPU of its whole task (setup, scan, messages)
 
 
 
@@ -214,6 +217,7 @@ def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedSca
     predicate = spec.get("predicate")
     with_tids = spec.get("with_tids", False)
     cpu0, wall0 = time.thread_time(), time.perf_counter()
+    stats.started = time.monotonic()
     ru0 = _thread_rusage()
     try:
         for batch in scan.batches():
@@ -246,6 +250,7 @@ def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedSca
         stats.end_reported = alloc.end_reported
         stats.cpu_s = time.thread_time() - cpu0
         stats.wall_s = time.perf_counter() - wall0
+        stats.ended = time.monotonic()
         ru1 = _thread_rusage()
         if ru0 is not None and ru1 is not None:
             stats.waits = ru1.ru_nvcsw - ru0.ru_nvcsw
@@ -274,6 +279,7 @@ def run_worker_task(backend, results, task_id: int, spec: dict) -> None:
     def send(msg):
         results.send(msg, alive=lambda: process_alive(leader))
 
+    cpu0 = time.thread_time()
     stats = ParticipantStats(who=f"worker {spec['worker']}", pid=os.getpid())
     try:
         _apply_settings(backend, spec["settings"])
@@ -296,6 +302,7 @@ def run_worker_task(backend, results, task_id: int, spec: dict) -> None:
                 send(("rows", task_id, columns, blocks, offsets))
         if partial is not None:
             send(("partial", task_id, partial.states))
+        stats.task_cpu_s = time.thread_time() - cpu0
         send(("done", task_id, stats))
     except BrokenPipeError:
         pass  # the leader is gone: nobody to tell

@@ -399,8 +399,9 @@ class BlockAllocator:
         came between them, which ``next_run`` allows too); the cancel flag is checked once;
         the syncscan position is reported once, after the runs, as the last report the runs
         would have made (a serial scan reports once per batch too).  A warm scan takes a
-        batch's runs this way: per chunk it costs a few integer operations instead of a
-        lock round trip, a cancel check and a report."""
+        batch's runs this way: a stretch of whole chunks costs a few integer operations,
+        instead of a lock round trip, a cancel check and a report per chunk.  A stretch of
+        consecutive chunks comes back as one run (``runs`` records one entry per chunk)."""
         if self.ended:
             return [], True
         s = self.shared
@@ -423,27 +424,37 @@ class BlockAllocator:
                 n = counter
                 counter = n + k
                 return n
-            # a whole chunk that needs no ramp-down and does not reach the end or wrap is
-            # taken inline (what _advance and _new_chunk do, without their calls)
+            # whole chunks that need no ramp-down and do not reach the end or wrap are taken
+            # in one step: m fetch-adds of c in a row are positions [n, n + m * c), which
+            # is what _advance and _new_chunk would compute m times
             fast = counter is not None and self.trace is None
             rampdown = PARALLEL_SEQSCAN_RAMPDOWN_CHUNKS if self._pg14 else None
             while total < max_n:
                 if fast and self.chunk_remaining <= 0:
                     c = self.chunk_size
                     n = counter
-                    if ((rampdown is None or c <= 1 or nblocks - c * rampdown < 0
-                         or self.nallocated <= nblocks - c * rampdown)
-                            and n + c <= nblocks and (n + start) % nblocks + c <= nblocks):
-                        counter = n + c
-                        self.chunks += 1
-                        k = min(c, max_n - total)
+                    need = max_n - total
+                    m = min(-(-need // c),                         # chunks wanted,
+                            (nblocks - n) // c)                    # not reaching the end
+                    if m > 0:                                      # nor the wrap
+                        m = min(m, (nblocks - (n + start) % nblocks) // c)
+                    if rampdown is not None and c > 1 and nblocks - c * rampdown >= 0:
+                        limit = nblocks - c * rampdown
+                        if self.nallocated > limit:
+                            m = 0                                  # ramp down first
+                        else:  # the j-th chunk after n is checked at n + j * c - 1
+                            m = min(m, (limit - n + 1) // c + 1)
+                    if m > 0:
+                        counter = n + m * c
+                        self.chunks += m
+                        k = min(m * c, need)
                         self.nallocated = n + k - 1
-                        self.chunk_remaining = c - k
-                        taken.append((n, k))
+                        self.chunk_remaining = m * c - k
+                        taken.append((n, k, c))
                         total += k
                         continue
                 n, k = self._advance(max_n - total, fetch)
-                taken.append((n, k))
+                taken.append((n, k, k))
                 if n >= nblocks:
                     break
                 total += k
@@ -451,20 +462,26 @@ class BlockAllocator:
                 row[F_NALLOCATED] = counter
         runs = []
         report = None
-        for n, k in taken:
-            if n >= nblocks:
-                if report is not None:
-                    self._sync.report_location(self._rfn, report)
-                    report = None
-                self._deliver(n, k)
-                break
-            page = self._deliver(n, k, report=False)
-            if self._sync is not None:  # report_pages' rule, kept for the last one
-                last = page + k - 1
-                last -= last % SYNC_SCAN_REPORT_INTERVAL
-                if last >= page:
-                    report = last
-            runs.append((page, k))
+        record, self.runs = self.runs, None  # recorded here, one entry per chunk
+        try:
+            for n, k, c in taken:
+                if n >= nblocks:
+                    if report is not None:
+                        self._sync.report_location(self._rfn, report)
+                        report = None
+                    self._deliver(n, k)
+                    break
+                page = self._deliver(n, k, report=False)
+                if record is not None:
+                    record.extend((page + i, min(c, k - i)) for i in range(0, k, c))
+                if self._sync is not None:  # report_pages' rule, kept for the last one
+                    last = page + k - 1
+                    last -= last % SYNC_SCAN_REPORT_INTERVAL
+                    if last >= page:
+                        report = last
+                runs.append((page, k))
+        finally:
+            self.runs = record
         if report is not None:
             self._sync.report_location(self._rfn, report)
         return runs, self.ended

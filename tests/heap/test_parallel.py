@@ -182,6 +182,7 @@ def test_next_runs_hands_out_what_next_run_would():
     exactly once."""
     rng = random.Random(77)
     cases = [("pg14", 20000, None), ("pg14", 9000, 4000), ("pg14", 4097, None),
+             ("pg14", 300_000, 1008), ("pg14", 2000, 1936),
              ("fixed", 1000, 48), ("block", 50, 16), ("pg14", 1, None), ("pg14", 0, None)]
     for policy, nblocks, hint in cases:
         seqs = []
@@ -203,7 +204,13 @@ def test_next_runs_hands_out_what_next_run_would():
                             break
                         runs.append(r)
                         total += r[1]
-                got.append(runs)
+                merged = []  # next_runs returns a stretch of consecutive chunks as one run
+                for f, k in runs:
+                    if merged and merged[-1][0] + merged[-1][1] == f:
+                        merged[-1] = (merged[-1][0], merged[-1][1] + k)
+                    else:
+                        merged.append((f, k))
+                got.append(merged)
                 reports.append(ss.get_location(7, max(nblocks, 1)) if hint is not None else 0)
                 if ended:
                     break
