@@ -159,6 +159,7 @@ class ParticipantStats:
     wall_s: float = 0.0     # from its start block to its last batch
     waits: int = 0          # voluntary context switches meanwhile (it blocked: a lock, I/O)
     preempted: int = 0      # involuntary ones (another process took its core)
+    page_faults: int = 0    # minor faults meanwhile (first touches of the shared pool)
     started: float = 0.0    # time.monotonic() when its scan started and ended (one clock
     ended: float = 0.0      # for every process of the machine: CLOCK_MONOTONIC)
     task_cpu_s: float = 0.0  # a worker: CPU of its whole task (setup, scan, messages)
@@ -255,6 +256,7 @@ def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedSca
         if ru0 is not None and ru1 is not None:
             stats.waits = ru1.ru_nvcsw - ru0.ru_nvcsw
             stats.preempted = ru1.ru_nivcsw - ru0.ru_nivcsw
+            stats.page_faults = ru1.ru_minflt - ru0.ru_minflt
         stats.buffers_hit = int(bm.stats[BUF_COUNTER["buffers_hit"]]) - hit0
         stats.buffers_read = int(bm.stats[BUF_COUNTER["buffers_read"]]) - read0
         if io is not None:
