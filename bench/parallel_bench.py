@@ -32,7 +32,11 @@ CPU of all processes summed it shows what the parallel machinery costs beyond th
 The other processes of the machine share its 2 cores: the load average (1 minute) is
 printed before every round; a wall-clock figure under load is below its CPU figure, and
 ``preempted`` (involuntary context switches of the participants' scans) says by how much
-they were crowded out.  PostgreSQL's CPU is its server's (every process, ``/proc``: 10 ms
+they were crowded out.  Under load a wall-clock gain needs more than an idle core: Linux
+shares the CPU fairly between *sessions* first (``sched_autogroup``, on here), and the
+leader and its pool workers are one session, so when other sessions keep both cores busy a
+parallel plan's processes split one session's share (PostgreSQL's server is one session too:
+its ratio in the same run falls the same way).  PostgreSQL's CPU is its server's (every process, ``/proc``: 10 ms
 ticks).
 
 Part 2 - cold, ``io_model=hdd`` (150 MB/s, 8 ms seek, 128 kB read-ahead).  Setup: a table
