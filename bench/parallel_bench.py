@@ -36,8 +36,8 @@ they were crowded out.  Under load a wall-clock gain needs more than an idle cor
 shares the CPU fairly between *sessions* first (``sched_autogroup``, on here), and the
 leader and its pool workers are one session, so when other sessions keep both cores busy a
 parallel plan's processes split one session's share (PostgreSQL's server is one session too:
-its ratio in the same run falls too, if less).  PostgreSQL's CPU is its server's (every process, ``/proc``: 10 ms
-ticks).
+its ratio in the same run falls too, if less).  PostgreSQL's CPU is its server's (every
+process, ``/proc``: 10 ms ticks).
 
 Part 2 - cold, ``io_model=hdd`` (150 MB/s, 8 ms seek, 128 kB read-ahead).  Setup: a table
 of ``--io-mb`` megabytes, a simulated OS cache of an eighth of it, shared_buffers far
