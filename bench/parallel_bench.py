@@ -1,17 +1,43 @@
-"""Parallel sequential scan benchmark: CPU speedup, and chunking against block allocation on a
+"""Parallel sequential scan benchmark: wall-clock and CPU speedup of leader + workers over the
+serial plan (and PostgreSQL's in the same run), and chunking against block allocation on a
 modelled disk (seed 002, "Parallel Seq Scan vs kernel read ahead", scaled down).
 
 Part 1 - warm, CPU-bound.  Setup: ``--rows`` pgbench_accounts rows (scan_bench's loader;
-10 M = pgbench scale 100, 1.4 GB, where PostgreSQL's pg14 chunks are 128 blocks),
-in a pool that holds them all, read once so that every hint bit is set.  Run:
-``SELECT count(*) FROM pgbench_accounts WHERE abalance < 0`` (no row matches, so every row
-is decoded, checked for visibility and tested) as
+1,000,000 by default, ``--big`` adds 10,000,000 = pgbench scale 100, 1.4 GB, where
+PostgreSQL's pg14 chunks are 64 blocks), in a pool that holds them all, read once so that
+every hint bit is set.  Run: ``SELECT count(*) FROM pgbench_accounts WHERE abalance < 0``
+(no row matches, so every row is decoded, checked for visibility and tested) as
   * the serial plan: one ``seq_scan`` with the MVCC filter, opportunistic pruning's
     check (as a session runs it), the predicate and a count;
-  * ``ParallelSeqScan`` with 0 workers (the leader alone, through the block allocator);
-  * the leader and 1 worker (the target: >= 1.7x the serial plan; PostgreSQL 15 gets
-    1.7-1.9x on this 2-core machine), and the leader and 2 workers;
-best of ``--repeat`` each, in the same run.  Check: every run counts 0 of ``--rows``.
+  * ``ParallelSeqScan`` with 0 workers (the leader alone, through the block allocator:
+    the parallel machinery's own cost, which should be none);
+  * the leader and 1 worker (the target: >= 1.7x the serial plan by the wall clock on this
+    2-core machine), and the leader and 2 workers;
+  * with ``--pg`` (a throw-away local PostgreSQL server, ``compare_postgres.local_server``)
+    or ``--dsn``: the same table and query on PostgreSQL, serial
+    (``max_parallel_workers_per_gather = 0``) and with 1 worker (parallel costs 0), the
+    same ``shared_buffers``, prewarmed, through one client session (its round trip is in
+    its times).
+The plans run alternately, ``--repeat`` rounds (each round in a rotated order), so that a
+change in the machine's load hits every plan; every figure is the median and the spread
+(min-max) over the rounds.  Check: every run counts 0 of ``--rows``, reads no page, and its
+participants' pages add up to the table.
+
+Which clock.  The wall clock of each plan, and the CPU time of every process: the leader's
+thread (``time.thread_time`` around the whole query: set-up, its share of the scan, the
+Gather's loop) and each worker's task (``ParticipantStats.task_cpu_s``: from the task's
+start to its final message).  The speedup by CPU (serial CPU / the busiest process's CPU)
+is what the wall-clock speedup would be if every process had a core to itself; with the
+CPU of all processes summed it shows what the parallel machinery costs beyond the scan.
+The other processes of the machine share its 2 cores: the load average (1 minute) is
+printed before every round; a wall-clock figure under load is below its CPU figure, and
+``preempted`` (involuntary context switches of the participants' scans) says by how much
+they were crowded out.  Under load a wall-clock gain needs more than an idle core: Linux
+shares the CPU fairly between *sessions* first (``sched_autogroup``, on here), and the
+leader and its pool workers are one session, so when other sessions keep both cores busy a
+parallel plan's processes split one session's share (PostgreSQL's server is one session too:
+its ratio in the same run falls too, if less).  PostgreSQL's CPU is its server's (every
+process, ``/proc``: 10 ms ticks).
 
 Part 2 - cold, ``io_model=hdd`` (150 MB/s, 8 ms seek, 128 kB read-ahead).  Setup: a table
 of ``--io-mb`` megabytes, a simulated OS cache of an eighth of it, shared_buffers far
@@ -20,17 +46,13 @@ below a quarter of it (so scans use their 256 kB rings).  Run: the same count wi
 for a table this small, and ``pg14`` scaled (``parallel_seqscan_nchunks`` chosen so that
 chunks are 64 blocks, as in the seed's first patch: the seed's ratio of chunk size to the
 read-ahead window, 64 : 16, is kept and the table is shrunk instead); each run cold (OS
-cache dropped, the table's buffers dropped).  Reported: MB/s and the I/O model's requests
-and seeks.  Check: every run counts 0 of the table's rows.
+cache dropped, the table's buffers dropped).  Reported: MB/s by the wall clock (the
+modelled disk's waits are sleeps: wall time is what the model is about), the CPU seconds
+of all the participants together, the I/O model's requests and seeks.  Check: every run
+counts 0 of the table's rows.
 
-Which clock: part 1 prints both, the wall-clock time of each plan and the CPU time of
-its busiest process (``time.thread_time``: a participant's scan, not the waiting), and a
-speedup by each; the CPU-time columns say what the speedup would be if every process had a
-core to itself: on this 2-core machine other sessions' processes often take one of them.
-Part 2's MB/s are by the wall clock (the modelled disk's waits are sleeps: wall time is what
-the model is about), printed with the CPU seconds of all the participants together.
-
-    python bench/parallel_bench.py [--rows 10000000] [--repeat 5] [--io-mb 32] [--skip-io]
+    python bench/parallel_bench.py [--rows 1000000] [--big] [--repeat 5] [--pg | --dsn DSN]
+                                   [--io-mb 32] [--skip-io] [--skip-cpu]
 """
 
 from __future__ import annotations
@@ -39,6 +61,7 @@ import argparse
 import os
 from functools import partial
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -55,6 +78,7 @@ from minidb.instance import Instance  # noqa: E402
 from minidb.exec.gather import Aggregate, ParallelSeqScan  # noqa: E402
 
 ABALANCE = 2
+QUERY = "SELECT count(*) FROM pbench_accounts WHERE abalance < 0"
 
 
 class AbalanceNegative:
@@ -86,24 +110,111 @@ def parallel_count(be, rel, nworkers: int) -> tuple[int, int, object]:
     return rows, matches, total.stats
 
 
-def best_of(fn, repeat: int):
-    """(wall seconds, CPU seconds, result) of the fastest of ``repeat`` runs.  CPU is the
-    calling thread's, or for a parallel run the busiest participant's."""
-    best = (float("inf"), 0.0, None)
-    for _ in range(repeat):
-        c0, t0 = time.thread_time(), time.perf_counter()
-        result = fn()
-        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
-        stats = result[2] if isinstance(result, tuple) and len(result) > 2 else None
-        if stats is not None:
-            cpu = max(p.cpu_s for p in stats.participants)
-        if wall < best[0]:
-            best = (wall, cpu, result)
-    return best
+class Sample:
+    """One run of one plan: wall seconds, the leader's CPU, each worker's, the split."""
+
+    __slots__ = ("wall", "leader_cpu", "worker_cpu", "pages", "preempted", "start_ms",
+                 "total_cpu")
+
+    def __init__(self, wall, leader_cpu, worker_cpu=(), pages=(), preempted=0, start_ms=0.0,
+                 total_cpu=None):
+        self.wall = wall
+        self.leader_cpu = leader_cpu
+        self.worker_cpu = list(worker_cpu)
+        self.pages = list(pages)
+        self.preempted = preempted
+        self.start_ms = start_ms
+        self.total_cpu = total_cpu  # only the sum is known (PostgreSQL's server)
+
+    @property
+    def busiest(self) -> float:
+        return max([self.leader_cpu] + self.worker_cpu)
+
+    @property
+    def all_cpu(self) -> float:
+        if self.total_cpu is not None:
+            return self.total_cpu
+        return self.leader_cpu + sum(self.worker_cpu)
 
 
-def cpu_part(nrows: int, repeat: int) -> None:
+def run_minidb(be, rel, nrows: int, nblocks: int, nworkers: int | None) -> Sample:
+    """One run (``nworkers`` None: the serial plan), checked."""
+    c0, t0 = time.thread_time(), time.perf_counter()
+    res = serial_count(be, rel) if nworkers is None else parallel_count(be, rel, nworkers)
+    wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    assert res[:2] == (nrows, 0), res
+    if nworkers is None:
+        return Sample(wall, cpu)
+    st = res[2]
+    assert st.workers_launched == nworkers, (st.workers_launched, st.reason)
+    assert st.total("buffers_read") == 0, "not warm"
+    assert st.total("pages") == nblocks
+    workers = sorted((p for p in st.participants if p.who != "leader"), key=lambda p: p.who)
+    lead = [p for p in st.participants if p.who == "leader"]
+    start = max((p.started - st.began for p in workers), default=0.0)
+    return Sample(wall, cpu, [p.task_cpu_s for p in workers],
+                  [p.pages for p in lead + workers],
+                  sum(p.preempted for p in st.participants), start * 1e3)
+
+
+def med(xs) -> str:
+    """Two table cells: the median of seconds in ms, and the spread (min-max) - a cell of
+    its own, so that bench/compare_commits.py collects the median as a number."""
+    xs = [x * 1e3 for x in xs]
+    if any(x != x for x in xs):  # not measured
+        return "- | -"
+    return f"{statistics.median(xs):.1f} | {min(xs):.1f}-{max(xs):.1f}"
+
+
+def med1(xs) -> str:
+    """median (min-max) of seconds, in ms, as one cell."""
+    xs = [x * 1e3 for x in xs]
+    return f"{statistics.median(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})"
+
+
+class PgSide:
+    """The same table and query on a PostgreSQL server (``compare_postgres.PG``)."""
+
+    def __init__(self, dsn: str, nrows: int):
+        from bench.compare_postgres import PG
+        self.pg = PG(dsn)
+        pg = self.pg
+        self.version = pg.version()
+        pg.execute("DROP TABLE IF EXISTS pbench_accounts")
+        pg.execute("CREATE TABLE pbench_accounts (aid integer NOT NULL, bid integer, "
+                   "abalance integer, filler character(84)) WITH (autovacuum_enabled = off)")
+        pg.execute("INSERT INTO pbench_accounts SELECT g, (g - 1) / 100000 + 1, 0, '' "
+                   f"FROM generate_series(1, {nrows}) g")
+        pg.execute("VACUUM (FREEZE, ANALYZE) pbench_accounts")
+        for stmt in ("SET parallel_setup_cost = 0", "SET parallel_tuple_cost = 0",
+                     "SET min_parallel_table_scan_size = 0",
+                     "SET parallel_leader_participation = on"):
+            pg.execute(stmt)
+        self.nrows = nrows
+        for nw in (0, 1, 0):  # warm: the table in shared_buffers
+            self.run(nw)
+
+    def run(self, nworkers: int) -> Sample:
+        pg = self.pg
+        pg.execute(f"SET max_parallel_workers_per_gather = {nworkers}")
+        c0 = pg.cpu()
+        wall = pg.timed(QUERY)
+        c1 = pg.cpu()
+        cpu = None if c0 is None or c1 is None else c1 - c0
+        # the server's processes together (its worker's and leader's CPU are not told apart)
+        return Sample(wall, float("nan"), (), (), 0, 0.0, cpu)
+
+    def close(self):
+        try:
+            self.pg.execute("DROP TABLE IF EXISTS pbench_accounts")
+        finally:
+            self.pg.close()
+
+
+def cpu_part(nrows: int, repeat: int, dsn: str | None) -> dict:
+    """Part 1; returns the samples of every plan (for the smoke test)."""
     datadir = tempfile.mkdtemp(prefix="minidb-pbench-")
+    pgside = None
     try:
         with Instance(datadir, shared_buffers=nrows // 50 + 2048) as inst:
             t0 = time.perf_counter()
@@ -118,41 +229,77 @@ def cpu_part(nrows: int, repeat: int) -> None:
                 be.xact.command_done(False)
                 be.bufmgr.flush_buffers()
                 reads = be.counters()["buffers_read"]
-                parallel_count(be, rel, 2)  # start the workers (fork + connect)
-                load0 = os.getloadavg()[0]
-                results = {}
-                wall, cpu, res = best_of(lambda: serial_count(be, rel), repeat)
-                assert res == (nrows, 0), res
-                results["serial plan (seq_scan)"] = (wall, cpu, None)
-                for nw in (0, 1, 2):
-                    wall, cpu, res = best_of(lambda: parallel_count(be, rel, nw), repeat)
-                    assert res[:2] == (nrows, 0), res
-                    assert res[2].workers_launched == nw
-                    assert sum(p.buffers_read for p in res[2].participants) == 0, "not warm"
-                    results[f"leader + {nw} worker{'s' if nw != 1 else ''}"] = (wall, cpu,
-                                                                               res[2])
+                plans = {"serial plan (seq_scan)": None, "leader + 0 workers": 0,
+                         "leader + 1 worker": 1, "leader + 2 workers": 2}
+                runs = {name: [] for name in plans}
+                if dsn:
+                    pgside = PgSide(dsn, nrows)
+                    for name in ("PostgreSQL serial", "PostgreSQL leader + 1 worker"):
+                        runs[name] = []
+                names = list(runs)
+                for name in names:  # one run of each, not counted: the workers start (fork
+                    if name.startswith("PostgreSQL"):  # + connect) and map the pool's pages
+                        continue
+                    run_minidb(be, rel, nrows, nblocks, plans[name])
+                loads = []
+                for r in range(repeat):
+                    loads.append(os.getloadavg()[0])
+                    for name in names[r % len(names):] + names[:r % len(names)]:
+                        if name.startswith("PostgreSQL"):
+                            runs[name].append(pgside.run(0 if "serial" in name else 1))
+                        else:
+                            runs[name].append(run_minidb(be, rel, nrows, nblocks,
+                                                         plans[name]))
                 assert be.counters()["buffers_read"] == reads, "the serial plan was not warm"
-                load1 = os.getloadavg()[0]
-        base_wall, base_cpu, _ = results["serial plan (seq_scan)"]
+                loads.append(os.getloadavg()[0])
         chunk = initial_chunk_size("pg14", nblocks, 8192, 64)
         print(f"Part 1: warm count(*) WHERE abalance < 0 over {nrows:,} rows (loaded in "
-              f"{load_s:.0f} s), {nblocks:,} pages (pg14 chunks of {chunk} blocks), best of "
-              f"{repeat}; {os.cpu_count()} CPUs, load average {load0:.1f} -> {load1:.1f} "
-              "(other processes share the CPUs)")
-        print("| plan | wall s | M rows/s (wall) | speedup (wall) | CPU s of the busiest process "
-              "| speedup (CPU) |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: |")
-        for name, (wall, cpu, _) in results.items():
-            print(f"| {name} | {wall:.3f} | {nrows / wall / 1e6:.1f} | {base_wall / wall:.2f} "
-                  f"| {cpu:.3f} | {base_cpu / cpu:.2f} |")
-        st = results["leader + 1 worker"][2]
-        print("leader + 1 worker: " + ", ".join(
-            f"{p.who} {p.pages:,} pages in {p.cpu_s:.3f} s CPU / {p.wall_s:.3f} s"
-            for p in st.participants))
-        w1 = results["leader + 1 worker"]
-        print(f"ratio (leader + 1 worker) / serial plan = {base_wall / w1[0]:.2f} wall-clock, "
-              f"{base_cpu / w1[1]:.2f} by CPU time (target >= 1.7)")
+              f"{load_s:.0f} s), {nblocks:,} pages (pg14 chunks of {chunk} blocks); "
+              f"{repeat} alternated rounds, median (min-max); {os.cpu_count()} CPUs, load "
+              f"average {min(loads):.1f}-{max(loads):.1f} (other processes share the CPUs)"
+              + (f"; PostgreSQL {pgside.version}" if pgside else ""))
+        print("| plan | wall ms | (min-max) | M rows/s (wall) | speedup (wall) | leader CPU ms "
+              "| (min-max) | worker CPU ms, each | all processes CPU ms | (min-max) "
+              "| speedup (CPU of the busiest) | pages per participant | last worker started, ms "
+              "| preempted |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- "
+              "| ---: | ---: |")
+        base = runs["serial plan (seq_scan)"]
+        pg_base = runs.get("PostgreSQL serial")
+        for name, samples in runs.items():
+            ref = pg_base if name.startswith("PostgreSQL") else base
+            wall = statistics.median(s.wall for s in samples)
+            sp_wall = statistics.median(s.wall for s in ref) / wall
+            pg = name.startswith("PostgreSQL")
+            sp_cpu = "-" if pg else "%.2f" % (statistics.median(s.busiest for s in ref)
+                                              / statistics.median(s.busiest for s in samples))
+            nw = max(len(s.worker_cpu) for s in samples)
+            wcpu = " / ".join(med1([s.worker_cpu[i] for s in samples]) for i in range(nw)) \
+                or "-"
+            pages = " / ".join(str(int(statistics.median(s.pages[i] for s in samples)))
+                               for i in range(len(samples[0].pages))) or "-"
+            start = f"{statistics.median(s.start_ms for s in samples):.1f}" if nw else "-"
+            lead = "- | -" if pg else med(s.leader_cpu for s in samples)
+            print(f"| {name} | {med(s.wall for s in samples)} | {nrows / wall / 1e6:.1f} "
+                  f"| {sp_wall:.2f} | {lead} | {wcpu} "
+                  f"| {med(s.all_cpu for s in samples)} | {sp_cpu} | {pages} | {start} "
+                  f"| {statistics.median(s.preempted for s in samples):.0f} |")
+        one = runs["leader + 1 worker"]
+        ratio = statistics.median(s.wall for s in base) / statistics.median(
+            s.wall for s in one)
+        ratio_cpu = statistics.median(s.busiest for s in base) / statistics.median(
+            s.busiest for s in one)
+        line = (f"ratio (leader + 1 worker) / serial plan = {ratio:.2f} by the wall clock "
+                f"(target >= 1.7), {ratio_cpu:.2f} by CPU of the busiest process")
+        if pg_base:
+            pg_ratio = statistics.median(s.wall for s in pg_base) / statistics.median(
+                s.wall for s in runs["PostgreSQL leader + 1 worker"])
+            line += f"; PostgreSQL's in the same run: {pg_ratio:.2f}"
+        print(line)
+        return runs
     finally:
+        if pgside is not None:
+            pgside.close()
         shutil.rmtree(datadir, ignore_errors=True)
 
 
@@ -217,16 +364,30 @@ def io_part(table_mb: int, model: str = "hdd", workers=(1, 2, 4)) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", type=int, default=10_000_000,
-                    help="pgbench_accounts rows (10,000,000 = scale 100)")
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rows", type=int, default=1_000_000,
+                    help="pgbench_accounts rows of part 1 (1,000,000 = scale 10)")
+    ap.add_argument("--big", action="store_true",
+                    help="part 1 also at 10,000,000 rows (scale 100; 1.4 GB of pool)")
+    ap.add_argument("--repeat", type=int, default=5, help="alternated rounds (>= 3)")
+    ap.add_argument("--pg", action="store_true",
+                    help="start a throw-away local PostgreSQL server (compare_postgres's "
+                         "local_server) and run its serial and 1-worker plans in the rounds")
+    ap.add_argument("--dsn", default=None, help="run PostgreSQL's plans on this server")
     ap.add_argument("--io-mb", type=int, default=32, help="table size of part 2")
     ap.add_argument("--io-model", default="hdd", choices=("hdd", "ssd"))
     ap.add_argument("--skip-io", action="store_true")
     ap.add_argument("--skip-cpu", action="store_true")
     args = ap.parse_args()
+    sizes = [args.rows] + ([10_000_000] if args.big and args.rows != 10_000_000 else [])
     if not args.skip_cpu:
-        cpu_part(args.rows, args.repeat)
+        for nrows in sizes:
+            if args.pg:
+                from bench.compare_postgres import local_server
+                mb = (nrows // 50 + 2048) * 8192 // (1 << 20)
+                with local_server(options=[f"shared_buffers={mb}MB"]) as dsn:
+                    cpu_part(nrows, max(3, args.repeat), dsn)
+            else:
+                cpu_part(nrows, max(3, args.repeat), args.dsn)
     if not args.skip_io:
         io_part(args.io_mb, args.io_model)
 

@@ -98,6 +98,9 @@ class GatherStats:
     start_block: int = -1
     reason: str = ""        # why fewer workers than planned were launched, if known
     participants: list = field(default_factory=list)
+    began: float = 0.0      # time.monotonic(): the Gather started, its tasks were all sent,
+    launched: float = 0.0   # it ended (compare with the participants' started / ended:
+    ended: float = 0.0      # a worker's start latency, the leader's wait for its workers)
 
     def total(self, name: str) -> int:
         return sum(getattr(p, name) for p in self.participants)
@@ -225,6 +228,7 @@ class ParallelSeqScan:
         active: dict[int, ParticipantStats] = {}
         task_id = new_task_id()
         local = mine = None
+        st.began = time.monotonic()
         try:
             try:
                 shared = SharedScan.acquire(inst.seg, inst.locks)
@@ -242,6 +246,7 @@ class ParallelSeqScan:
             elif st.workers_planned and shared.slot >= 0:
                 self._launch(pool, spec, task_id, active)
             st.workers_launched = len(active)
+            st.launched = time.monotonic()
             self._trace(f"\"{self.rel.name}\": {nblocks} blocks, policy {st.policy}, "
                         f"workers planned {st.workers_planned}, launched {len(active)}"
                         + (f" ({st.reason})" if st.reason else ""))
@@ -270,6 +275,7 @@ class ParallelSeqScan:
                     break
                 yield from self._poll(pool, active, task_id, POLL_S, aggregating)
             st.start_block = shared.start_block
+            st.ended = time.monotonic()
             pgstat = backend.pgstat
             pgstat.count(self.rel.oid, "seq_scan")
             pgstat.count(self.rel.oid, "seq_tup_read", st.total("visible"))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import resource
 import sys
 import time
 import traceback
@@ -156,6 +157,12 @@ class ParticipantStats:
     end_reported: bool = False  # it made the end-of-scan syncscan report
     cpu_s: float = 0.0      # CPU time its process spent on the scan (time.thread_time)
     wall_s: float = 0.0     # from its start block to its last batch
+    waits: int = 0          # voluntary context switches meanwhile (it blocked: a lock, I/O)
+    preempted: int = 0      # involuntary ones (another process took its core)
+    page_faults: int = 0    # minor faults meanwhile (first touches of the shared pool)
+    started: float = 0.0    # time.monotonic() when its scan started and ended (one clock
+    ended: float = 0.0      # for every process of the machine: CLOCK_MONOTONIC)
+    task_cpu_s: float = 0.0  # a worker: CPU of its whole task (setup, scan, messages)
 
 
 
@@ -178,6 +185,14 @@ class RowBatch:
 
 # ---------------------------------------------------------------------------------------------
 # one participant's scan (the leader's and every worker's)
+def _thread_rusage():
+    """This thread's resource usage (Linux), for the context-switch counts; else None."""
+    try:
+        return resource.getrusage(resource.RUSAGE_THREAD)
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - not Linux
+        return None
+
+
 def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedScan, spec: dict,
                         stats: ParticipantStats):
     """Yield (columns, nrows, blocks, offsets) for the rows this participant finds."""
@@ -203,6 +218,8 @@ def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedSca
     predicate = spec.get("predicate")
     with_tids = spec.get("with_tids", False)
     cpu0, wall0 = time.thread_time(), time.perf_counter()
+    stats.started = time.monotonic()
+    ru0 = _thread_rusage()
     try:
         for batch in scan.batches():
             columns = batch.columns
@@ -234,6 +251,12 @@ def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedSca
         stats.end_reported = alloc.end_reported
         stats.cpu_s = time.thread_time() - cpu0
         stats.wall_s = time.perf_counter() - wall0
+        stats.ended = time.monotonic()
+        ru1 = _thread_rusage()
+        if ru0 is not None and ru1 is not None:
+            stats.waits = ru1.ru_nvcsw - ru0.ru_nvcsw
+            stats.preempted = ru1.ru_nivcsw - ru0.ru_nivcsw
+            stats.page_faults = ru1.ru_minflt - ru0.ru_minflt
         stats.buffers_hit = int(bm.stats[BUF_COUNTER["buffers_hit"]]) - hit0
         stats.buffers_read = int(bm.stats[BUF_COUNTER["buffers_read"]]) - read0
         if io is not None:
@@ -258,6 +281,7 @@ def run_worker_task(backend, results, task_id: int, spec: dict) -> None:
     def send(msg):
         results.send(msg, alive=lambda: process_alive(leader))
 
+    cpu0 = time.thread_time()
     stats = ParticipantStats(who=f"worker {spec['worker']}", pid=os.getpid())
     try:
         _apply_settings(backend, spec["settings"])
@@ -280,6 +304,7 @@ def run_worker_task(backend, results, task_id: int, spec: dict) -> None:
                 send(("rows", task_id, columns, blocks, offsets))
         if partial is not None:
             send(("partial", task_id, partial.states))
+        stats.task_cpu_s = time.thread_time() - cpu0
         send(("done", task_id, stats))
     except BrokenPipeError:
         pass  # the leader is gone: nobody to tell

@@ -51,9 +51,9 @@ the next, so on idle cores the participants take blocks in strict turns; here on
 allocates a batch's runs in a row, so when its reads cost nothing (pages already in the
 OS cache) it may take several adjacent blocks before another participant asks.  With the
 I/O model's ``ondemand`` read-ahead (Linux's context read-ahead) that makes little
-difference, as on Linux.  Once a batch read nothing, the next one takes its runs first and
-pins each group of adjacent runs at once (see ``_source_batches``).  Every participant has
-its own ring.
+difference, as on Linux.  Once a batch has read nothing, it (and the next) takes its runs
+first and pins each group of adjacent runs at once (see ``_source_batches``): a warm
+participant costs what a serial scan costs per batch.  Every participant has its own ring.
 
 Invariants:
   1. A tuple's ``t_ctid`` is its own TID when it is stored.
@@ -429,11 +429,15 @@ class HeapScan:
         in allocation order, as a PostgreSQL participant's do, but the CPU cost of
         decoding is paid per batch, not per run: a ``block`` scan's single-block runs
         decode in batches of the same size as a chunked or serial scan's
-        (``batches_read`` counts them).  Warm (the previous batch read nothing): take the
-        batch's runs first, then pin each group of adjacent runs with one ``pin_run``
-        (one participant's chunks are mostly adjacent: it takes them in a burst while the
-        others work).  Runs taken but not pinned (a pin limit, or the read budget) are
-        pinned first in the next batch; at most one batch's worth is ever held.
+        (``batches_read`` counts them).  Warm (the previous batch read nothing, or every
+        page pinned so far in this batch was a hit): take the batch's runs first - with
+        the source's ``next_runs`` when it has one, one lock round trip for all the
+        chunks - then pin each group of adjacent runs with one ``pin_run`` (one
+        participant's chunks are mostly adjacent: it takes them in a burst while the
+        others work); while the batch has read nothing, ``pin_run``'s own cut (half the
+        ring's worth of misses) is the read budget, so a warm group is one call.  Runs
+        taken but not pinned (a pin limit, or the read budget) are pinned first in the
+        next batch; at most one batch's worth is ever held.
         """
         bm, src, strategy = self.bm, self.block_source, self.strategy
         rfn = self.rel.relfilenode
@@ -442,7 +446,33 @@ class HeapScan:
         read_cap = max(1, strategy.nbuffers // 2) if strategy is not None else target
         stats, reads = bm.stats, _COUNTER["buffers_read"]
         one_block_reads = self.backend.settings.io_combine_limit == 1
+        take_runs = getattr(src, "next_runs", None)  # optional: a batch's runs at once
         queue: list[list[int]] = []  # [first block, count] taken and not pinned yet
+
+        def take_batch(want: int) -> bool:
+            """Queue runs until ``want`` blocks are queued (adjacent runs merged, to be
+            pinned by one ``pin_run``); True if the source is exhausted."""
+            queued = sum(c for _, c in queue)
+            if queued >= want:
+                return False
+            ended = False
+            if take_runs is not None:  # one lock round trip for all
+                runs, ended = take_runs(want - queued)
+            else:
+                runs = []
+                while queued < want:
+                    r = src.next_run(want - queued)
+                    if r is None:
+                        ended = True
+                        break
+                    runs.append(r)
+                    queued += r[1]
+            for first, count in runs:
+                if queue and queue[-1][0] + queue[-1][1] == first:
+                    queue[-1][1] += count  # adjacent: one pin_run for both
+                else:
+                    queue.append([first, count])
+            return ended
         warm = False
         done = False
         while True:
@@ -456,17 +486,7 @@ class HeapScan:
             bm.start_read_batch()
             try:
                 if warm and not done:  # take the whole batch's runs first
-                    queued = sum(c for _, c in queue)
-                    while queued < target:
-                        r = src.next_run(target - queued)
-                        if r is None:
-                            done = True
-                            break
-                        if queue and queue[-1][0] + queue[-1][1] == r[0]:
-                            queue[-1][1] += r[1]  # adjacent: one pin_run for both
-                        else:
-                            queue.append([r[0], r[1]])
-                        queued += r[1]
+                    done = take_batch(target)
                 while have < target:
                     budget = read_cap - (int(stats[reads]) - read_before) - bm.pending_reads()
                     if budget <= 0:
@@ -474,13 +494,21 @@ class HeapScan:
                     if not queue:
                         if warm or done:
                             break
+                        if have and budget == read_cap:
+                            # cold so far, but every page pinned was a hit: the table is
+                            # warm after all, take the rest of the batch's runs at once
+                            warm = True
+                            done = take_batch(target - have)
+                            continue
                         r = src.next_run(min(target - have, budget))
                         if r is None:
                             done = True
                             break
                         queue.append([r[0], r[1]])
                     block, n = queue[0]
-                    want = min(n, target - have, budget)
+                    # nothing read yet in this batch: pin_run's own cut (half the ring's
+                    # worth of reads) is the budget, so a warm run is pinned in one call
+                    want = min(n, target - have, budget if budget < read_cap else n)
                     if want == 1 or (want <= SMALL_SCAN_PAGES and one_block_reads):
                         # a few blocks read one at a time anyway: scalar pins are cheaper
                         # than pin_run's vectorized steps

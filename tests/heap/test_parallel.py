@@ -175,6 +175,66 @@ def test_next_run_hands_out_what_next_block_would():
         assert results[0] == results[1], policy
 
 
+def test_next_runs_hands_out_what_next_run_would():
+    """``next_runs`` (a warm batch's runs under one lock acquisition) gives the runs that
+    consecutive ``next_run`` calls give, ramp-down, the end of a synchronized scan and its
+    syncscan reports included; interleaved with other participants, every block goes out
+    exactly once."""
+    rng = random.Random(77)
+    cases = [("pg14", 20000, None), ("pg14", 9000, 4000), ("pg14", 4097, None),
+             ("pg14", 300_000, 1008), ("pg14", 2000, 1936),
+             ("fixed", 1000, 48), ("block", 50, 16), ("pg14", 1, None), ("pg14", 0, None)]
+    for policy, nblocks, hint in cases:
+        seqs = []
+        for batched in (False, True):
+            shared, ss = _scan(nblocks, policy, syncscan=hint is not None, fixed=24, hint=hint)
+            (p,) = _participants(shared, ss, 1)
+            want = random.Random(nblocks)
+            got, reports = [], []
+            while True:
+                m = want.choice((1, 7, 64, 450))
+                if batched:
+                    runs, ended = p.next_runs(m)
+                else:
+                    runs, ended, total = [], False, 0
+                    while total < m:
+                        r = p.next_run(m - total)
+                        if r is None:
+                            ended = True
+                            break
+                        runs.append(r)
+                        total += r[1]
+                merged = []  # next_runs returns a stretch of consecutive chunks as one run
+                for f, k in runs:
+                    if merged and merged[-1][0] + merged[-1][1] == f:
+                        merged[-1] = (merged[-1][0], merged[-1][1] + k)
+                    else:
+                        merged.append((f, k))
+                got.append(merged)
+                reports.append(ss.get_location(7, max(nblocks, 1)) if hint is not None else 0)
+                if ended:
+                    break
+            seqs.append((got, reports, p.runs, p.chunks, p.end_reported, shared.nallocated))
+        assert seqs[0] == seqs[1], (policy, nblocks, hint)
+    for policy, nblocks, hint in cases:
+        shared, ss = _scan(nblocks, policy, syncscan=hint is not None, fixed=24, hint=hint)
+        ps = _participants(shared, ss, 3)
+        live, blocks = [0, 1, 2], []
+        while live:
+            i = rng.choice(live)
+            if rng.random() < 0.5:
+                runs, ended = ps[i].next_runs(rng.choice((1, 9, 100)))
+            else:
+                r = ps[i].next_run(rng.choice((1, 9, 100)))
+                runs, ended = ([] if r is None else [r]), r is None
+            blocks.extend(b for f, k in runs for b in range(f, f + k))
+            if ended:
+                live.remove(i)
+        assert sorted(blocks) == list(range(nblocks)), (policy, nblocks, hint)
+        if hint is not None and nblocks:
+            assert sum(p.end_reported for p in ps) == 1
+
+
 def test_pg14_chunk_sizes_and_ramp_down_follow_postgres():
     # worked examples of the reference (section 12.4)
     for nblocks, chunk in ((100, 1), (4096, 2), (100_000, 64), (164_000, 128),
@@ -838,3 +898,53 @@ def test_a_bad_page_in_a_read_batch_fails_the_scan_and_leaves_no_pins(tmp_path):
             b = be.bufmgr.pin(rel.relfilenode, 38)
             be.bufmgr.unpin(b)
         assert_no_pins_in(inst)
+
+
+def test_a_warm_parallel_scan_pins_and_decodes_like_the_serial_scan(tmp_path):
+    """Warm (every page in the pool, through a bulk-read ring): a participant takes a
+    batch's chunks at once and pins them with as few ``pin_run`` calls as the serial scan
+    makes (it used to pin half a ring at a time: one call per 16 pages), decodes in as many
+    batches, and with a worker the participants' pages add up to the table, nothing is
+    read, and the rows are the serial scan's on the same snapshot."""
+    with Instance(tmp_path / "d", shared_buffers=2048, max_connections=4,
+                  max_worker_processes=1) as inst:
+        rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(200)")])
+        with inst.connect() as be:
+            n = 32 * 600
+            heap_bulk_insert(be, rel, {"id": np.arange(n, dtype=np.int32), "pad": [""] * n},
+                             n, xmin=2)
+            bm = be.bufmgr
+            nblocks = bm.smgr.nblocks(rel.relfilenode)
+            assert nblocks == 600 and nblocks > bm.nbuffers // 4  # a ring scan
+            assert sum(len(b) for b in seq_scan(be, rel, ["id"], use_ring=False)) == n
+            calls = []
+            real = bm.pin_run
+
+            def counting(*a, **k):
+                bufs = real(*a, **k)
+                calls.append(len(bufs))
+                return bufs
+            bm.pin_run = counting
+            try:
+                snap = be.xact.current_snapshot()
+                expect = _serial_ids(be, rel, snap)
+                serial_calls = len(calls)
+                reads = be.counters()["buffers_read"]
+                calls.clear()
+                ps, parts = _parallel(be, rel, ["id"], snapshot=snap, nworkers=0)
+                # (chunks of 1 block here: the first run, still "cold", is one pin)
+                assert nblocks - 1 <= sum(calls) <= nblocks
+                assert len(calls) <= serial_calls + 1, (calls, serial_calls)
+                assert ps.stats.total("pages") == nblocks
+                ps, parts = _parallel(be, rel, ["id"], snapshot=snap, nworkers=1)
+            finally:
+                del bm.pin_run
+            assert be.counters()["buffers_read"] == reads
+            st = ps.stats
+            assert st.workers_launched == 1
+            assert sum(p.pages for p in st.participants) == nblocks
+            assert st.total("buffers_read") == 0
+            assert st.total("buffers_hit") == nblocks
+            got = np.sort(np.concatenate([b.columns[0][0] for b in parts]))
+            assert np.array_equal(got, expect)
+            be.xact.rollback()
