@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from minidb.exec.chunk import Chunk, concat
-from minidb.exec.datatypes import family
+from minidb.exec.datatypes import VECTOR_DTYPE, VECTOR_FILL, family
 from minidb.exec.compile import K, evaluate, truth
 from minidb.exec.expr import and_all, deparse
 from minidb.exec.nodes import PassThroughNode, PlanNode
@@ -47,10 +47,8 @@ __all__ = ["NestLoopNode", "IndexNestLoopNode", "HashJoinNode", "HashNode", "NES
 NESTLOOP_PIECE = 1 << 18
 _JOIN_WORD = {"inner": "", "left": " Left", "right": " Right", "full": " Full",
               "semi": " Semi", "anti": " Anti"}
-_DT = {"int": np.int64, "float": np.float64, "bool": np.bool_, "text": object, "ts": np.int64,
-       "unknown": object, "array": object}
-_FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0, "unknown": "",
-         "array": None}
+_DT = VECTOR_DTYPE   # one definition: datatypes.VECTOR_DTYPE / VECTOR_FILL
+_FILL = VECTOR_FILL
 
 
 def null_columns(types, n: int) -> list:

@@ -114,7 +114,7 @@ def bind_function(b, name: str, args: list):
         return Func("setseed", (a,), TEXT)
     if name in ("greatest", "least") and n >= 1:
         t = b._common([a.type for a in args], name.upper())
-        xs = [b._coerce_unknown(a, t) if a.type is UNKNOWN else a for a in args]
+        xs = [b.to_common(a, t) for a in args]
         if family(t) == "text":
             xs = [_strip(x) for x in xs]
             t = TEXT

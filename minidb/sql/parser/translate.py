@@ -15,6 +15,7 @@ Placeholders: ``?`` (the DB-API paramstyle, qmark) and ``$n`` both become
 
 from __future__ import annotations
 
+import decimal
 import re
 
 import sqlglot
@@ -22,6 +23,7 @@ from sqlglot import exp
 
 from minidb.errors import NotSupportedError, SyntaxError_
 from minidb.sql import ast
+from minidb.sql.parser.dialect import MinidbPostgres
 from minidb.sql.parser.lexer import _skip
 
 __all__ = ["translate_statement", "translate_expression", "number_placeholders"]
@@ -772,8 +774,8 @@ def _constant(e) -> ast.Node:
         if _INT_RE.match(s):
             return ast.Lit(int(s), "int")
         try:
-            return ast.Lit(float(s), "float")
-        except ValueError:
+            return ast.Lit(decimal.Decimal(s), "float")     # the binder types it numeric
+        except decimal.InvalidOperation:
             raise unsupported(e) from None
     if cls is exp.Boolean:
         return ast.Lit(bool(e.this), "bool")
@@ -977,7 +979,7 @@ def _case(e) -> ast.CaseE:
 def parse_column_text(text: str) -> ast.ColumnSpec:
     """One column definition (``name type [NOT NULL] [DEFAULT e] ...``, ALTER TABLE ADD
     COLUMN's) read as CREATE TABLE reads it."""
-    st = _create(sqlglot.parse_one(f"CREATE TABLE _ ({text})", read="postgres"))
+    st = _create(sqlglot.parse_one(f"CREATE TABLE _ ({text})", read=MinidbPostgres))
     if len(st.columns) != 1 or st.primary_key or st.uniques:
         raise unsupported(f"column definition {text}")
     return st.columns[0]
@@ -985,4 +987,4 @@ def parse_column_text(text: str) -> ast.ColumnSpec:
 
 def parse_expression_text(text: str) -> ast.Node:
     """A stored expression (a column DEFAULT) back into the logical tree."""
-    return translate_expression(sqlglot.parse_one(text, read="postgres"))
+    return translate_expression(sqlglot.parse_one(text, read=MinidbPostgres))
