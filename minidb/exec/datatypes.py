@@ -238,7 +238,7 @@ _DT_OPS = {
 
 
 def _no_operator(op, a, b):
-    return errors.UndefinedFunction(f"operator does not exist: {a} {op} {b}")
+    return errors.DatatypeMismatch(f"operator does not exist: {a} {op} {b}")
 
 
 def arith_result(op: str, a, b):

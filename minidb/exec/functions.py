@@ -14,13 +14,14 @@ Errors (negative square root, zero field position ...) are raised only for rows 
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
 import hashlib
 import math
 
 import numpy as np
 
 import minidb.errors as errors
-from minidb.types import int_to_timestamp, timestamp_to_int
+from minidb.types import NUMERIC_CONTEXT, int_to_timestamp, timestamp_to_int
 
 __all__ = ["STRICT", "date_part", "date_trunc"]
 
@@ -352,6 +353,66 @@ def _date_trunc_batch(vals, types, live):
     return out
 
 
+# -- numeric (Decimal object vectors): exact, PostgreSQL's rounding -----------------------------
+def _dec_rows(fn):
+    """fn(*Decimals) per row -> an object vector (numeric arguments)."""
+    def batch(vals, types, live):
+        cols = [v.tolist() if isinstance(v, np.ndarray) else list(v) for v in vals]
+        out = np.empty(len(cols[0]), dtype=object)
+        for i, args in enumerate(zip(*cols)):
+            if live is None or live[i]:
+                out[i] = fn(*args)
+            else:
+                try:
+                    out[i] = fn(*args)
+                except (errors.Error, ArithmeticError):
+                    out[i] = decimal.Decimal(0)
+        return out
+    return batch
+
+
+def _dec_round(x, d=0, mode=decimal.ROUND_HALF_UP):
+    if not x.is_finite():
+        return x
+    d = int(d)
+    q = x.quantize(decimal.Decimal(1).scaleb(-d), rounding=mode, context=NUMERIC_CONTEXT)
+    if d < 0:                     # round(1234, -2) is 1200, shown without a point
+        q = q.quantize(decimal.Decimal(1), context=NUMERIC_CONTEXT)
+    return q.copy_abs() if q.is_zero() else q
+
+
+def _dec_mod(a, b):
+    if b.is_zero():
+        raise errors.DivisionByZero("division by zero")
+    return NUMERIC_CONTEXT.remainder(a, b)
+
+
+def _dec_sign(x):
+    return decimal.Decimal(0 if x.is_zero() else (-1 if x.is_signed() else 1))
+
+
+def _either(float_fn, dec_fn):
+    """float_fn for double/integer vectors, dec_fn for numeric (object) ones."""
+    def batch(vals, types, live):
+        if types[0].name == "numeric":
+            return dec_fn(vals, types, live)
+        return float_fn(vals, types, live)
+    return batch
+
+
+_NUMERIC_FUNCS = {
+    "round": _dec_rows(lambda x, d=0: _dec_round(x, d)),
+    "trunc": _dec_rows(lambda x, d=0: _dec_round(x, d, decimal.ROUND_DOWN)),
+    "floor": _dec_rows(lambda x: _dec_round(x, 0, decimal.ROUND_FLOOR)),
+    "ceil": _dec_rows(lambda x: _dec_round(x, 0, decimal.ROUND_CEILING)),
+    "sign": _dec_rows(_dec_sign),
+    "mod": _dec_rows(_dec_mod),
+    "div": _dec_rows(lambda a, b: _dec_round(NUMERIC_CONTEXT.divide(a, b), 0,
+                                               decimal.ROUND_DOWN) if not b.is_zero()
+                     else (_ for _ in ()).throw(errors.DivisionByZero("division by zero"))),
+}
+
+
 STRICT = {
     "round": _round, "trunc": _trunc,
     "floor": lambda v, t, l: np.floor(_f(v[0])),
@@ -378,3 +439,6 @@ STRICT = {
     "octet_length": _rows_int(lambda s: len(s.encode())),
     "date_part": _date_part_batch, "date_trunc": _date_trunc_batch,
 }
+
+for _name, _fn in _NUMERIC_FUNCS.items():
+    STRICT[_name] = _either(STRICT[_name], _fn)

@@ -893,7 +893,7 @@ class Binder:
             if a.type is UNKNOWN:
                 a = self._coerce_unknown(a, DOUBLE if "." in str(getattr(a, "value", "")) else INTEGER)
             if family(a.type) not in ("int", "float", "num", "interval"):
-                raise errors.UndefinedFunction(f"operator does not exist: - {a.type}")
+                raise errors.DatatypeMismatch(f"operator does not exist: - {a.type}")
             if isinstance(a, Const):
                 return Const(-a.value if a.value is not None else None, a.type)
             return Neg(a, a.type if a.type.name != "boolean" else INTEGER)
@@ -1102,7 +1102,7 @@ class Binder:
             return Compare(op, _strip_char(a), _strip_char(b))
         t = dtm.common_type(a.type, b.type)
         if t is None or fa in ("array", "unknown") or fb in ("array", "unknown"):
-            raise errors.UndefinedFunction(f"operator does not exist: {a.type} {op} {b.type}")
+            raise errors.DatatypeMismatch(f"operator does not exist: {a.type} {op} {b.type}")
         if fa != fb or family(t) not in ("int", "float"):
             int_vs_num = _int_against_numeric(op, a, b)
             if int_vs_num is not None:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import minidb.errors as errors
 from minidb.exec import datatypes as dtm
-from minidb.exec.datatypes import BIGINT, DOUBLE, INTEGER, TEXT, TIMESTAMP, UNKNOWN, family
+from minidb.exec.datatypes import (BIGINT, DOUBLE, INTEGER, NUMERIC, TEXT, TIMESTAMP, UNKNOWN,
+                                   family)
 from minidb.exec.expr import Cast, Const, Func
 
 __all__ = ["bind_function", "DATE_FIELDS", "TRUNC_FIELDS", "VERSION"]
@@ -30,6 +31,14 @@ DATE_FIELDS = {"year", "month", "day", "hour", "minute", "second", "milliseconds
                "months", "days", "hours", "minutes", "seconds"}
 TRUNC_FIELDS = {"microseconds", "milliseconds", "second", "minute", "hour", "day", "week",
                 "month", "quarter", "year", "decade", "century", "millennium"}
+
+
+_NUMS = ("int", "float", "num")
+
+
+def _plain_numeric(a):
+    """A numeric argument as plain numeric (the result of round(numeric(10,2)) is numeric)."""
+    return a if a.type == NUMERIC else Cast(a, NUMERIC)
 
 
 def _sig(name, args):
@@ -73,35 +82,42 @@ def bind_function(b, name: str, args: list):
         return Func("length", (_strip(a) if a.type.name == "char" else a,), INTEGER)
     if name in ("round", "trunc") and n in (1, 2):
         a = _num(b, args[0])
-        if family(a.type) not in ("int", "float"):
+        if family(a.type) not in _NUMS:
             raise _sig(name, args)
+        if family(a.type) == "num":
+            a = _plain_numeric(a)
         if n == 1:
-            return Func(name, (a,), a.type if family(a.type) == "int" else DOUBLE)
+            return Func(name, (a,), a.type if family(a.type) in ("int", "num") else DOUBLE)
         d = _num(b, args[1], INTEGER)
         if family(d.type) != "int":
             raise _sig(name, args)
-        return Func(name, (a, d), DOUBLE)
+        return Func(name, (a, d), NUMERIC if family(a.type) == "num" else DOUBLE)
     if name in ("floor", "ceil", "ceiling", "sqrt", "cbrt", "ln", "exp", "sign", "degrees",
                 "radians", "sin", "cos", "tan", "asin", "acos", "atan") and n == 1:
         a = _num(b, args[0])
-        if family(a.type) not in ("int", "float"):
+        if family(a.type) not in _NUMS:
             raise _sig(name, args)
-        return Func("ceil" if name == "ceiling" else name, (a,), DOUBLE)
+        name = "ceil" if name == "ceiling" else name
+        if family(a.type) == "num" and name in ("floor", "ceil", "sign"):
+            return Func(name, (_plain_numeric(a),), NUMERIC)
+        return Func(name, (a,), DOUBLE)
     if name == "log" and n in (1, 2):
         xs = [_num(b, a) for a in args]
-        if any(f not in ("int", "float") for f in fams(xs)):
+        if any(f not in _NUMS for f in fams(xs)):
             raise _sig(name, args)
         return Func("log", tuple(xs), DOUBLE)
     if name in ("power", "pow", "atan2") and n == 2:
         xs = [_num(b, a) for a in args]
-        if any(f not in ("int", "float") for f in fams(xs)):
+        if any(f not in _NUMS for f in fams(xs)):
             raise _sig(name, args)
         return Func("atan2" if name == "atan2" else "power", tuple(xs), DOUBLE)
     if name in ("mod", "div") and n == 2:
         xs = [_num(b, a, INTEGER) for a in args]
-        if any(f not in ("int", "float") for f in fams(xs)):
+        if any(f not in _NUMS for f in fams(xs)):
             raise _sig(name, args)
         t = dtm.common_numeric(xs[0].type, xs[1].type)
+        if family(t) == "num":
+            return Func(name, tuple(b.to_common(x, NUMERIC) for x in xs), NUMERIC)
         return Func(name, tuple(xs), t)
     if name == "pi" and n == 0:
         return Const(3.141592653589793, DOUBLE)
@@ -109,8 +125,10 @@ def bind_function(b, name: str, args: list):
         return Func("random", (), DOUBLE)
     if name == "setseed" and n == 1:
         a = _num(b, args[0])
-        if family(a.type) not in ("int", "float"):
+        if family(a.type) not in _NUMS:
             raise _sig(name, args)
+        if family(a.type) == "num":
+            a = b.to_common(a, DOUBLE)
         return Func("setseed", (a,), TEXT)
     if name in ("greatest", "least") and n >= 1:
         t = b._common([a.type for a in args], name.upper())
