@@ -16,7 +16,7 @@ import numpy as np
 
 from minidb.exec import datatypes as dt
 from minidb.exec.datatypes import VECTOR_DTYPE, VECTOR_FILL, family
-from minidb.types import ints_to_datetime64
+from minidb.types import ints_to_datetime64, session_timezone
 
 __all__ = ["Chunk", "rows_to_chunk", "chunk_to_rows", "column_to_list", "concat",
            "normalize_columns"]
@@ -128,10 +128,13 @@ def _datetimes(vals, mask, t, f) -> list:
     if f == "date":
         return (a + 10957).astype("datetime64[D]").astype(object).tolist()
     if f == "tstz":
+        # aware datetimes in the session's TimeZone, as PostgreSQL's drivers return them
         import datetime as _dt
         utc = _dt.timezone.utc
-        return [x.replace(tzinfo=utc) for x in
-                (a + _UTC_EPOCH_US).view("datetime64[us]").astype(object).tolist()]
+        tz = session_timezone()
+        out = [x.replace(tzinfo=utc) for x in
+               (a + _UTC_EPOCH_US).view("datetime64[us]").astype(object).tolist()]
+        return out if tz is utc else [x.astimezone(tz) for x in out]
     return [dt.from_repr(x, t) for x in a.tolist()]
 
 

@@ -481,12 +481,9 @@ class _Compiler:
 
     def _Func(self, e: Func):
         name = e.name
-        if name == "now":
-            import datetime as _dt
-            return K(dt.to_repr(self.now or _dt.datetime.now(), e.type), e.type)
-        if name == "clock_timestamp":
-            import datetime as _dt
-            return K(dt.to_repr(_dt.datetime.now(), e.type), e.type)
+        if name in ("now", "clock_timestamp", "current_date", "current_time"):
+            return K(_now_value(self.now if name != "clock_timestamp" else None, name,
+                                e.type), e.type)
         args = [self.c(x) for x in e.args]
         rt = e.type
         if name == "coalesce":
@@ -499,6 +496,9 @@ class _Compiler:
             return self._extreme(name, args, rt)
         if name == "random":
             return self._random()
+        if name == "gen_random_uuid":
+            from minidb.exec.functions import gen_random_uuid
+            return V(lambda chunk, live: (gen_random_uuid(chunk.n), None), e.type)
         if name == "setseed":
             return self._setseed(args[0])
         if name in STRICT:
@@ -711,6 +711,26 @@ class _Compiler:
                 mask[todo] = False if rm is None else rm[todo]
             return vals, (mask if mask.any() else None)
         return V(vf, rt)
+
+
+def _now_value(start, name, t):
+    """now() / CURRENT_TIMESTAMP (the transaction's start; clock_timestamp: the clock) as
+    a vector scalar of ``t``: timestamptz, or in the session's TimeZone the timestamp
+    (LOCALTIMESTAMP), date (CURRENT_DATE) or time (CURRENT_TIME, LOCALTIME)."""
+    import datetime as _dt
+    from minidb.types import session_timezone
+    n = start or _dt.datetime.now()
+    if n.tzinfo is None:
+        n = n.astimezone()              # the clock's naive local time -> an instant
+    local = n.astimezone(session_timezone()).replace(tzinfo=None)
+    name = t.name
+    if name == "timestamptz":
+        return dt.to_repr(n, t)
+    if name == "date":
+        return dt.to_repr(local.date(), t)
+    if name == "time":
+        return dt.to_repr(local.time(), t)
+    return dt.to_repr(local, t)
 
 
 def e_type_double():

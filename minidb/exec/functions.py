@@ -21,9 +21,11 @@ import math
 import numpy as np
 
 import minidb.errors as errors
-from minidb.types import NUMERIC_CONTEXT, int_to_timestamp, timestamp_to_int
+from minidb.exec import datetimes as dtx
+from minidb.types import (NUMERIC_CONTEXT, Interval, date_to_int, int_to_date, int_to_timestamp,
+                          timestamp_to_int)
 
-__all__ = ["STRICT", "date_part", "date_trunc"]
+__all__ = ["STRICT", "date_part", "date_trunc", "gen_random_uuid"]
 
 
 def _live_any(cond, live) -> bool:
@@ -334,22 +336,153 @@ def date_trunc(field: str, v) -> _dt.datetime:
 
 
 def _date_part_batch(vals, types, live):
-    fields, ts = vals
+    fields, ts = vals[0], vals[1]
+    tname = types[1].name
     out = np.zeros(len(ts), dtype=np.float64)
     fl, tl = list(fields), np.asarray(ts).tolist()
     for i in range(len(tl)):
         if live is None or live[i]:
-            out[i] = date_part(fl[i], tl[i])
+            out[i] = date_part(fl[i], tl[i]) if tname == "timestamp" else \
+                dtx.date_part_of(fl[i], tl[i], tname)
     return out
 
 
 def _date_trunc_batch(vals, types, live):
-    fields, ts = vals
-    out = np.zeros(len(ts), dtype=np.int64)
+    fields, ts = vals[0], vals[1]
+    tname = types[1].name
+    zone = list(vals[2]) if len(vals) > 2 else None
+    obj = tname == "interval"
+    out = np.empty(len(ts), dtype=object) if obj else np.zeros(len(ts), dtype=np.int64)
     fl, tl = list(fields), np.asarray(ts).tolist()
     for i in range(len(tl)):
         if live is None or live[i]:
-            out[i] = timestamp_to_int(date_trunc(fl[i], tl[i]))
+            if tname == "timestamp":
+                out[i] = timestamp_to_int(date_trunc(fl[i], tl[i]))
+            else:
+                out[i] = dtx.date_trunc_of(fl[i], tl[i], tname, zone[i] if zone else None)
+        elif obj:
+            out[i] = tl[i]
+    return out
+
+
+# -- dates, times, timestamptz, intervals --------------------------------------------------------
+def _wall(v, tname: str) -> _dt.datetime:
+    """A date / timestamp / timestamptz vector scalar as a naive wall-clock datetime (the
+    session's TimeZone for timestamptz)."""
+    if tname == "date":
+        d = int_to_date(v)
+        return _dt.datetime(d.year, d.month, d.day)
+    if tname == "timestamptz":
+        return dtx.tstz_to_local(v).replace(tzinfo=None)
+    return int_to_timestamp(int(v))
+
+
+def _to_char_batch(vals, types, live):
+    src, fmts = vals
+    tname = types[0].name
+    out = np.empty(len(src), dtype=object)
+    sl, fl = np.asarray(src).tolist() if tname != "interval" else list(src), list(fmts)
+    for i in range(len(sl)):
+        if live is not None and not live[i]:
+            out[i] = ""
+            continue
+        if tname == "timestamptz":
+            loc = dtx.tstz_to_local(sl[i])
+            out[i] = dtx.to_char(loc.replace(tzinfo=None), fl[i], loc.utcoffset(),
+                                 loc.tzname() or "")
+        elif tname == "interval":
+            iv = sl[i]
+            y, mon = int(iv.months / 12), iv.months - int(iv.months / 12) * 12
+            us = iv.usecs
+            h = int(us / dtx.USECS_PER_HOUR)
+            rem = abs(us - h * dtx.USECS_PER_HOUR)
+            d = _IntervalFields(y, mon, iv.mdays, h, rem // 60_000_000,
+                                rem // 1_000_000 % 60, rem % 1_000_000)
+            out[i] = dtx.to_char(d, fl[i])
+        else:
+            out[i] = dtx.to_char(_wall(sl[i], tname), fl[i])
+    return out
+
+
+class _IntervalFields:
+    """An interval's fields for to_char (hours may exceed 23; no weekday)."""
+
+    def __init__(self, year, month, day, hour, minute, second, microsecond):
+        self.year, self.month, self.day = year, month, day
+        self.hour, self.minute, self.second, self.microsecond = hour, minute, second, microsecond
+
+    def isoweekday(self):
+        return 7
+
+    def timetuple(self):
+        class _T:
+            tm_yday = 0
+        return _T()
+
+    def isocalendar(self):
+        return (self.year, 0, 0)
+
+    def toordinal(self):
+        return 0
+
+
+def _age_batch(vals, types, live):
+    tname = types[0].name
+    out = np.empty(len(vals[0]), dtype=object)
+    a = np.asarray(vals[0]).tolist()
+    if len(vals) == 2:
+        b = np.asarray(vals[1]).tolist()
+        tb = types[1].name
+    else:
+        # age(x): from midnight of today in the session's TimeZone
+        today = dtx.parse_date("today")
+        b, a, tb = a, [today] * len(a), tname
+        tname = "date"
+    for i in range(len(a)):
+        if live is not None and not live[i]:
+            out[i] = Interval()
+            continue
+        out[i] = dtx.age(_wall(a[i], tname), _wall(b[i], tb))
+    return out
+
+
+def _make_date(vals, types, live):
+    out = np.zeros(len(vals[0]), dtype=np.int64)
+    for i, (y, m, d) in enumerate(zip(*[np.asarray(v).tolist() for v in vals])):
+        if live is not None and not live[i]:
+            continue
+        try:
+            out[i] = date_to_int(_dt.date(int(y), int(m), int(d)))
+        except ValueError:
+            raise errors.DatetimeFieldOverflow(
+                f"date field value out of range: {int(y)}-{int(m):02d}-{int(d):02d}") from None
+    return out
+
+
+def _make_time(vals, types, live):
+    out = np.zeros(len(vals[0]), dtype=np.int64)
+    for i, (h, m, sec) in enumerate(zip(*[np.asarray(v).tolist() for v in vals])):
+        if live is not None and not live[i]:
+            continue
+        us = round(float(sec) * 1_000_000)
+        if not (0 <= h <= 24 and 0 <= m <= 59 and 0 <= us <= 60_000_000) or \
+                (h == 24 and (m or us)):
+            raise errors.DatetimeFieldOverflow(
+                f"time field value out of range: {int(h)}:{int(m):02d}:{float(sec):02g}")
+        out[i] = (int(h) * 60 + int(m)) * 60_000_000 + us
+    return out
+
+
+def _make_timestamp(vals, types, live):
+    days = _make_date(vals[:3], types[:3], live)
+    tod = _make_time(vals[3:], types[3:], live)
+    return days * dtx.USECS_PER_DAY + tod
+
+
+def gen_random_uuid(n: int) -> np.ndarray:
+    import uuid as _uuid
+    out = np.empty(n, dtype=object)
+    out[:] = [_uuid.uuid4() for _ in range(n)]
     return out
 
 
@@ -438,6 +571,8 @@ STRICT = {
     "ascii": _rows_int(lambda s: ord(s[0]) if s else 0), "chr": _rows(_chr),
     "octet_length": _rows_int(lambda s: len(s.encode())),
     "date_part": _date_part_batch, "date_trunc": _date_trunc_batch,
+    "to_char": _to_char_batch, "age": _age_batch, "make_date": _make_date,
+    "make_time": _make_time, "make_timestamp": _make_timestamp,
 }
 
 for _name, _fn in _NUMERIC_FUNCS.items():

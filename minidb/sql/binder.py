@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 import minidb.errors as errors
 from minidb.exec import datatypes as dtm
 from minidb.exec.datatypes import (BIGINT, BOOLEAN, BYTEA, DATE, DOUBLE, INTEGER, INTERVAL,
-                                   NUMERIC, TEXT, TIME, TIMESTAMP, UNKNOWN, UUID, family)
+                                   NUMERIC, TEXT, TIME, TIMESTAMP, TIMESTAMPTZ, UNKNOWN, UUID,
+                                   family)
 from minidb.exec.datatypes import ArrayType
 from minidb.exec.expr import (AggCall, Arith, BoolOp, Case, Cast, ColRef, Compare, Concat,
                               Const, DistinctFrom, Func, InList, IsNull, Like, Neg, Not,
@@ -1289,7 +1290,7 @@ class Binder:
         if name == "now":
             if args:
                 raise errors.UndefinedFunction("function now() takes no arguments")
-            return Func("now", (), TIMESTAMP)
+            return Func("now", (), TIMESTAMPTZ)
         if name == "coalesce":
             if not args:
                 raise errors.UndefinedFunction("coalesce needs arguments")

@@ -609,7 +609,12 @@ _FUNCS = {exp.Abs: ("abs", ("this",)), exp.Lower: ("lower", ("this",)),
           exp.CumeDist: ("cume_dist", ()), exp.Log: ("log", ("this", "expression")),
           exp.Chr: ("chr", ("expressions",)), exp.Greatest: ("greatest", ("this", "expressions")),
           exp.Least: ("least", ("this", "expressions")), exp.Cbrt: ("cbrt", ("this",)),
-          exp.ConcatWs: ("concat_ws", ("expressions",)), exp.Pi: ("pi", ())}
+          exp.ConcatWs: ("concat_ws", ("expressions",)), exp.Pi: ("pi", ()),
+          exp.CurrentTime: ("current_time", ()), exp.Localtime: ("localtime", ()),
+          exp.Uuid: ("gen_random_uuid", ()),
+          exp.TimeFromParts: ("make_time", ("hour", "min", "sec")),
+          exp.TimestampFromParts: ("make_timestamp", ("year", "month", "day", "hour", "min",
+                                                      "sec"))}
 _INT_RE = re.compile(r"^\d+$")
 _WINDOWS: list = []          # the WINDOW clauses of the SELECTs being translated
 
@@ -953,9 +958,11 @@ def _function(e) -> ast.FuncE:
         unit = e.args.get("unit")
         uname = unit.name if isinstance(unit, (exp.Var, exp.Identifier)) else \
             (unit.this if isinstance(unit, exp.Literal) else None)
-        if uname is None or e.args.get("zone") is not None:
+        if uname is None:
             raise unsupported(e)
-        return ast.FuncE("date_trunc", (ast.Lit(str(uname).lower(), "str"), t(e.this)))
+        zone = e.args.get("zone")
+        return ast.FuncE("date_trunc", (ast.Lit(str(uname).lower(), "str"), t(e.this))
+                         + ((t(zone),) if zone is not None else ()))
     _only(e, {"this", "expressions"})                 # exp.Anonymous
     return ast.FuncE(str(e.this).lower(), tuple(t(x) for x in e.expressions))
 
