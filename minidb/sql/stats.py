@@ -130,7 +130,9 @@ def _column_stats(vals, mask, t, total: int, target: int) -> dict:
     f = family(t)
     if not t.fixed:
         v = vals[~mask] if n else vals
-        out["avg_width"] = float(np.mean([len(s.encode()) for s in v]) + 1) if len(v) else \
+        out["avg_width"] = float(np.mean([len(s.encode()) if isinstance(s, str) else
+                                          len(s) if isinstance(s, bytes) else len(str(s))
+                                          for s in v]) + 1) if len(v) else \
             (t.length + 1 if t.length else 32.0)
     else:
         out["avg_width"] = float(t.size)
