@@ -47,7 +47,8 @@ from minidb.types import (UTC, Interval, date_to_int, int_to_date, int_to_time,
 __all__ = ["parse_date", "parse_time", "parse_timestamptz", "parse_interval", "format_date",
            "format_time", "format_timestamptz", "format_interval", "tstz_to_local",
            "local_to_tstz", "add_interval_ts", "add_interval_tstz", "ts_diff", "interval_mul",
-           "interval_div", "to_char", "age", "date_part_of", "date_trunc_of", "USECS_PER_DAY"]
+           "interval_div", "to_char", "age", "date_part_of", "date_trunc_of", "USECS_PER_DAY",
+           "date_part", "date_trunc"]
 
 USECS_PER_DAY = 86_400_000_000
 USECS_PER_HOUR = 3_600_000_000
@@ -523,12 +524,95 @@ def age(a: _dt.datetime, b: _dt.datetime) -> Interval:
     return Interval(years * 12 + months, days, us)
 
 
+# -- timestamp without time zone: date_part / date_trunc --------------------------------------------------------------------------------
+def _as_dt(v) -> _dt.datetime:
+    return v if isinstance(v, _dt.datetime) else int_to_timestamp(int(v))
+
+
+def date_part(field: str, v) -> float:
+    d = _as_dt(v)
+    f = field.lower()
+    if f in ("year", "years"):
+        return float(d.year)
+    if f in ("month", "months"):
+        return float(d.month)
+    if f in ("day", "days"):
+        return float(d.day)
+    if f in ("hour", "hours"):
+        return float(d.hour)
+    if f in ("minute", "minutes"):
+        return float(d.minute)
+    if f in ("second", "seconds"):
+        return d.second + d.microsecond / 1e6
+    if f in ("millisecond", "milliseconds"):
+        return d.second * 1000 + d.microsecond / 1000
+    if f in ("microsecond", "microseconds"):
+        return float(d.second * 1_000_000 + d.microsecond)
+    if f == "dow":
+        return float(d.isoweekday() % 7)
+    if f == "isodow":
+        return float(d.isoweekday())
+    if f == "doy":
+        return float(d.timetuple().tm_yday)
+    if f == "week":
+        return float(d.isocalendar()[1])
+    if f == "isoyear":
+        return float(d.isocalendar()[0])
+    if f == "quarter":
+        return float((d.month - 1) // 3 + 1)
+    if f == "epoch":
+        return (d - _dt.datetime(1970, 1, 1)).total_seconds()
+    if f == "decade":
+        return float(d.year // 10)
+    if f == "century":
+        return float((d.year + 99) // 100)
+    if f == "millennium":
+        return float((d.year + 999) // 1000)
+    raise errors.InvalidParameterValue(
+        f'unit "{field}" not recognized for type timestamp without time zone')
+
+
+def date_trunc(field: str, v) -> _dt.datetime:
+    d = _as_dt(v)
+    f = field.lower()
+    if f == "microseconds":
+        return d
+    if f == "milliseconds":
+        return d.replace(microsecond=d.microsecond // 1000 * 1000)
+    if f == "second":
+        return d.replace(microsecond=0)
+    if f == "minute":
+        return d.replace(second=0, microsecond=0)
+    if f == "hour":
+        return d.replace(minute=0, second=0, microsecond=0)
+    day = d.replace(hour=0, minute=0, second=0, microsecond=0)
+    if f == "day":
+        return day
+    if f == "week":
+        return day - _dt.timedelta(days=d.weekday())
+    if f == "month":
+        return day.replace(day=1)
+    if f == "quarter":
+        return day.replace(day=1, month=(d.month - 1) // 3 * 3 + 1)
+    if f == "year":
+        return day.replace(day=1, month=1)
+    if f == "decade":
+        return day.replace(day=1, month=1, year=d.year // 10 * 10)
+    if f == "century":
+        return day.replace(day=1, month=1, year=(d.year - 1) // 100 * 100 + 1)
+    if f == "millennium":
+        return day.replace(day=1, month=1, year=(d.year - 1) // 1000 * 1000 + 1)
+    raise errors.InvalidParameterValue(
+        f'unit "{field}" not recognized for type timestamp without time zone')
+
+
+
+
 # -- extract / date_trunc / to_char ----------------------------------------------------------
 
 def date_part_of(field: str, v, tname: str):
     """extract(field from v) for date, time, timestamptz and interval values (vector
     scalars); returns a float or a Decimal for interval epoch."""
-    from minidb.exec.functions import date_part
     f = field.lower()
     if tname == "date":
         d = int_to_date(v)
@@ -592,7 +676,6 @@ def date_part_of(field: str, v, tname: str):
 def date_trunc_of(field: str, v, tname: str, zone=None):
     """date_trunc for timestamptz (truncated in the session's TimeZone, or ``zone``) and
     interval; vector scalars in and out."""
-    from minidb.exec.functions import date_trunc
     f = field.lower()
     if tname == "timestamptz":
         tz = timezone_named(zone) if zone else session_timezone()

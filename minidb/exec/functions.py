@@ -22,6 +22,7 @@ import numpy as np
 
 import minidb.errors as errors
 from minidb.exec import datetimes as dtx
+from minidb.exec.datetimes import date_part, date_trunc
 from minidb.types import (NUMERIC_CONTEXT, Interval, date_to_int, int_to_date, int_to_timestamp,
                           timestamp_to_int)
 
@@ -253,88 +254,7 @@ def _initcap(s):
     return "".join(out)
 
 
-# -- timestamps --------------------------------------------------------------------------------
-def _as_dt(v) -> _dt.datetime:
-    return v if isinstance(v, _dt.datetime) else int_to_timestamp(int(v))
-
-
-def date_part(field: str, v) -> float:
-    d = _as_dt(v)
-    f = field.lower()
-    if f in ("year", "years"):
-        return float(d.year)
-    if f in ("month", "months"):
-        return float(d.month)
-    if f in ("day", "days"):
-        return float(d.day)
-    if f in ("hour", "hours"):
-        return float(d.hour)
-    if f in ("minute", "minutes"):
-        return float(d.minute)
-    if f in ("second", "seconds"):
-        return d.second + d.microsecond / 1e6
-    if f in ("millisecond", "milliseconds"):
-        return d.second * 1000 + d.microsecond / 1000
-    if f in ("microsecond", "microseconds"):
-        return float(d.second * 1_000_000 + d.microsecond)
-    if f == "dow":
-        return float(d.isoweekday() % 7)
-    if f == "isodow":
-        return float(d.isoweekday())
-    if f == "doy":
-        return float(d.timetuple().tm_yday)
-    if f == "week":
-        return float(d.isocalendar()[1])
-    if f == "isoyear":
-        return float(d.isocalendar()[0])
-    if f == "quarter":
-        return float((d.month - 1) // 3 + 1)
-    if f == "epoch":
-        return (d - _dt.datetime(1970, 1, 1)).total_seconds()
-    if f == "decade":
-        return float(d.year // 10)
-    if f == "century":
-        return float((d.year + 99) // 100)
-    if f == "millennium":
-        return float((d.year + 999) // 1000)
-    raise errors.InvalidParameterValue(
-        f'unit "{field}" not recognized for type timestamp without time zone')
-
-
-def date_trunc(field: str, v) -> _dt.datetime:
-    d = _as_dt(v)
-    f = field.lower()
-    if f == "microseconds":
-        return d
-    if f == "milliseconds":
-        return d.replace(microsecond=d.microsecond // 1000 * 1000)
-    if f == "second":
-        return d.replace(microsecond=0)
-    if f == "minute":
-        return d.replace(second=0, microsecond=0)
-    if f == "hour":
-        return d.replace(minute=0, second=0, microsecond=0)
-    day = d.replace(hour=0, minute=0, second=0, microsecond=0)
-    if f == "day":
-        return day
-    if f == "week":
-        return day - _dt.timedelta(days=d.weekday())
-    if f == "month":
-        return day.replace(day=1)
-    if f == "quarter":
-        return day.replace(day=1, month=(d.month - 1) // 3 * 3 + 1)
-    if f == "year":
-        return day.replace(day=1, month=1)
-    if f == "decade":
-        return day.replace(day=1, month=1, year=d.year // 10 * 10)
-    if f == "century":
-        return day.replace(day=1, month=1, year=(d.year - 1) // 100 * 100 + 1)
-    if f == "millennium":
-        return day.replace(day=1, month=1, year=(d.year - 1) // 1000 * 1000 + 1)
-    raise errors.InvalidParameterValue(
-        f'unit "{field}" not recognized for type timestamp without time zone')
-
-
+# -- timestamps (date_part / date_trunc live in datetimes.py) ------------------------------------
 def _date_part_batch(vals, types, live):
     fields, ts = vals[0], vals[1]
     tname = types[1].name

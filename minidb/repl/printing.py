@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import decimal
 from dataclasses import dataclass
 
 from minidb.dbapi import NUMBER
