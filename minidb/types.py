@@ -614,7 +614,8 @@ def coerce(sqltype: SqlType, value, column: str | None = None):
 
 def _real(v: float) -> float:
     """A double rounded to float32, with PostgreSQL's overflow / underflow errors."""
-    r = float(np.float32(v))
+    with np.errstate(over="ignore"):
+        r = float(np.float32(v))
     if math.isinf(r) and not math.isinf(v):
         raise errors.NumericValueOutOfRange("value out of range: overflow")
     if r == 0.0 and v != 0.0:

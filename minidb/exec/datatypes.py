@@ -395,7 +395,8 @@ def parse_literal(text: str, t):
         except ValueError:
             raise _bad_input(t, text) from None
         if t.name == "real":
-            r = float(np.float32(v))
+            with np.errstate(over="ignore"):
+                r = float(np.float32(v))
             if (math.isinf(r) and not math.isinf(v)) or (r == 0.0 and v != 0.0):
                 raise errors.NumericValueOutOfRange(f'"{s}" is out of range for type real')
             return r
@@ -511,7 +512,8 @@ def cast_value(v, src, dst, *, explicit: bool = True, column: str | None = None)
 
 
 def _to_real(v: float) -> float:
-    r = float(np.float32(v))
+    with np.errstate(over="ignore"):
+        r = float(np.float32(v))
     if math.isinf(r) and not math.isinf(v):
         raise errors.NumericValueOutOfRange("value out of range: overflow")
     if r == 0.0 and v != 0.0:
