@@ -17,10 +17,12 @@ out in key order.  Departure from PostgreSQL: no spilling to disk; the input's k
 argument columns must fit in memory (a real hash table is not needed: sorting once is
 what numpy does fast).
 
-Result types follow PostgreSQL except where minidb lacks ``numeric``: count -> bigint;
-sum(integer/bigint) -> bigint (PostgreSQL: sum(bigint) is numeric; minidb raises
-NumericValueOutOfRange past the bigint range instead); sum(double) -> double; avg -> double
-(PostgreSQL: numeric for integer input); min/max -> the argument's type.  Aggregates of no
+Result types follow PostgreSQL with two departures: count -> bigint;
+sum(smallint/integer/bigint) -> bigint (PostgreSQL: sum(bigint) is numeric; minidb raises
+NumericValueOutOfRange past the bigint range instead); sum(double) -> double, sum(real) ->
+real; sum / avg of numeric -> numeric (exact; avg with numeric division's scale), of
+interval -> interval; avg of integers or doubles -> double (PostgreSQL: numeric for integer
+input); min/max -> the argument's type.  Aggregates of no
 rows are NULL except count, which is 0.  HAVING is the node's filter.
 """
 

@@ -25,9 +25,11 @@ Tuple layout (little-endian; every tuple starts 8-aligned in its page)::
                                                   in column order, unaligned
 
 In the fixed part a fixed-width column takes ``type.size`` bytes (int 4, bigint 8, double 8,
-boolean 1 as 0/1, timestamp 8 as int64 microseconds since 2000-01-01).  A variable-length column
-(char, varchar, text) takes a 4-byte descriptor: uint16 offset of its bytes from the tuple start,
-uint16 length in bytes.  With natts <= 40 the bitmap fits before byte 40, so t_hoff is 40.
+boolean 1 as 0/1, timestamp 8 as int64 microseconds since 2000-01-01; smallint 2, real 4 as
+float32, date 4 as int32 days since 2000-01-01, time 8 and timestamptz 8 as int64
+microseconds, interval 16 as PostgreSQL's struct, uuid 16 bytes; see ``minidb.types``).  A
+variable-length column (char, varchar, text, numeric as its decimal text, bytea) takes a
+4-byte descriptor: uint16 offset of its bytes from the tuple start, uint16 length in bytes.  With natts <= 40 the bitmap fits before byte 40, so t_hoff is 40.
 
 Example, pgbench_accounts (aid int, bid int, abalance int, filler char(84))::
 
@@ -69,7 +71,7 @@ Departures from PostgreSQL, and why
 - The fixed part is not padded to 8 at its end; the page pads each tuple to 8 when it places it.
 
 Left out: TOAST and compression (a row longer than MAX_TUPLE_SIZE is an error, not moved out of
-line), numeric, arrays, NULLs beyond natts (ALTER TABLE ADD COLUMN would need a table rewrite:
+line), arrays, NULLs beyond natts (ALTER TABLE ADD COLUMN would need a table rewrite:
 adding a column can grow the bitmap and t_hoff and so move every column), dropped columns.
 
 Interface
@@ -586,8 +588,8 @@ class RowLayout:
         Returns, per column, (values, null mask or None when no tuple has a NULL there).  Values:
         int32/int64/float64 arrays, bool for boolean, int64 microseconds since 2000-01-01 for
         timestamp (see `minidb.types.ints_to_datetime64`), object arrays of str (None for NULL)
-        for char/varchar/text.  Fixed-width columns take one integer index each into a typed
-        view; NULL slots hold 0.  To know whether any NULL is there at all, gather reads the
+        for char/varchar/text; the later types as `_gather_other` / `_gather_varlena` say.
+        Fixed-width columns take one integer index each into a typed view; NULL slots hold 0.  To know whether any NULL is there at all, gather reads the
         tuples' t_infomask (HEAP_HASNULL) unless the caller passes it in ``infomask`` (a scan has
         it from `gather_header`), or unless every requested column is NOT NULL.
         """

@@ -7,10 +7,12 @@ upper, length, coalesce, nullif, btrim with one argument, now), or raises
 UndefinedFunction (42883) worded as PostgreSQL's: ``function foo(integer) does not
 exist``.  Untyped literals (``'abc'``, NULL) take the type the function wants.
 
-Departures (minidb has no numeric): round / trunc with a precision, mod and power of
-decimals, floor / ceil / sign / sqrt / ln / exp / log return double precision where
-PostgreSQL returns numeric for numeric input; date_part and EXTRACT return double
-precision (PostgreSQL 14+: EXTRACT returns numeric).
+Numeric arguments keep numeric's exactness where PostgreSQL's results are numeric: round,
+trunc, floor, ceil, sign, mod, div and abs of numeric return numeric (rounding half away from
+zero).  Departures: sqrt / ln / exp / log / power return double precision for numeric input
+(PostgreSQL: numeric), round / trunc of a double with a precision return double precision
+(PostgreSQL casts to numeric); date_part and EXTRACT return double precision (PostgreSQL
+14+: EXTRACT returns numeric); to_char formats dates, timestamps and intervals, not numbers.
 """
 
 from __future__ import annotations
