@@ -201,6 +201,10 @@ _OTHER_DECODE = {
 }
 
 
+_SEARCH_TYPE = {"real": parse_type("double precision")}
+_NUMERIC_T = parse_type("numeric")
+
+
 class KeyCodec:
     """Encoder/decoder of the keys of one index (see the module docstring)."""
 
@@ -213,7 +217,12 @@ class KeyCodec:
         widths = [_WIDTH[t.name] for t in self.types]
         self.fixed_width = (None if any(w is None for w in widths)
                             else sum(1 + w for w in widths))
-        self._conv = [storage_converter(t, n) for t, n in zip(self.types, self.names)]
+        # search values are converted without the column's typmod or float32 rounding: a
+        # bound 1.005 on a numeric(10,2) column or 0.1 (a double) on a real column must keep
+        # its value, as the comparison in a scan's filter does
+        self._conv = [storage_converter(_SEARCH_TYPE.get(t.name, _NUMERIC_T
+                                                         if t.name == "numeric" else t), n)
+                      for t, n in zip(self.types, self.names)]
         self._enc = [self._encoder(t) for t in self.types]
 
     @staticmethod

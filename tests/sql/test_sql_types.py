@@ -336,3 +336,21 @@ def test_hypothesis_table_of_every_type(db):
                 [x for x in sorted(fs) if x >= m]
 
     check()
+
+
+def test_index_search_keeps_the_value_searched_for(db):
+    """A bound is not rounded to the column's typmod or to float32: the index scan finds what
+    the filter of a sequential scan finds (PostgreSQL compares numeric(10,2) = 1.005 and
+    real = 0.1 (a double) without rounding the constant)."""
+    db.x("CREATE TABLE t (c numeric(10,2), r real)")
+    db.x("INSERT INTO t VALUES (1.01, 0.1), (1.00, 0.5), (2, 1)")
+    db.x("CREATE INDEX t_c ON t (c)")
+    db.x("CREATE INDEX t_r ON t (r)")
+    queries = ["SELECT c FROM t WHERE c = 1.005", "SELECT c FROM t WHERE c >= 1.005 ORDER BY c",
+               "SELECT c FROM t WHERE c < 1.005", "SELECT r FROM t WHERE r = 0.1",
+               "SELECT r FROM t WHERE r = 0.1::real", "SELECT r FROM t WHERE r < 0.5"]
+    seq = [db.rows(q) for q in queries]
+    db.x("SET enable_seqscan = off")
+    assert "Index" in db.plan(queries[0])
+    assert [db.rows(q) for q in queries] == seq
+    assert seq[:2] == [[], [(D("1.01"),), (D("2.00"),)]] and seq[3] == []
