@@ -33,6 +33,7 @@ when nothing matches; IS [NOT] NULL is never NULL.
 
 from __future__ import annotations
 
+import decimal
 import re
 
 import numpy as np
@@ -317,12 +318,19 @@ class _Compiler:
         if _is_null(a) or _is_null(b):
             return K(None, BOOLEAN)
         if isinstance(a, K) and isinstance(b, K):
-            return K(bool(f(a.value, b.value)), BOOLEAN)
+            try:
+                return K(bool(f(a.value, b.value)), BOOLEAN)
+            except decimal.InvalidOperation:          # a numeric NaN: PostgreSQL's order
+                return K(bool(f(*typeops.nan_last(a.value, b.value))), BOOLEAN)
 
         def vf(chunk, live):
             av, am = _operand(a, chunk, live)
             bv, bm = _operand(b, chunk, live)
-            r = f(av, bv)
+            try:
+                r = f(av, bv)
+            except decimal.InvalidOperation:          # a numeric NaN: PostgreSQL's order
+                r = f(*typeops.nan_last(av, bv))
+            r = np.asarray(r)
             if r.dtype != np.bool_:
                 r = r.astype(bool)
             m = _or_masks(am, bm)

@@ -134,6 +134,47 @@ def _to_dec(x):
     return x if isinstance(x, decimal.Decimal) else decimal.Decimal(x)
 
 
+class _NanLast:
+    """A numeric made comparable when NaNs are about: NaN equals NaN and is above every
+    number (PostgreSQL's numeric order); Python's Decimal refuses to order a NaN."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, d):
+        self.k = (1, 0) if isinstance(d, decimal.Decimal) and d.is_nan() else (0, d)
+
+    def __lt__(self, o):
+        return self.k < o.k
+
+    def __le__(self, o):
+        return self.k <= o.k
+
+    def __gt__(self, o):
+        return self.k > o.k
+
+    def __ge__(self, o):
+        return self.k >= o.k
+
+    def __eq__(self, o):
+        return self.k == o.k
+
+    def __ne__(self, o):
+        return self.k != o.k
+
+    __hash__ = None
+
+
+def nan_last(a, b):
+    """Both operands of a numeric comparison wrapped so that NaN compares as PostgreSQL's."""
+    def wrap(x):
+        if np.ndim(x):
+            out = np.empty(len(x), dtype=object)
+            out[:] = [_NanLast(v) for v in x]
+            return out
+        return _NanLast(x)
+    return wrap(a), wrap(b)
+
+
 # -- the operators ---------------------------------------------------------------------------
 
 def arith_fn(op: str, rt, ta, tb):

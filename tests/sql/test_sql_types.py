@@ -354,3 +354,11 @@ def test_index_search_keeps_the_value_searched_for(db):
     assert "Index" in db.plan(queries[0])
     assert [db.rows(q) for q in queries] == seq
     assert seq[:2] == [[], [(D("1.01"),), (D("2.00"),)]] and seq[3] == []
+
+
+def test_numeric_nan_orders_above_numbers(db):
+    db.x("CREATE TABLE n (c numeric)")
+    db.x("INSERT INTO n VALUES (1), ('NaN'), (2)")
+    assert sorted(map(str, (r[0] for r in db.rows("SELECT c FROM n WHERE c > 1")))) == \
+        ["2", "NaN"]
+    assert db.one("SELECT 'NaN'::numeric > 1000") is True
