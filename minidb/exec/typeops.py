@@ -18,7 +18,6 @@ half away from zero.
 from __future__ import annotations
 
 import decimal
-import math
 
 import numpy as np
 
@@ -331,5 +330,3 @@ def cast_fn(src, dst):
         return lambda v, m, live: rowwise(lambda x, _: Interval(0, 0, int(x)), v, None, live)
     return None
 
-
-_ = math
