@@ -283,7 +283,8 @@ class HashJoinNode(_JoinMixin, PlanNode):
         q = _compile_filter(ectx, self.quals, full_layout)
         post = self._post(ectx)
         fams = [family(e.type) for e in self.inner_keys + self.outer_keys]
-        vector = len(self.inner_keys) == 1 and all(f in ("int", "float", "bool", "ts")
+        vector = len(self.inner_keys) == 1 and all(f in ("int", "float", "bool", "ts", "tstz",
+                                                          "date", "time")
                                                    for f in fams)
         if build.n == 0:
             probe = None

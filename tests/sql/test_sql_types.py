@@ -361,3 +361,18 @@ def test_numeric_nan_orders_above_numbers(db):
     assert sorted(map(str, (r[0] for r in db.rows("SELECT c FROM n WHERE c > 1")))) == \
         ["2", "NaN"]
     assert db.one("SELECT 'NaN'::numeric > 1000") is True
+
+
+def test_joins_on_the_new_types(db):
+    db.x("CREATE TABLE a (d date, n numeric, u uuid)")
+    db.x("CREATE TABLE b (d date, n numeric(6,2), u uuid)")
+    u1, u2 = uuid.UUID(int=1), uuid.UUID(int=2)
+    for i in range(20):
+        db.x("INSERT INTO a VALUES (?, ?, ?)", dt.date(2020, 1, 1 + i), D(i) / 2, u1 if i % 2
+             else u2)
+    db.x("INSERT INTO b VALUES ('2020-01-03', 1.5, ?), ('2020-01-05', 9, ?)", u1, u2)
+    assert db.rows("SELECT a.d FROM a JOIN b ON a.d = b.d ORDER BY 1") == \
+        [(dt.date(2020, 1, 3),), (dt.date(2020, 1, 5),)]
+    assert db.rows("SELECT a.d FROM a JOIN b ON a.n = b.n ORDER BY 1") == \
+        [(dt.date(2020, 1, 4),), (dt.date(2020, 1, 19),)]
+    assert db.one("SELECT count(*) FROM a JOIN b ON a.u = b.u") == 20
