@@ -50,6 +50,7 @@ class Setting:
     unit: str = ""
     choices: tuple[str, ...] | None = None
     plan: bool = False  # read while planning or compiling: cached plans depend on it
+    check: Any = None   # a function value -> None that raises ValueError for a bad value
 
     def parse(self, value: Any) -> Any:
         """Convert ``value`` (from SQL, a keyword argument or a string) and check range."""
@@ -82,6 +83,12 @@ class Setting:
             raise InvalidParameterValue(
                 f'invalid value for parameter "{self.name}": {value!r} (expected {t.__name__})'
             ) from None
+        if self.check is not None:
+            try:
+                self.check(value)
+            except ValueError as e:
+                raise InvalidParameterValue(
+                    f'invalid value for parameter "{self.name}": "{value}" ({e})') from None
         if self.choices is not None and value not in self.choices:
             raise InvalidParameterValue(
                 f'invalid value for parameter "{self.name}": {value!r} '
@@ -366,7 +373,28 @@ _ALL = [
        "worker each time the table triples", min=0, max=1 << 30, unit="8kB", plan=True),
     _s("trace_parallel", False, bool, "session",
        "print each parallel scan decision: workers launched, start block, every chunk taken"),
+    # -- data types ------------------------------------------------------------------------
+    _s("timezone", "UTC", str, "session",
+       "PostgreSQL's TimeZone: how timestamptz is shown and read without an offset, where "
+       "its days and months are added; an IANA name or an offset ('+02', '-05:30'); UTC "
+       "by default (PostgreSQL takes the server's), so results do not depend on the machine",
+       plan=True, check=lambda v: _check_timezone(v)),
 ]
+
+
+def _check_timezone(name: str) -> None:
+    """A TimeZone value minidb.types.timezone_named accepts (checked here, below types)."""
+    import re
+    import zoneinfo
+    low = name.strip().lower()
+    if low in ("utc", "gmt", "z", "zulu", "uct", "etc/utc"):
+        return
+    if re.fullmatch(r"(?:utc|gmt)?\s*[+-]\d{1,2}(?::?\d{2}){0,2}", low):
+        return
+    try:
+        zoneinfo.ZoneInfo(name.strip())
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError("time zone not recognized") from None
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in _ALL}
 # the settings a plan depends on (``plan=True``), in definition order

@@ -23,6 +23,29 @@ mode too (a driver that executes once per row would commit the rows before a fai
 Parameters a column cannot take as one type (mixed Python types in a column) fall back to
 one execution per row, with the same result.
 
+Values both ways (a parameter is converted to the type its context wants, a result column
+comes back as the Python value of its type):
+
+=======================================  ================================================
+SQL type                                 Python value
+=======================================  ================================================
+smallint, integer, bigint                int
+real, double precision                   float (a real holds a float32 value)
+numeric, numeric(p,s)                    decimal.Decimal (exact; int and float accepted)
+boolean                                  bool
+char, varchar, text                      str
+bytea                                    bytes (bytearray and memoryview accepted)
+date                                     datetime.date
+time                                     datetime.time
+timestamp                                datetime.datetime, naive (an aware one is
+                                         converted to the session's TimeZone)
+timestamptz                              datetime.datetime, aware, in the session's
+                                         TimeZone (a naive one is read in it)
+interval                                 minidb.types.Interval, a datetime.timedelta of
+                                         months * 30 + days days (any timedelta accepted)
+uuid                                     uuid.UUID
+=======================================  ================================================
+
 Transactions (the ``autocommit`` attribute, as in psycopg and sqlite3):
 
 ==================  ==========================================================================
@@ -627,11 +650,13 @@ def _base_type(type_code: str) -> str:
 
 STRING = DBAPITypeObject("STRING", "text", "varchar", "character varying", "char",
                          "character", "bpchar")
-BINARY = DBAPITypeObject("BINARY", "bytea")  # no binary type yet: nothing compares equal
+BINARY = DBAPITypeObject("BINARY", "bytea")
 NUMBER = DBAPITypeObject("NUMBER", "integer", "int", "int4", "bigint", "int8", "smallint",
-                         "double precision", "float8", "float", "real", "numeric")
+                         "int2", "double precision", "float8", "float", "real", "float4",
+                         "numeric", "decimal")
 DATETIME = DBAPITypeObject("DATETIME", "timestamp", "timestamp without time zone", "date",
-                           "time")
+                           "time", "time without time zone", "timestamptz",
+                           "timestamp with time zone", "interval")
 ROWID = DBAPITypeObject("ROWID", "tid")
 
 Date = datetime.date

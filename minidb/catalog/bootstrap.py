@@ -30,13 +30,18 @@ RELKIND_TABLE, RELKIND_INDEX = "r", "i"
 
 # PostgreSQL's type OIDs of the types minidb has (pg_type.dat); atttypid
 TYPE_OIDS = {"boolean": 16, "bigint": 20, "integer": 23, "text": 25,
-             "double precision": 701, "char": 1042, "varchar": 1043, "timestamp": 1114}
+             "double precision": 701, "char": 1042, "varchar": 1043, "timestamp": 1114,
+             "bytea": 17, "smallint": 21, "real": 700, "numeric": 1700, "date": 1082,
+             "time": 1083, "timestamptz": 1184, "interval": 1186, "uuid": 2950}
 
 
 def type_oid_mod(spelling: str) -> tuple[int, int]:
     """(atttypid, atttypmod) of a minidb type spelling; typmod is n + 4 for char(n) /
-    varchar(n) as in PostgreSQL, -1 otherwise."""
+    varchar(n) and ((p << 16) | s) + 4 for numeric(p, s) as in PostgreSQL, -1 otherwise."""
     t = parse_type(spelling)
+    if t.name == "numeric":
+        return TYPE_OIDS["numeric"], (((t.length << 16) | (t.scale & 0x7FF)) + 4
+                                      if t.length else -1)
     return TYPE_OIDS.get(t.name, 0), (t.length + 4 if t.length else -1)
 
 

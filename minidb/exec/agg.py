@@ -17,10 +17,12 @@ out in key order.  Departure from PostgreSQL: no spilling to disk; the input's k
 argument columns must fit in memory (a real hash table is not needed: sorting once is
 what numpy does fast).
 
-Result types follow PostgreSQL except where minidb lacks ``numeric``: count -> bigint;
-sum(integer/bigint) -> bigint (PostgreSQL: sum(bigint) is numeric; minidb raises
-NumericValueOutOfRange past the bigint range instead); sum(double) -> double; avg -> double
-(PostgreSQL: numeric for integer input); min/max -> the argument's type.  Aggregates of no
+Result types follow PostgreSQL with two departures: count -> bigint;
+sum(smallint/integer/bigint) -> bigint (PostgreSQL: sum(bigint) is numeric; minidb raises
+NumericValueOutOfRange past the bigint range instead); sum(double) -> double, sum(real) ->
+real; sum / avg of numeric -> numeric (exact; avg with numeric division's scale), of
+interval -> interval; avg of integers or doubles -> double (PostgreSQL: numeric for integer
+input); min/max -> the argument's type.  Aggregates of no
 rows are NULL except count, which is 0.  HAVING is the node's filter.
 """
 
@@ -31,15 +33,15 @@ import numpy as np
 import minidb.errors as errors
 from minidb.exec import datatypes as dt
 from minidb.exec.chunk import Chunk, concat
-from minidb.exec.datatypes import family
+from minidb.exec.datatypes import VECTOR_DTYPE, VECTOR_FILL, family
 from minidb.exec.compile import K, evaluate, truth
 from minidb.exec.expr import deparse
 from minidb.exec.nodes import PlanNode, factorize
 
 __all__ = ["AggNode", "AggState"]
 
-_DT = {"int": np.int64, "float": np.float64, "bool": np.bool_, "text": object, "ts": np.int64}
-_FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0}
+_DT = VECTOR_DTYPE   # one definition: datatypes.VECTOR_DTYPE / VECTOR_FILL
+_FILL = VECTOR_FILL
 
 
 class AggNode(PlanNode):
@@ -299,7 +301,7 @@ class AggState:
     is needed by ``result`` only.  A state pickles (a worker sends its partial states to its
     leader); a DISTINCT state does not combine."""
 
-    __slots__ = ("name", "fam", "rfam", "count", "sum", "best", "distinct")
+    __slots__ = ("name", "fam", "rfam", "count", "sum", "best", "distinct", "real")
 
     def __init__(self, name: str, fam: str | None = None, rfam: str | None = None,
                  distinct: bool = False):
@@ -310,12 +312,15 @@ class AggState:
         self.sum = 0
         self.best = None
         self.distinct = [] if distinct else None
+        self.real = False           # sum(real): the result rounded to float32
 
     @classmethod
     def for_agg(cls, agg) -> "AggState":
         """The state of a bound aggregate call (``expr.AggCall``)."""
         fam = family(agg.arg.type) if agg.arg is not None else "int"
-        return cls(agg.name, fam, family(agg.type), agg.distinct)
+        st = cls(agg.name, fam, family(agg.type), agg.distinct)
+        st.real = agg.type.name == "real"
+        return st
 
     # -- transition ------------------------------------------------------------------------------
     def add_rows(self, n: int) -> None:
@@ -341,6 +346,8 @@ class AggState:
             fam = self.fam
             if fam == "float" or (fam is None and vals.dtype.kind == "f"):
                 self.sum += float(np.sum(vals, dtype=np.float64))
+            elif fam == "num" or fam == "interval":
+                self.sum = _object_sum(vals.tolist(), self.sum, fam)
             else:
                 self.sum += _exact_sum(vals)
         elif name == "min":
@@ -360,7 +367,8 @@ class AggState:
         self.count += other.count
         name = self.name
         if name in ("sum", "avg"):
-            self.sum += other.sum
+            self.sum = _object_sum([other.sum], self.sum, self.fam) \
+                if self.fam in ("num", "interval") else self.sum + other.sum
         elif name in ("min", "max") and other.best is not None:
             b = other.best
             if self.best is None or (b < self.best if name == "min" else b > self.best):
@@ -381,12 +389,14 @@ class AggState:
             return np.array([self.count], dtype=np.int64), None
         if self.count == 0:
             return np.array([_FILL[f]], dtype=_DT[f]), np.ones(1, bool)
+        if f in ("num", "interval", "float") and name in ("sum", "avg"):
+            out = np.empty(1, dtype=_DT[f])
+            out[0] = _object_final(name, self.sum, self.count, f, self.real)
+            return out, None
         if name == "sum":
             if f == "int":
                 _check_bigint(self.sum)
             return np.array([self.sum], dtype=_DT[f]), None
-        if name == "avg":
-            return np.array([self.sum / self.count], dtype=np.float64), None
         best = self.best
         arr = np.empty(1, dtype=_DT[f])
         arr[0] = best
@@ -407,6 +417,42 @@ class AggState:
             return self.sum / self.count
         b = self.best
         return b.item() if isinstance(b, np.generic) else b
+
+
+def _object_sum(values: list, start, fam: str):
+    """Exact sum of numeric Decimals or of intervals (field by field), from ``start``."""
+    from minidb.types import NUMERIC_CONTEXT, Interval
+    if fam == "num":
+        acc = start if start else dt.VECTOR_FILL["num"]
+        add = NUMERIC_CONTEXT.add
+        for x in values:
+            acc = add(acc, x)
+        return acc
+    m, d, u = (start.months, start.mdays, start.usecs) if isinstance(start, Interval) \
+        else (0, 0, 0)
+    for x in values:
+        m += x.months
+        d += x.mdays
+        u += x.usecs
+    return Interval(m, d, u)
+
+
+def _object_final(name: str, total, count: int, f: str, real: bool = False):
+    """sum / avg of a group from its exact total: numeric avg with numeric division's
+    scale, interval avg with interval division, sum(real) rounded to float32."""
+    from minidb.exec import datetimes as dtx
+    from minidb.exec.typeops import numeric_div
+    if f == "float":
+        v = total if name == "sum" else total / count
+        if real and name == "sum":
+            return dt.cast_value(float(v), dt.DOUBLE, dt.REAL)
+        return v
+    if name == "sum":
+        return total
+    if f == "num":
+        import decimal
+        return numeric_div(total, decimal.Decimal(count))
+    return dtx.interval_div(total, count)
 
 
 def _exact_sum(vals) -> int:
@@ -443,6 +489,14 @@ def _group_agg(a, v, m, g, ng):
     sv, sg = v[order], g[order]
     starts = np.flatnonzero(np.r_[True, sg[1:] != sg[:-1]])
     groups = sg[starts]
+    if a.name in ("sum", "avg") and family(a.arg.type) in ("num", "interval"):
+        af = family(a.arg.type)
+        ends = np.r_[starts[1:], len(sv)]
+        lst = sv.tolist()
+        for k, gi in enumerate(groups.tolist()):
+            tot = _object_sum(lst[starts[k]:ends[k]], None, af)
+            out[gi] = _object_final(a.name, tot, int(cnt[gi]), f)
+        return out, mask
     if a.name in ("sum", "avg"):
         if family(a.arg.type) == "float" or a.name == "avg":
             sums = np.add.reduceat(sv.astype(np.float64), starts)
@@ -460,6 +514,8 @@ def _group_agg(a, v, m, g, ng):
             out[groups] = sums / cnt[groups]
         else:
             out[groups] = sums
+            if a.type.name == "real":
+                out = out.astype(np.float32).astype(np.float64)
         return out, mask
     red = np.minimum if a.name == "min" else np.maximum
     out[groups] = red.reduceat(sv, starts)

@@ -15,16 +15,14 @@ from __future__ import annotations
 import numpy as np
 
 from minidb.exec import datatypes as dt
-from minidb.exec.datatypes import family
-from minidb.types import ints_to_datetime64
+from minidb.exec.datatypes import VECTOR_DTYPE, VECTOR_FILL, family
+from minidb.types import ints_to_datetime64, session_timezone
 
 __all__ = ["Chunk", "rows_to_chunk", "chunk_to_rows", "column_to_list", "concat",
            "normalize_columns"]
 
-_DTYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "text": object,
-          "ts": np.int64, "unknown": object,
-          "array": object}
-_FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0, "unknown": "", "array": None}
+_DTYPE = VECTOR_DTYPE   # one definition: datatypes.VECTOR_DTYPE / VECTOR_FILL
+_FILL = VECTOR_FILL
 
 
 class Chunk:
@@ -67,7 +65,7 @@ def normalize_columns(cols, types):
     for (v, m), t in zip(cols, types):
         if m is not None and v.dtype == object:
             v = v.copy()
-            v[m] = ""
+            v[m] = _FILL[family(t)]
         out.append((v, m))
     return out
 
@@ -82,9 +80,9 @@ def column_from_values(values: list, t):
         values = [fill if x is None else x for x in values]
     else:
         mask = None
-    if f == "ts":
+    if f in ("ts", "tstz", "date", "time"):
         values = [dt.to_repr(x, t) for x in values]
-    if f in ("text", "unknown"):
+    if _DTYPE[f] is object:
         arr = np.empty(n, dtype=object)
         arr[:] = values
     else:
@@ -107,7 +105,9 @@ def column_to_list(vals, mask, t) -> list:
     f = family(t)
     if f == "ts":
         lst = ints_to_datetime64(np.asarray(vals, dtype=np.int64)).astype(object).tolist()
-    elif f in ("text", "unknown"):
+    elif f in ("tstz", "date", "time"):
+        lst = _datetimes(vals, mask, t, f)
+    elif _DTYPE[f] is object:
         lst = list(vals)
     else:
         lst = vals.tolist()
@@ -115,6 +115,27 @@ def column_to_list(vals, mask, t) -> list:
         for k in np.flatnonzero(mask).tolist():
             lst[k] = None
     return lst
+
+
+_UTC_EPOCH_US = 946_684_800_000_000
+
+
+def _datetimes(vals, mask, t, f) -> list:
+    """Python dates, times and aware (UTC) datetimes of one int column."""
+    a = np.asarray(vals, dtype=np.int64)
+    if mask is not None:
+        a = np.where(mask, 0, a)
+    if f == "date":
+        return (a + 10957).astype("datetime64[D]").astype(object).tolist()
+    if f == "tstz":
+        # aware datetimes in the session's TimeZone, as PostgreSQL's drivers return them
+        import datetime as _dt
+        utc = _dt.timezone.utc
+        tz = session_timezone()
+        out = [x.replace(tzinfo=utc) for x in
+               (a + _UTC_EPOCH_US).view("datetime64[us]").astype(object).tolist()]
+        return out if tz is utc else [x.astimezone(tz) for x in out]
+    return [dt.from_repr(x, t) for x in a.tolist()]
 
 
 def chunk_to_rows(chunk: Chunk, types) -> list[tuple]:

@@ -33,15 +33,17 @@ when nothing matches; IS [NOT] NULL is never NULL.
 
 from __future__ import annotations
 
+import decimal
 import re
 
 import numpy as np
 
 import minidb.errors as errors
 from minidb.exec import datatypes as dt
-from minidb.exec.datatypes import BIGINT, BOOLEAN, TEXT, family
+from minidb.exec.datatypes import BIGINT, BOOLEAN, TEXT, VECTOR_DTYPE, VECTOR_FILL, family
 from minidb.exec.expr import (Arith, BoolOp, Case, Cast, ColRef, Compare, Concat,
                               Const, Expr, Func, InList, IsNull, Like, Neg, Not, Param)
+from minidb.exec import typeops
 from minidb.exec.functions import STRICT
 
 __all__ = ["K", "V", "compile_expr", "evaluate", "truth", "bind_param", "broadcast"]
@@ -67,10 +69,8 @@ class V:
         self.type = type_
 
 
-_DTYPE = {"int": np.int64, "float": np.float64, "bool": np.bool_, "text": object,
-          "ts": np.int64, "unknown": object,
-          "array": object}
-_FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0, "unknown": "", "array": None}
+_DTYPE = VECTOR_DTYPE   # one definition: datatypes.VECTOR_DTYPE / VECTOR_FILL
+_FILL = VECTOR_FILL
 
 
 def broadcast(value, type_, n: int):
@@ -246,12 +246,12 @@ class _Compiler:
     def _Arith(self, e: Arith):
         a, b = self.c(e.left), self.c(e.right)
         op, rt = e.op, e.type
-        fn = _arith_fn(op, rt)
+        fn = _arith_fn(op, rt, e.left.type, e.right.type)
         if _is_null(a) or _is_null(b):
             return K(None, rt)
         if isinstance(a, K) and isinstance(b, K):
-            r = fn(np.array([a.value]), np.array([b.value]), None)
-            return K(r[0].item(), rt)
+            r = fn(_one(a.value), _one(b.value), None)
+            return K(_scalar(r[0]), rt)
 
         def vf(chunk, live):
             av, am = _operand(a, chunk, live)
@@ -265,6 +265,16 @@ class _Compiler:
         rt = e.type
         if _is_null(a):
             return K(None, rt)
+
+        if typeops.handles(rt, rt) and family(rt) not in ("int", "float"):
+            neg = typeops.neg_fn(rt)
+            if isinstance(a, K):
+                return K(_scalar(neg(_one(a.value), None)[0]), rt)
+
+            def vneg(chunk, live):
+                v, m = a.fn(chunk, live)
+                return neg(v, _and_live(live, m)), m
+            return V(vneg, rt)
 
         def neg(v, live):
             if family(rt) == "float":
@@ -308,12 +318,19 @@ class _Compiler:
         if _is_null(a) or _is_null(b):
             return K(None, BOOLEAN)
         if isinstance(a, K) and isinstance(b, K):
-            return K(bool(f(a.value, b.value)), BOOLEAN)
+            try:
+                return K(bool(f(a.value, b.value)), BOOLEAN)
+            except decimal.InvalidOperation:          # a numeric NaN: PostgreSQL's order
+                return K(bool(f(*typeops.nan_last(a.value, b.value))), BOOLEAN)
 
         def vf(chunk, live):
             av, am = _operand(a, chunk, live)
             bv, bm = _operand(b, chunk, live)
-            r = f(av, bv)
+            try:
+                r = f(av, bv)
+            except decimal.InvalidOperation:          # a numeric NaN: PostgreSQL's order
+                r = f(*typeops.nan_last(av, bv))
+            r = np.asarray(r)
             if r.dtype != np.bool_:
                 r = r.astype(bool)
             m = _or_masks(am, bm)
@@ -456,9 +473,14 @@ class _Compiler:
             v = dt.from_repr(a.value, src)
             return K(dt.to_repr(dt.cast_value(v, src, dst), dst), dst)
         fs, fd = family(src), family(dst)
-        if fs == fd and fd != "text" and not (fd == "int" and dst.name == "integer"
-                                              and src.name == "bigint"):
+        if fs == fd and fd != "text" and _widening(src, dst):
             return V(a.fn, dst)
+        vec = typeops.cast_fn(src, dst)
+        if vec is not None:
+            def vc(chunk, live):
+                v, m = a.fn(chunk, live)
+                return vec(v, m, _and_live(live, m)), m
+            return V(vc, dst)
 
         def vf(chunk, live):
             v, m = a.fn(chunk, live)
@@ -467,12 +489,9 @@ class _Compiler:
 
     def _Func(self, e: Func):
         name = e.name
-        if name == "now":
-            import datetime as _dt
-            return K(dt.to_repr(self.now or _dt.datetime.now(), e.type), e.type)
-        if name == "clock_timestamp":
-            import datetime as _dt
-            return K(dt.to_repr(_dt.datetime.now(), e.type), e.type)
+        if name in ("now", "clock_timestamp", "current_date", "current_time"):
+            return K(_now_value(self.now if name != "clock_timestamp" else None, name,
+                                e.type), e.type)
         args = [self.c(x) for x in e.args]
         rt = e.type
         if name == "coalesce":
@@ -485,6 +504,9 @@ class _Compiler:
             return self._extreme(name, args, rt)
         if name == "random":
             return self._random()
+        if name == "gen_random_uuid":
+            from minidb.exec.functions import gen_random_uuid
+            return V(lambda chunk, live: (gen_random_uuid(chunk.n), None), e.type)
         if name == "setseed":
             return self._setseed(args[0])
         if name in STRICT:
@@ -699,6 +721,26 @@ class _Compiler:
         return V(vf, rt)
 
 
+def _now_value(start, name, t):
+    """now() / CURRENT_TIMESTAMP (the transaction's start; clock_timestamp: the clock) as
+    a vector scalar of ``t``: timestamptz, or in the session's TimeZone the timestamp
+    (LOCALTIMESTAMP), date (CURRENT_DATE) or time (CURRENT_TIME, LOCALTIME)."""
+    import datetime as _dt
+    from minidb.types import session_timezone
+    n = start or _dt.datetime.now()
+    if n.tzinfo is None:
+        n = n.astimezone()              # the clock's naive local time -> an instant
+    local = n.astimezone(session_timezone()).replace(tzinfo=None)
+    name = t.name
+    if name == "timestamptz":
+        return dt.to_repr(n, t)
+    if name == "date":
+        return dt.to_repr(local.date(), t)
+    if name == "time":
+        return dt.to_repr(local.time(), t)
+    return dt.to_repr(local, t)
+
+
 def e_type_double():
     return dt.DOUBLE
 
@@ -734,10 +776,50 @@ def _check_int_range(r, rt, live) -> None:
         bad = (r < dt.INT4_MIN) | (r > dt.INT4_MAX)
         if _any_in(bad, live):
             raise errors.NumericValueOutOfRange("integer out of range")
+    elif rt.name == "smallint":
+        bad = (r < dt.INT2_MIN) | (r > dt.INT2_MAX)
+        if _any_in(bad, live):
+            raise errors.NumericValueOutOfRange("smallint out of range")
 
 
-def _arith_fn(op: str, rt):
-    """fn(a, b, live) -> result array for one arithmetic operator and result type."""
+def _one(v):
+    """A constant as a one-element vector of its family's dtype."""
+    arr = np.empty(1, dtype=object if not isinstance(v, (int, float, bool, np.generic))
+                   else None)
+    if arr.dtype == object:
+        arr[0] = v
+        return arr
+    return np.array([v])
+
+
+def _scalar(x):
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def _widening(src, dst) -> bool:
+    """Is a cast between two types of one family a no-op on the vector?"""
+    if src == dst:
+        return True
+    f = family(dst)
+    if f == "int":
+        return dt.implicitly_castable(src, dst)
+    if f == "float":
+        return dst.name == "double precision"
+    if f == "num":
+        return dst.length is None
+    return f not in ("text",)
+
+
+def _arith_fn(op: str, rt, ta=None, tb=None):
+    """fn(a, b, live) -> result array for one arithmetic operator, result and operand
+    types (numpy here for integers and doubles; ``typeops`` for the others)."""
+    if ta is not None:
+        fr = family(rt)
+        if fr == "float" and rt.name == "real":
+            base = _arith_fn(op, dt.DOUBLE)
+            return lambda a, b, live: typeops.real_round(base(a, b, live), live)
+        if fr not in ("int", "float") or family(ta) == "date" or family(tb) == "date":
+            return typeops.arith_fn(op, rt, ta, tb)
     if family(rt) == "float":
         def ffn(a, b, live):
             a = np.asarray(a, dtype=np.float64)
@@ -907,10 +989,13 @@ def bind_param(v, t):
                     f"parameter of type {type(v).__name__} where {t} is expected: {v!r:.40}")
         return dt.cast_value(int(v), BIGINT, t)
     if f == "float":
+        import decimal
+        if isinstance(v, decimal.Decimal):
+            v = float(v)
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise errors.DatatypeMismatch(
                 f"parameter of type {type(v).__name__} where {t} is expected: {v!r:.40}")
-        return float(v)
+        return float(v) if t.name != "real" else dt.cast_value(float(v), dt.DOUBLE, t)
     if f == "bool":
         if not isinstance(v, (bool, np.bool_)):
             raise errors.DatatypeMismatch(
@@ -930,5 +1015,13 @@ def bind_param(v, t):
             raise errors.DatatypeMismatch(
                 f"parameter of type {type(v).__name__} where text is expected: {v!r:.40}")
         return v
+    if f in ("num", "date", "time", "tstz", "interval", "bytea", "uuid"):
+        from minidb.types import coerce
+        try:
+            return coerce(t, v)
+        except errors.DatatypeMismatch:
+            raise errors.DatatypeMismatch(
+                f"parameter of type {type(v).__name__} where {t} is expected: {v!r:.40}"
+            ) from None
     return v
 

@@ -14,15 +14,19 @@ Errors (negative square root, zero field position ...) are raised only for rows 
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
 import hashlib
 import math
 
 import numpy as np
 
 import minidb.errors as errors
-from minidb.types import int_to_timestamp, timestamp_to_int
+from minidb.exec import datetimes as dtx
+from minidb.exec.datetimes import date_part, date_trunc
+from minidb.types import (NUMERIC_CONTEXT, Interval, date_to_int, int_to_date, int_to_timestamp,
+                          timestamp_to_int)
 
-__all__ = ["STRICT", "date_part", "date_trunc"]
+__all__ = ["STRICT", "date_part", "date_trunc", "gen_random_uuid"]
 
 
 def _live_any(cond, live) -> bool:
@@ -250,106 +254,216 @@ def _initcap(s):
     return "".join(out)
 
 
-# -- timestamps --------------------------------------------------------------------------------
-def _as_dt(v) -> _dt.datetime:
-    return v if isinstance(v, _dt.datetime) else int_to_timestamp(int(v))
-
-
-def date_part(field: str, v) -> float:
-    d = _as_dt(v)
-    f = field.lower()
-    if f in ("year", "years"):
-        return float(d.year)
-    if f in ("month", "months"):
-        return float(d.month)
-    if f in ("day", "days"):
-        return float(d.day)
-    if f in ("hour", "hours"):
-        return float(d.hour)
-    if f in ("minute", "minutes"):
-        return float(d.minute)
-    if f in ("second", "seconds"):
-        return d.second + d.microsecond / 1e6
-    if f in ("millisecond", "milliseconds"):
-        return d.second * 1000 + d.microsecond / 1000
-    if f in ("microsecond", "microseconds"):
-        return float(d.second * 1_000_000 + d.microsecond)
-    if f == "dow":
-        return float(d.isoweekday() % 7)
-    if f == "isodow":
-        return float(d.isoweekday())
-    if f == "doy":
-        return float(d.timetuple().tm_yday)
-    if f == "week":
-        return float(d.isocalendar()[1])
-    if f == "isoyear":
-        return float(d.isocalendar()[0])
-    if f == "quarter":
-        return float((d.month - 1) // 3 + 1)
-    if f == "epoch":
-        return (d - _dt.datetime(1970, 1, 1)).total_seconds()
-    if f == "decade":
-        return float(d.year // 10)
-    if f == "century":
-        return float((d.year + 99) // 100)
-    if f == "millennium":
-        return float((d.year + 999) // 1000)
-    raise errors.InvalidParameterValue(
-        f'unit "{field}" not recognized for type timestamp without time zone')
-
-
-def date_trunc(field: str, v) -> _dt.datetime:
-    d = _as_dt(v)
-    f = field.lower()
-    if f == "microseconds":
-        return d
-    if f == "milliseconds":
-        return d.replace(microsecond=d.microsecond // 1000 * 1000)
-    if f == "second":
-        return d.replace(microsecond=0)
-    if f == "minute":
-        return d.replace(second=0, microsecond=0)
-    if f == "hour":
-        return d.replace(minute=0, second=0, microsecond=0)
-    day = d.replace(hour=0, minute=0, second=0, microsecond=0)
-    if f == "day":
-        return day
-    if f == "week":
-        return day - _dt.timedelta(days=d.weekday())
-    if f == "month":
-        return day.replace(day=1)
-    if f == "quarter":
-        return day.replace(day=1, month=(d.month - 1) // 3 * 3 + 1)
-    if f == "year":
-        return day.replace(day=1, month=1)
-    if f == "decade":
-        return day.replace(day=1, month=1, year=d.year // 10 * 10)
-    if f == "century":
-        return day.replace(day=1, month=1, year=(d.year - 1) // 100 * 100 + 1)
-    if f == "millennium":
-        return day.replace(day=1, month=1, year=(d.year - 1) // 1000 * 1000 + 1)
-    raise errors.InvalidParameterValue(
-        f'unit "{field}" not recognized for type timestamp without time zone')
-
-
+# -- timestamps (date_part / date_trunc live in datetimes.py) ------------------------------------
 def _date_part_batch(vals, types, live):
-    fields, ts = vals
+    fields, ts = vals[0], vals[1]
+    tname = types[1].name
     out = np.zeros(len(ts), dtype=np.float64)
     fl, tl = list(fields), np.asarray(ts).tolist()
     for i in range(len(tl)):
         if live is None or live[i]:
-            out[i] = date_part(fl[i], tl[i])
+            out[i] = date_part(fl[i], tl[i]) if tname == "timestamp" else \
+                dtx.date_part_of(fl[i], tl[i], tname)
     return out
 
 
 def _date_trunc_batch(vals, types, live):
-    fields, ts = vals
-    out = np.zeros(len(ts), dtype=np.int64)
+    fields, ts = vals[0], vals[1]
+    tname = types[1].name
+    zone = list(vals[2]) if len(vals) > 2 else None
+    obj = tname == "interval"
+    out = np.empty(len(ts), dtype=object) if obj else np.zeros(len(ts), dtype=np.int64)
     fl, tl = list(fields), np.asarray(ts).tolist()
     for i in range(len(tl)):
         if live is None or live[i]:
-            out[i] = timestamp_to_int(date_trunc(fl[i], tl[i]))
+            if tname == "timestamp":
+                out[i] = timestamp_to_int(date_trunc(fl[i], tl[i]))
+            else:
+                out[i] = dtx.date_trunc_of(fl[i], tl[i], tname, zone[i] if zone else None)
+        elif obj:
+            out[i] = tl[i]
     return out
+
+
+# -- dates, times, timestamptz, intervals --------------------------------------------------------
+def _wall(v, tname: str) -> _dt.datetime:
+    """A date / timestamp / timestamptz vector scalar as a naive wall-clock datetime (the
+    session's TimeZone for timestamptz)."""
+    if tname == "date":
+        d = int_to_date(v)
+        return _dt.datetime(d.year, d.month, d.day)
+    if tname == "timestamptz":
+        return dtx.tstz_to_local(v).replace(tzinfo=None)
+    return int_to_timestamp(int(v))
+
+
+def _to_char_batch(vals, types, live):
+    src, fmts = vals
+    tname = types[0].name
+    out = np.empty(len(src), dtype=object)
+    sl, fl = np.asarray(src).tolist() if tname != "interval" else list(src), list(fmts)
+    for i in range(len(sl)):
+        if live is not None and not live[i]:
+            out[i] = ""
+            continue
+        if tname == "timestamptz":
+            loc = dtx.tstz_to_local(sl[i])
+            out[i] = dtx.to_char(loc.replace(tzinfo=None), fl[i], loc.utcoffset(),
+                                 loc.tzname() or "")
+        elif tname == "interval":
+            iv = sl[i]
+            y, mon = int(iv.months / 12), iv.months - int(iv.months / 12) * 12
+            us = iv.usecs
+            h = int(us / dtx.USECS_PER_HOUR)
+            rem = abs(us - h * dtx.USECS_PER_HOUR)
+            d = _IntervalFields(y, mon, iv.mdays, h, rem // 60_000_000,
+                                rem // 1_000_000 % 60, rem % 1_000_000)
+            out[i] = dtx.to_char(d, fl[i])
+        else:
+            out[i] = dtx.to_char(_wall(sl[i], tname), fl[i])
+    return out
+
+
+class _IntervalFields:
+    """An interval's fields for to_char (hours may exceed 23; no weekday)."""
+
+    def __init__(self, year, month, day, hour, minute, second, microsecond):
+        self.year, self.month, self.day = year, month, day
+        self.hour, self.minute, self.second, self.microsecond = hour, minute, second, microsecond
+
+    def isoweekday(self):
+        return 7
+
+    def timetuple(self):
+        class _T:
+            tm_yday = 0
+        return _T()
+
+    def isocalendar(self):
+        return (self.year, 0, 0)
+
+    def toordinal(self):
+        return 0
+
+
+def _age_batch(vals, types, live):
+    tname = types[0].name
+    out = np.empty(len(vals[0]), dtype=object)
+    a = np.asarray(vals[0]).tolist()
+    if len(vals) == 2:
+        b = np.asarray(vals[1]).tolist()
+        tb = types[1].name
+    else:
+        # age(x): from midnight of today in the session's TimeZone
+        today = dtx.parse_date("today")
+        b, a, tb = a, [today] * len(a), tname
+        tname = "date"
+    for i in range(len(a)):
+        if live is not None and not live[i]:
+            out[i] = Interval()
+            continue
+        out[i] = dtx.age(_wall(a[i], tname), _wall(b[i], tb))
+    return out
+
+
+def _make_date(vals, types, live):
+    out = np.zeros(len(vals[0]), dtype=np.int64)
+    for i, (y, m, d) in enumerate(zip(*[np.asarray(v).tolist() for v in vals])):
+        if live is not None and not live[i]:
+            continue
+        try:
+            out[i] = date_to_int(_dt.date(int(y), int(m), int(d)))
+        except ValueError:
+            raise errors.DatetimeFieldOverflow(
+                f"date field value out of range: {int(y)}-{int(m):02d}-{int(d):02d}") from None
+    return out
+
+
+def _make_time(vals, types, live):
+    out = np.zeros(len(vals[0]), dtype=np.int64)
+    for i, (h, m, sec) in enumerate(zip(*[np.asarray(v).tolist() for v in vals])):
+        if live is not None and not live[i]:
+            continue
+        us = round(float(sec) * 1_000_000)
+        if not (0 <= h <= 24 and 0 <= m <= 59 and 0 <= us <= 60_000_000) or \
+                (h == 24 and (m or us)):
+            raise errors.DatetimeFieldOverflow(
+                f"time field value out of range: {int(h)}:{int(m):02d}:{float(sec):02g}")
+        out[i] = (int(h) * 60 + int(m)) * 60_000_000 + us
+    return out
+
+
+def _make_timestamp(vals, types, live):
+    days = _make_date(vals[:3], types[:3], live)
+    tod = _make_time(vals[3:], types[3:], live)
+    return days * dtx.USECS_PER_DAY + tod
+
+
+def gen_random_uuid(n: int) -> np.ndarray:
+    import uuid as _uuid
+    out = np.empty(n, dtype=object)
+    out[:] = [_uuid.uuid4() for _ in range(n)]
+    return out
+
+
+# -- numeric (Decimal object vectors): exact, PostgreSQL's rounding -----------------------------
+def _dec_rows(fn):
+    """fn(*Decimals) per row -> an object vector (numeric arguments)."""
+    def batch(vals, types, live):
+        cols = [v.tolist() if isinstance(v, np.ndarray) else list(v) for v in vals]
+        out = np.empty(len(cols[0]), dtype=object)
+        for i, args in enumerate(zip(*cols)):
+            if live is None or live[i]:
+                out[i] = fn(*args)
+            else:
+                try:
+                    out[i] = fn(*args)
+                except (errors.Error, ArithmeticError):
+                    out[i] = decimal.Decimal(0)
+        return out
+    return batch
+
+
+def _dec_round(x, d=0, mode=decimal.ROUND_HALF_UP):
+    if not x.is_finite():
+        return x
+    d = int(d)
+    q = x.quantize(decimal.Decimal(1).scaleb(-d), rounding=mode, context=NUMERIC_CONTEXT)
+    if d < 0:                     # round(1234, -2) is 1200, shown without a point
+        q = q.quantize(decimal.Decimal(1), context=NUMERIC_CONTEXT)
+    return q.copy_abs() if q.is_zero() else q
+
+
+def _dec_mod(a, b):
+    if b.is_zero():
+        raise errors.DivisionByZero("division by zero")
+    return NUMERIC_CONTEXT.remainder(a, b)
+
+
+def _dec_sign(x):
+    return decimal.Decimal(0 if x.is_zero() else (-1 if x.is_signed() else 1))
+
+
+def _either(float_fn, dec_fn):
+    """float_fn for double/integer vectors, dec_fn for numeric (object) ones."""
+    def batch(vals, types, live):
+        if types[0].name == "numeric":
+            return dec_fn(vals, types, live)
+        return float_fn(vals, types, live)
+    return batch
+
+
+_NUMERIC_FUNCS = {
+    "round": _dec_rows(lambda x, d=0: _dec_round(x, d)),
+    "trunc": _dec_rows(lambda x, d=0: _dec_round(x, d, decimal.ROUND_DOWN)),
+    "floor": _dec_rows(lambda x: _dec_round(x, 0, decimal.ROUND_FLOOR)),
+    "ceil": _dec_rows(lambda x: _dec_round(x, 0, decimal.ROUND_CEILING)),
+    "sign": _dec_rows(_dec_sign),
+    "mod": _dec_rows(_dec_mod),
+    "div": _dec_rows(lambda a, b: _dec_round(NUMERIC_CONTEXT.divide(a, b), 0,
+                                               decimal.ROUND_DOWN) if not b.is_zero()
+                     else (_ for _ in ()).throw(errors.DivisionByZero("division by zero"))),
+}
 
 
 STRICT = {
@@ -377,4 +491,9 @@ STRICT = {
     "ascii": _rows_int(lambda s: ord(s[0]) if s else 0), "chr": _rows(_chr),
     "octet_length": _rows_int(lambda s: len(s.encode())),
     "date_part": _date_part_batch, "date_trunc": _date_trunc_batch,
+    "to_char": _to_char_batch, "age": _age_batch, "make_date": _make_date,
+    "make_time": _make_time, "make_timestamp": _make_timestamp,
 }
+
+for _name, _fn in _NUMERIC_FUNCS.items():
+    STRICT[_name] = _either(STRICT[_name], _fn)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from minidb.exec.chunk import Chunk, concat
-from minidb.exec.datatypes import family
+from minidb.exec.datatypes import VECTOR_DTYPE, VECTOR_FILL, family
 from minidb.exec.compile import K, evaluate, truth
 from minidb.exec.expr import and_all, deparse
 from minidb.exec.nodes import PassThroughNode, PlanNode
@@ -47,10 +47,8 @@ __all__ = ["NestLoopNode", "IndexNestLoopNode", "HashJoinNode", "HashNode", "NES
 NESTLOOP_PIECE = 1 << 18
 _JOIN_WORD = {"inner": "", "left": " Left", "right": " Right", "full": " Full",
               "semi": " Semi", "anti": " Anti"}
-_DT = {"int": np.int64, "float": np.float64, "bool": np.bool_, "text": object, "ts": np.int64,
-       "unknown": object, "array": object}
-_FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0, "unknown": "",
-         "array": None}
+_DT = VECTOR_DTYPE   # one definition: datatypes.VECTOR_DTYPE / VECTOR_FILL
+_FILL = VECTOR_FILL
 
 
 def null_columns(types, n: int) -> list:
@@ -286,7 +284,8 @@ class HashJoinNode(_JoinMixin, PlanNode):
         q = _compile_filter(ectx, self.quals, full_layout)
         post = self._post(ectx)
         fams = [family(e.type) for e in self.inner_keys + self.outer_keys]
-        vector = len(self.inner_keys) == 1 and all(f in ("int", "float", "bool", "ts")
+        vector = len(self.inner_keys) == 1 and all(f in ("int", "float", "bool", "ts", "tstz",
+                                                          "date", "time")
                                                    for f in fams)
         if build.n == 0:
             probe = None

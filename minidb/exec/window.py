@@ -28,14 +28,14 @@ import minidb.errors as errors
 from minidb.exec import datatypes as dt
 from minidb.exec.chunk import Chunk
 from minidb.exec.compile import evaluate
-from minidb.exec.datatypes import family
+from minidb.exec.datatypes import VECTOR_DTYPE, VECTOR_FILL, family
 from minidb.exec.expr import deparse
 from minidb.exec.nodes import PlanNode
 
 __all__ = ["WindowAggNode"]
 
-_DT = {"int": np.int64, "float": np.float64, "bool": np.bool_, "text": object, "ts": np.int64}
-_FILL = {"int": 0, "float": 0.0, "bool": False, "text": "", "ts": 0}
+_DT = VECTOR_DTYPE   # one definition: datatypes.VECTOR_DTYPE / VECTOR_FILL
+_FILL = VECTOR_FILL
 
 
 def _changes(cols, n) -> np.ndarray:

@@ -25,9 +25,11 @@ Tuple layout (little-endian; every tuple starts 8-aligned in its page)::
                                                   in column order, unaligned
 
 In the fixed part a fixed-width column takes ``type.size`` bytes (int 4, bigint 8, double 8,
-boolean 1 as 0/1, timestamp 8 as int64 microseconds since 2000-01-01).  A variable-length column
-(char, varchar, text) takes a 4-byte descriptor: uint16 offset of its bytes from the tuple start,
-uint16 length in bytes.  With natts <= 40 the bitmap fits before byte 40, so t_hoff is 40.
+boolean 1 as 0/1, timestamp 8 as int64 microseconds since 2000-01-01; smallint 2, real 4 as
+float32, date 4 as int32 days since 2000-01-01, time 8 and timestamptz 8 as int64
+microseconds, interval 16 as PostgreSQL's struct, uuid 16 bytes; see ``minidb.types``).  A
+variable-length column (char, varchar, text, numeric as its decimal text, bytea) takes a
+4-byte descriptor: uint16 offset of its bytes from the tuple start, uint16 length in bytes.  With natts <= 40 the bitmap fits before byte 40, so t_hoff is 40.
 
 Example, pgbench_accounts (aid int, bid int, abalance int, filler char(84))::
 
@@ -69,7 +71,7 @@ Departures from PostgreSQL, and why
 - The fixed part is not padded to 8 at its end; the page pads each tuple to 8 when it places it.
 
 Left out: TOAST and compression (a row longer than MAX_TUPLE_SIZE is an error, not moved out of
-line), numeric, arrays, NULLs beyond natts (ALTER TABLE ADD COLUMN would need a table rewrite:
+line), arrays, NULLs beyond natts (ALTER TABLE ADD COLUMN would need a table rewrite:
 adding a column can grow the bitmap and t_hoff and so move every column), dropped columns.
 
 Interface
@@ -101,8 +103,8 @@ import minidb.errors as errors
 from minidb.config import BLCKSZ
 from minidb.storage.htup import HEAP_HASNULL, HEAP_HASVARWIDTH, HEAP_NATTS_MASK, HEAP_XMAX_INVALID
 from minidb.types import (
-    STORAGE_ZERO, SqlType, coerce_array, encode_strings, int_to_timestamp, parse_type,
-    storage_converter,
+    STORAGE_ZERO, SqlType, coerce_array, encode_strings, from_storage, int_to_timestamp,
+    parse_type, storage_converter,
 )
 
 __all__ = [
@@ -143,7 +145,8 @@ _HEADER_STRUCT = struct.Struct("<QQIIIHHHB")
 assert _HEADER_STRUCT.size == HEAP_TUPLE_HEADER_SIZE
 
 _STRUCT_CODE = {"integer": "i", "bigint": "q", "double precision": "d", "boolean": "?",
-                "timestamp": "q"}
+                "timestamp": "q", "smallint": "h", "real": "f", "date": "i", "time": "q",
+                "timestamptz": "q", "interval": "16s", "uuid": "16s"}
 
 # rows handled per step where encode_batch builds index arrays, to bound their memory
 _BATCH_CHUNK = 1 << 16
@@ -315,6 +318,9 @@ class RowLayout:
                               c.not_null, c.name)
                              for i, c in enumerate(columns)]
         self._decode_plan = [(slots[i], _decode_kind(c.type)) for i, c in enumerate(columns)]
+        # kinds 3 and 4 (types converted from their stored form): the function per slot
+        self._from_stored = {slots[i]: from_storage(c.type) for i, c in enumerate(columns)
+                             if from_storage(c.type) is not None}
 
     def __repr__(self):
         cols = ", ".join(f"{c.name} {c.type}{' NOT NULL' if c.not_null else ''}"
@@ -381,13 +387,22 @@ class RowLayout:
                 out.append(f[slot])
             elif kind == 1:
                 out.append(int_to_timestamp(f[slot]))
-            else:
+            elif kind == 2:
                 if mv is None:
                     mv = memoryview(buf)
                     if mv.format != "B" or mv.ndim != 1:
                         mv = mv.cast("B")
                 a = start + f[slot]
                 out.append(str(mv[a:a + f[slot + 1]], "utf-8"))
+            elif kind == 3:
+                out.append(self._from_stored[slot](f[slot]))
+            else:
+                if mv is None:
+                    mv = memoryview(buf)
+                    if mv.format != "B" or mv.ndim != 1:
+                        mv = mv.cast("B")
+                a = start + f[slot]
+                out.append(self._from_stored[slot](mv[a:a + f[slot + 1]]))
             bits >>= 1
         return tuple(out)
 
@@ -573,8 +588,8 @@ class RowLayout:
         Returns, per column, (values, null mask or None when no tuple has a NULL there).  Values:
         int32/int64/float64 arrays, bool for boolean, int64 microseconds since 2000-01-01 for
         timestamp (see `minidb.types.ints_to_datetime64`), object arrays of str (None for NULL)
-        for char/varchar/text.  Fixed-width columns take one integer index each into a typed
-        view; NULL slots hold 0.  To know whether any NULL is there at all, gather reads the
+        for char/varchar/text; the later types as `_gather_other` / `_gather_varlena` say.
+        Fixed-width columns take one integer index each into a typed view; NULL slots hold 0.  To know whether any NULL is there at all, gather reads the
         tuples' t_infomask (HEAP_HASNULL) unless the caller passes it in ``infomask`` (a scan has
         it from `gather_header`), or unless every requested column is NOT NULL.
         """
@@ -611,8 +626,13 @@ class RowLayout:
                 vals = np.take(v.f64, index(3) + (off >> 3))
             elif name == "boolean":
                 vals = np.take(v.u8, starts + off) != 0
+            elif col.type.fixed:
+                vals = _gather_other(v, starts, off, name, index)
             else:
-                vals = _gather_strings(v, starts, off, mask)
+                if name == "text" or name == "varchar" or name == "char":
+                    vals = _gather_strings(v, starts, off, mask)
+                else:
+                    vals = _gather_varlena(v, starts, off, name, mask)
             out.append((vals, mask))
         return out
 
@@ -629,10 +649,60 @@ def _too_big(size: int) -> errors.ProgramLimitExceeded:
 
 
 def _decode_kind(t: SqlType) -> int:
-    """0: the struct value as is; 1: timestamp; 2: varlena."""
+    """0: the struct value as is; 1: timestamp; 2: string varlena; 3: a fixed-width value
+    converted by ``types.from_storage``; 4: a varlena value (numeric, bytea) converted so."""
+    conv = from_storage(t)
     if not t.fixed:
-        return 2
+        return 2 if conv is None else 4
+    if conv is not None:
+        return 3
     return 1 if t.name == "timestamp" else 0
+
+
+def _gather_other(v: FlatViews, starts: np.ndarray, off: int, name: str, index) -> np.ndarray:
+    """gather() of the fixed-width types added after the first eight: smallint int16, real
+    as float64 (float32 values), date int32 days, time / timestamptz int64 microseconds,
+    interval and uuid object arrays of `types.Interval` / `uuid.UUID` (NULL slots hold the
+    zero interval and the nil uuid)."""
+    if name == "smallint":
+        return np.take(v.u16.view("<i2"), index(1) + (off >> 1))
+    if name == "real":
+        return np.take(v.u32.view("<f4"), index(2) + (off >> 2)).astype(np.float64)
+    if name == "date":
+        return np.take(v.i32, index(2) + (off >> 2))
+    if name == "time" or name == "timestamptz":
+        return np.take(v.i64, index(3) + (off >> 3))
+    raw = np.take(v.u8, (starts + off)[:, None] + np.arange(16, dtype=np.int64))
+    conv = from_storage(_TYPES_BY_NAME[name])
+    out = np.empty(starts.shape[0], dtype=object)
+    out[:] = [conv(b) for b in map(bytes, raw)]
+    return out
+
+
+_TYPES_BY_NAME = {n: parse_type(n) for n in ("interval", "uuid", "numeric", "bytea")}
+
+
+def _gather_varlena(v: FlatViews, starts: np.ndarray, off: int, name: str, mask) -> np.ndarray:
+    """gather() of numeric (Decimal) and bytea (bytes): object arrays, NULL slots holding
+    Decimal 0 / b""."""
+    n = starts.shape[0]
+    out = np.empty(n, dtype=object)
+    if n == 0:
+        return out
+    desc = (starts + off) >> 1
+    begin = starts + np.take(v.u16, desc)
+    end = begin + np.take(v.u16, desc + 1)
+    lo, hi = int(starts.min()), int(end.max())
+    raw = v.flat[lo:hi].tobytes()
+    conv = from_storage(_TYPES_BY_NAME[name])
+    if name == "bytea":
+        out[:] = [raw[a:b] for a, b in zip((begin - lo).tolist(), (end - lo).tolist())]
+    else:
+        out[:] = [conv(raw[a:b]) if b > a else None
+                  for a, b in zip((begin - lo).tolist(), (end - lo).tolist())]
+    if mask is not None:
+        out[mask] = conv(b"0") if name == "numeric" else b""
+    return out
 
 
 # Below this span, _gather_strings copies the buffer region the tuples lie in to one bytes

@@ -25,6 +25,22 @@ Encoding, per column, concatenated in index column order::
     boolean             1      0x00 false, 0x01 true
     char, varchar,      n+2    UTF-8 with each 0x00 byte written 0x00 0xFF, then the
     text                       terminator 0x00 0x00
+    smallint            2      as integer, 16 bits
+    date                4      as integer (days since 2000-01-01)
+    time, timestamptz   8      as bigint (microseconds)
+    real                8      as double precision (a float32 value widened exactly)
+    interval            16     the span PostgreSQL compares by, months * 30 days + days
+                               + microseconds, as a 128-bit integer (sign bit flipped)
+    uuid                16     its bytes (PostgreSQL compares uuids with memcmp)
+    bytea               n+2    the bytes escaped and terminated as strings are
+    numeric             var    0x00 -Infinity; 0x01 negative; 0x02 zero; 0x03 positive;
+                               0x04 Infinity; 0x05 NaN (PostgreSQL: NaN above all).  A
+                               nonzero value is 0.d1d2...dk x 10^(E+1) with dk != 0:
+                               E as int32 with the sign bit flipped, then each digit + 1
+                               as a byte, then 0x00; a negative value has all of these
+                               bytes complemented (so -0.123 < -0.12 and the 0xFF end
+                               still terminates it).  Equal numbers (1.0, 1.00) encode
+                               equal.
     ==================  =====  =======================================================
 
 Why the string form sorts right: inside a string a 0x00 is always followed by 0xFF, and
@@ -43,7 +59,9 @@ Invariants:
      anything (the heap TID) after different keys never changes their order, and the
      encoding of the first k columns is a byte prefix of the whole key's.
   3. ``decode(encode(v)) == v`` for every storable v (after ``types.coerce``), except that
-     -0.0 decodes as 0.0 and every NaN as the canonical NaN.
+     -0.0 decodes as 0.0 and every NaN as the canonical NaN; a numeric decodes without its
+     display scale (1.00 as 1) and an interval as days and microseconds of the same span
+     (equal under SQL's ``=`` in both cases).
 
 Interface: ``KeyCodec(types, names)`` with ``encode(values)``, ``encode_prefix(values)``,
 ``encode_stored(stored_values)``, ``decode(data)``, ``encode_batch(columns, n)`` (numpy,
@@ -57,8 +75,12 @@ import struct
 
 import numpy as np
 
+import decimal
+import uuid as _uuid
+
 import minidb.errors as errors
-from minidb.types import SqlType, int_to_timestamp, parse_type, storage_converter
+from minidb.types import (Interval, SqlType, from_storage, int_to_timestamp, parse_type,
+                          storage_converter)
 
 __all__ = ["KeyCodec", "NULL_FLAG", "VALUE_FLAG"]
 
@@ -76,7 +98,65 @@ _CANONICAL_NAN = 0x7FF8000000000000
 
 # (payload width or None for strings) per type name
 _WIDTH = {"integer": 4, "bigint": 8, "timestamp": 8, "double precision": 8, "boolean": 1,
-          "char": None, "varchar": None, "text": None}
+          "char": None, "varchar": None, "text": None, "smallint": 2, "date": 4, "time": 8,
+          "timestamptz": 8, "real": 8, "interval": 16, "uuid": 16, "bytea": None,
+          "numeric": None}
+_U16 = struct.Struct(">H")
+_SIGN16 = 1 << 15
+_SIGN128 = 1 << 127
+_USECS_PER_DAY = 86_400_000_000
+
+
+def _interval_span(v) -> int:
+    """PostgreSQL's interval_cmp_value: (months * 30 + days) days + microseconds."""
+    if not isinstance(v, Interval):
+        v = from_storage(_INTERVAL_T)(v)
+    return (v.months * 30 + v.mdays) * _USECS_PER_DAY + v.usecs
+
+
+def _interval_key(v) -> bytes:
+    return ((_interval_span(v) + _SIGN128) & ((1 << 128) - 1)).to_bytes(16, "big")
+
+
+def _numeric_key(d: decimal.Decimal) -> bytes:
+    """The order-preserving bytes of a numeric (see the module docstring)."""
+    if d.is_nan():
+        return b"\x05"
+    if d.is_infinite():
+        return b"\x00" if d.is_signed() else b"\x04"
+    if d.is_zero():
+        return b"\x02"
+    sign, digits, exp = d.as_tuple()
+    k = len(digits)
+    while digits[k - 1] == 0:
+        k -= 1
+    e = len(digits) + exp - 1           # exponent of the leading digit
+    body = ((e + _SIGN32) & 0xFFFFFFFF).to_bytes(4, "big") + bytes(x + 1 for x in digits[:k]) \
+        + b"\x00"
+    if sign:
+        return b"\x01" + bytes(255 - x for x in body)
+    return b"\x03" + body
+
+
+def _numeric_from_key(data: bytes, pos: int) -> tuple[decimal.Decimal, int]:
+    tag = data[pos]
+    pos += 1
+    if tag in (0, 2, 4, 5):
+        return decimal.Decimal({0: "-Infinity", 2: "0", 4: "Infinity", 5: "NaN"}[tag]), pos
+    neg = tag == 1
+    flip = (lambda b: 255 - b) if neg else (lambda b: b)
+    e = int.from_bytes(bytes(flip(b) for b in data[pos:pos + 4]), "big") - _SIGN32
+    pos += 4
+    digits = []
+    while flip(data[pos]) != 0:
+        digits.append(flip(data[pos]) - 1)
+        pos += 1
+    pos += 1
+    return decimal.Decimal((1 if neg else 0, tuple(digits), e - len(digits) + 1)), pos
+
+
+def _stored_numeric(v) -> decimal.Decimal:
+    return v if isinstance(v, decimal.Decimal) else decimal.Decimal(str(v, "ascii"))
 
 
 def _double_bits(v: float) -> int:
@@ -100,6 +180,31 @@ def _escape(b: bytes) -> bytes:
     return b + _TERMINATOR
 
 
+_INTERVAL_T = parse_type("interval")
+_INTEGER_T, _BIGINT_T, _DOUBLE_T = (parse_type(n) for n in ("integer", "bigint",
+                                                            "double precision"))
+
+
+def _int_field(fmt: struct.Struct, sign: int):
+    return lambda b: fmt.unpack(b)[0] - sign
+
+
+_OTHER_DECODE = {
+    "smallint": _int_field(_U16, _SIGN16),
+    "date": lambda b: from_storage(parse_type("date"))(_U32.unpack(b)[0] - _SIGN32),
+    "time": lambda b: from_storage(parse_type("time"))(_U64.unpack(b)[0] - _SIGN64),
+    "timestamptz": lambda b: from_storage(parse_type("timestamptz"))(_U64.unpack(b)[0] - _SIGN64),
+    "real": lambda b: _bits_double(_U64.unpack(b)[0]),
+    "interval": lambda b: Interval(0, *divmod(int.from_bytes(b, "big") - _SIGN128,
+                                              _USECS_PER_DAY)),
+    "uuid": lambda b: _uuid.UUID(bytes=bytes(b)),
+}
+
+
+_SEARCH_TYPE = {"real": parse_type("double precision")}
+_NUMERIC_T = parse_type("numeric")
+
+
 class KeyCodec:
     """Encoder/decoder of the keys of one index (see the module docstring)."""
 
@@ -112,7 +217,12 @@ class KeyCodec:
         widths = [_WIDTH[t.name] for t in self.types]
         self.fixed_width = (None if any(w is None for w in widths)
                             else sum(1 + w for w in widths))
-        self._conv = [storage_converter(t, n) for t, n in zip(self.types, self.names)]
+        # search values are converted without the column's typmod or float32 rounding: a
+        # bound 1.005 on a numeric(10,2) column or 0.1 (a double) on a real column must keep
+        # its value, as the comparison in a scan's filter does
+        self._conv = [storage_converter(_SEARCH_TYPE.get(t.name, _NUMERIC_T
+                                                         if t.name == "numeric" else t), n)
+                      for t, n in zip(self.types, self.names)]
         self._enc = [self._encoder(t) for t in self.types]
 
     @staticmethod
@@ -126,7 +236,21 @@ class KeyCodec:
             return lambda v: b"\x00" + _U64.pack(_double_bits(float(v)))
         if name == "boolean":
             return lambda v: b"\x00\x01" if v else b"\x00\x00"
-        return lambda v: b"\x00" + _escape(v)  # stored form: UTF-8 bytes
+        if name == "smallint":
+            return lambda v: b"\x00" + _U16.pack((v + _SIGN16) & 0xFFFF)
+        if name == "date":
+            return lambda v: b"\x00" + _U32.pack((v + _SIGN32) & 0xFFFFFFFF)
+        if name in ("time", "timestamptz"):
+            return lambda v: b"\x00" + _U64.pack((v + _SIGN64) & _ALL64)
+        if name == "real":
+            return lambda v: b"\x00" + _U64.pack(_double_bits(float(v)))
+        if name == "interval":
+            return lambda v: b"\x00" + _interval_key(v)
+        if name == "uuid":
+            return lambda v: b"\x00" + (v.bytes if isinstance(v, _uuid.UUID) else bytes(v))
+        if name == "numeric":
+            return lambda v: b"\x00" + _numeric_key(_stored_numeric(v))
+        return lambda v: b"\x00" + _escape(v)  # stored form: UTF-8 bytes (bytea: the bytes)
 
     def _null(self, i: int) -> bytes:
         w = _WIDTH[self.types[i].name]
@@ -193,6 +317,12 @@ class KeyCodec:
                 out.append(_bits_double(_U64.unpack_from(data, pos)[0]))
             elif name == "boolean":
                 out.append(data[pos] != 0)
+            elif name == "numeric":
+                d, pos = _numeric_from_key(data, pos)
+                out.append(d)
+                continue
+            elif name in _OTHER_DECODE:
+                out.append(_OTHER_DECODE[name](data[pos:pos + w]))
             else:
                 buf = bytearray()
                 while True:
@@ -207,7 +337,7 @@ class KeyCodec:
                                                    f"{data.hex()}")
                     buf += b"\x00"
                     pos = j + 2
-                out.append(buf.decode("utf-8"))
+                out.append(bytes(buf) if name == "bytea" else buf.decode("utf-8"))
                 continue
             pos += w
         if pos != len(data):
@@ -255,6 +385,18 @@ class KeyCodec:
             return bits.astype(">u8")
         if name == "boolean":
             return (vals != 0).astype(np.uint8)
+        if name == "smallint":
+            return (vals.astype(np.int64) + _SIGN16).astype(">u2")
+        if name == "date":
+            return KeyCodec._fixed_payload(_INTEGER_T, vals, n)
+        if name in ("time", "timestamptz"):
+            return KeyCodec._fixed_payload(_BIGINT_T, vals, n)
+        if name == "real":
+            return KeyCodec._fixed_payload(_DOUBLE_T, vals, n)
+        if name in ("interval", "uuid"):
+            enc = _interval_key if name == "interval" else (
+                lambda v: v.bytes if isinstance(v, _uuid.UUID) else bytes(v))
+            return np.frombuffer(b"".join([enc(v) for v in vals]), dtype="V16")
         raise errors.InternalError(f"{name} is not fixed-width")
 
     def _encode_batch_var(self, columns, n: int) -> list[bytes]:
@@ -265,8 +407,12 @@ class KeyCodec:
             null_bytes = self._null(i)
             w = _WIDTH[t.name]
             if w is None:
-                enc = [null_bytes if nl else b"\x00" + _escape(v.encode("utf-8"))
-                       for v, nl in zip(vals, nulls.tolist())]
+                if t.name in ("numeric", "bytea"):
+                    f = self._enc[i]
+                    enc = [null_bytes if nl else f(v) for v, nl in zip(vals, nulls.tolist())]
+                else:
+                    enc = [null_bytes if nl else b"\x00" + _escape(v.encode("utf-8"))
+                           for v, nl in zip(vals, nulls.tolist())]
             else:
                 payload = self._fixed_payload(t, np.asarray(vals), n)
                 raw = payload.view(np.uint8).reshape(n, w)

@@ -44,9 +44,24 @@ def format_value(v, null: str = "") -> str:
         return _pg_float(v)
     if isinstance(v, datetime.datetime):
         s = v.strftime("%Y-%m-%d %H:%M:%S")
-        return s + (f".{v.microsecond:06d}".rstrip("0") if v.microsecond else "")
+        s += (f".{v.microsecond:06d}".rstrip("0") if v.microsecond else "")
+        if v.tzinfo is not None:            # timestamptz, already in the session's TimeZone
+            off = int(v.utcoffset().total_seconds())
+            h, rem = divmod(abs(off), 3600)
+            s += f"{'-' if off < 0 else '+'}{h:02d}" + (f":{rem // 60:02d}" if rem else "")
+        return s
     if isinstance(v, (bytes, bytearray, memoryview)):
         return "\\x" + bytes(v).hex()
+    if isinstance(v, datetime.timedelta):   # an interval
+        from minidb.exec.datetimes import format_interval
+        from minidb.types import Interval
+        return format_interval(Interval.from_timedelta(v))
+    if isinstance(v, datetime.time):
+        return v.strftime("%H:%M:%S") + (f".{v.microsecond:06d}".rstrip("0")
+                                          if v.microsecond else "")
+    if isinstance(v, decimal.Decimal):
+        from minidb.types import format_numeric
+        return format_numeric(v)
     return str(v)
 
 

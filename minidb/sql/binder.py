@@ -34,11 +34,14 @@ are ``minidb.exec.expr`` nodes with result types, ready for the planner.  What i
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
+import uuid as _uuid
 from dataclasses import dataclass, field
 
 import minidb.errors as errors
 from minidb.exec import datatypes as dtm
-from minidb.exec.datatypes import (BIGINT, BOOLEAN, DOUBLE, INTEGER, TEXT, TIMESTAMP, UNKNOWN,
+from minidb.exec.datatypes import (BIGINT, BOOLEAN, BYTEA, DATE, DOUBLE, INTEGER, INTERVAL,
+                                   NUMERIC, TEXT, TIME, TIMESTAMP, TIMESTAMPTZ, UNKNOWN, UUID,
                                    family)
 from minidb.exec.datatypes import ArrayType
 from minidb.exec.expr import (AggCall, Arith, BoolOp, Case, Cast, ColRef, Compare, Concat,
@@ -46,7 +49,7 @@ from minidb.exec.expr import (AggCall, Arith, BoolOp, Case, Cast, ColRef, Compar
                               OuterRef, Param, Regex, SRFCall, SubLink, SubPlan, WinCall, walk)
 from minidb.exec.modify import DEFAULT
 from minidb.sql import ast
-from minidb.types import parse_type
+from minidb.types import no_exponent, parse_type
 
 __all__ = ["Binder", "RangeEntry", "BoundSelect", "BoundSetOp", "BoundInsert", "BoundUpdate",
            "BoundDelete", "DEFAULT", "FromRel", "FromJoin", "CTEDef"]
@@ -625,6 +628,10 @@ class Binder:
             if family(a0.type) != "ts" or family(a1.type) != "ts" or len(args) != 3:
                 raise errors.UndefinedFunction(f"function generate_series({sig}) does not exist")
             step = args[2]
+            if isinstance(step, Const) and step.type == INTERVAL and step.value is not None:
+                iv = step.value
+                step = Const(f"{iv.months} months {iv.mdays * 86_400_000_000 + iv.usecs} us",
+                             UNKNOWN)
             if not isinstance(step, Const) or not isinstance(step.value, str):
                 raise errors.NotSupportedError("generate_series over timestamps needs an "
                                                "interval literal as its step ('1 day')")
@@ -886,7 +893,7 @@ class Binder:
             a = x(n.arg, ctx)
             if a.type is UNKNOWN:
                 a = self._coerce_unknown(a, DOUBLE if "." in str(getattr(a, "value", "")) else INTEGER)
-            if family(a.type) not in ("int", "float"):
+            if family(a.type) not in ("int", "float", "num", "interval"):
                 raise errors.DatatypeMismatch(f"operator does not exist: - {a.type}")
             if isinstance(a, Const):
                 return Const(-a.value if a.value is not None else None, a.type)
@@ -1015,12 +1022,11 @@ class Binder:
         if index in self.param_types:
             return self.param_types[index]
         py = self.param_sig[index] if index < len(self.param_sig) else type(None)
-        natural = {int: BIGINT, float: DOUBLE, str: TEXT, bool: BOOLEAN,
-                   _dt.datetime: TIMESTAMP, _dt.date: TIMESTAMP}.get(py)
+        natural = _PARAM_TYPES.get(py)
         if ctx is not None and ctx is not UNKNOWN:
             f = family(ctx)
             ok = (py in (type(None), str) or natural is None
-                  or family(natural) == f or (family(natural) == "int" and f == "float"))
+                  or family(natural) == f or (family(natural), f) in _PARAM_WIDENS)
             t = ctx if ok else natural
             if ctx.name in ("char", "varchar"):
                 t = TEXT if ok else natural
@@ -1069,8 +1075,21 @@ class Binder:
             a = self._coerce_unknown(a, b.type)
         if b.type is UNKNOWN:
             b = self._coerce_unknown(b, a.type)
-        rt = dtm.arith_result(op, a.type, b.type)
+        rt, ta, tb = dtm.arith_plan(op, a.type, b.type)
+        if ta is not None:
+            a = self._implicit_cast(a, ta)
+        if tb is not None:
+            b = self._implicit_cast(b, tb)
         return Arith(op, a, b, rt)
+
+    def _implicit_cast(self, e, t):
+        """``e`` converted to ``t`` by one of PostgreSQL's implicit casts (a constant is
+        converted now)."""
+        if e.type == t:
+            return e
+        if isinstance(e, Const):
+            return Const(dtm.cast_value(e.value, e.type, t), t)
+        return Cast(e, t)
 
     def _compare(self, op, a, b):
         if a.type is UNKNOWN and b.type is UNKNOWN:
@@ -1080,11 +1099,21 @@ class Binder:
         elif b.type is UNKNOWN:
             b = self._coerce_unknown(b, a.type)
         fa, fb = family(a.type), family(b.type)
-        numeric = ("int", "float")
-        if not (fa == fb or (fa in numeric and fb in numeric)):
+        if fa == "text" and fb == "text":
+            return Compare(op, _strip_char(a), _strip_char(b))
+        t = dtm.common_type(a.type, b.type)
+        if t is None or fa in ("array", "unknown") or fb in ("array", "unknown"):
             raise errors.DatatypeMismatch(f"operator does not exist: {a.type} {op} {b.type}")
-        if fa == "text":
-            a, b = _strip_char(a), _strip_char(b)
+        if fa != fb or family(t) not in ("int", "float"):
+            int_vs_num = _int_against_numeric(op, a, b)
+            if int_vs_num is not None:
+                return int_vs_num
+            if family(a.type) != family(t) or (family(t) not in ("int", "float")
+                                               and a.type.name != t.name):
+                a = self._implicit_cast(a, t)
+            if family(b.type) != family(t) or (family(t) not in ("int", "float")
+                                               and b.type.name != t.name):
+                b = self._implicit_cast(b, t)
         return Compare(op, a, b)
 
     def _coerce_unknown(self, e, t):
@@ -1118,10 +1147,11 @@ class Binder:
         if not known:
             return TEXT
         fams = {family(t) for t in known}
-        if fams <= {"int", "float"}:
+        if fams <= set(dtm.NUMBER_FAMILIES) or fams <= set(dtm.DATETIME_FAMILIES) \
+                or fams == {"time", "interval"}:
             t = known[0]
             for u in known[1:]:
-                t = dtm.common_numeric(t, u)
+                t = dtm.common_type(t, u)
             return t
         if len(fams) > 1:
             a, b = known[0], next(t for t in known if family(t) != family(known[0]))
@@ -1260,12 +1290,12 @@ class Binder:
         if name == "now":
             if args:
                 raise errors.UndefinedFunction("function now() takes no arguments")
-            return Func("now", (), TIMESTAMP)
+            return Func("now", (), TIMESTAMPTZ)
         if name == "coalesce":
             if not args:
                 raise errors.UndefinedFunction("coalesce needs arguments")
             t = self._common([a.type for a in args], "COALESCE")
-            args = [self._coerce_unknown(a, t) if a.type is UNKNOWN else a for a in args]
+            args = [self.to_common(a, t) for a in args]
             if family(t) == "text":
                 args = [_strip_char(a) for a in args]
             return Func("coalesce", tuple(args), t)
@@ -1281,9 +1311,9 @@ class Binder:
             a = self._coerce_unknown(a, TEXT if name != "abs" else DOUBLE)
         f = family(a.type)
         if name == "abs":
-            if f not in ("int", "float"):
+            if f not in ("int", "float", "num"):
                 raise errors.UndefinedFunction(f"function abs({a.type}) does not exist")
-            return Func("abs", (a,), a.type)
+            return Func("abs", (a,), a.type if f != "num" else NUMERIC)
         if f != "text":
             raise errors.UndefinedFunction(f"function {name}({a.type}) does not exist")
         a = _strip_char(a) if name != "length" else a
@@ -1320,11 +1350,16 @@ class Binder:
         if name == "count":
             rt = BIGINT
         elif name in ("sum", "avg"):
-            if f not in ("int", "float"):
+            if f not in ("int", "float", "num", "interval"):
                 raise _no_function(name, [a])
-            rt = DOUBLE if (name == "avg" or f == "float") else BIGINT
+            if f in ("num", "interval"):
+                rt = NUMERIC if f == "num" else INTERVAL
+            elif name == "sum" and a.type.name == "real":
+                rt = a.type                      # sum(real) is real
+            else:
+                rt = DOUBLE if (name == "avg" or f == "float") else BIGINT
         elif name in ("min", "max"):
-            if f in ("bool", "array"):
+            if f in ("bool", "array", "uuid", "bytea"):
                 raise _no_function(name, [a])
             rt = TEXT if f == "text" else a.type
             a = _strip_char(a) if f == "text" else a
@@ -1347,7 +1382,7 @@ class Binder:
                 raise _no_function(name, [a])
             rt = BOOLEAN
         else:                                    # stddev, variance and their forms
-            if f not in ("int", "float"):
+            if f not in ("int", "float", "num"):
                 raise _no_function(name, [a])
             rt = DOUBLE
         return AggCall(name, a, n.distinct, rt, extra, **okw)
@@ -1364,10 +1399,21 @@ class Binder:
         default = x(n.default) if n.default is not None else None
         results = [r for _, r in whens] + ([default] if default is not None else [])
         rt = self._common([r.type for r in results], "CASE")
-        whens = [(c, self._coerce_unknown(r, rt) if r.type is UNKNOWN else r) for c, r in whens]
-        if default is not None and default.type is UNKNOWN:
-            default = self._coerce_unknown(default, rt)
+        whens = [(c, self.to_common(r, rt)) for c, r in whens]
+        if default is not None:
+            default = self.to_common(default, rt)
         return Case(tuple(whens), default, rt)
+
+    def to_common(self, e, t):
+        """``e`` (one of several values that meet in type ``t``: CASE results, COALESCE
+        arguments) converted to ``t`` where its vector form differs."""
+        if e.type is UNKNOWN:
+            return self._coerce_unknown(e, t)
+        fe, ft = family(e.type), family(t)
+        if fe == ft and (ft in ("int", "float", "text", "bool", "array")
+                         or e.type.name == t.name):
+            return e
+        return self._implicit_cast(e, t)
 
     def assignable(self, e, t, column: str):
         """``e`` as a value for a column of type ``t`` (assignment cast rules)."""
@@ -1376,11 +1422,14 @@ class Binder:
                 return Const(dtm.cast_value(e.value, UNKNOWN, t, explicit=False, column=column), t)
             return e
         fs, fd = family(e.type), family(t)
-        if fs == fd:
-            if fd == "int" and e.type.name == "bigint" and t.name == "integer":
-                return Cast(e, t)
+        if fs == fd and fd not in ("text", "num", "float", "int"):
             return e
-        if (fs, fd) in (("int", "float"), ("float", "int")) or fd == "text":
+        if fs == fd and fd in ("int", "float", "num") and dtm.implicitly_castable(e.type, t) \
+                and (fd != "num" or t.length is None):
+            return e
+        if fs == fd == "text":
+            return e
+        if dtm.assignment_castable(e.type, t):
             if isinstance(e, Const):
                 return Const(dtm.cast_value(e.value, e.type, t, explicit=False, column=column), t)
             return Cast(e, t if fd != "text" else TEXT)
@@ -1536,9 +1585,11 @@ def _literal(n: ast.Lit):
             return Const(v, INTEGER)
         if dtm.INT8_MIN <= v <= dtm.INT8_MAX:
             return Const(v, BIGINT)
-        return Const(float(v), DOUBLE)        # PostgreSQL: numeric
+        return Const(decimal.Decimal(v), NUMERIC)     # PostgreSQL: numeric
     if n.kind == "float":
-        return Const(float(n.value), DOUBLE)
+        # a decimal literal (1.5, 1e3) is numeric, exact, as in PostgreSQL
+        v = n.value if isinstance(n.value, decimal.Decimal) else decimal.Decimal(repr(n.value))
+        return Const(no_exponent(v), NUMERIC)
     if n.kind == "bool":
         return Const(bool(n.value), BOOLEAN)
     if n.kind == "str":
@@ -1560,11 +1611,44 @@ def _to_text(e):
 
 
 def _check_castable(src, dst) -> None:
-    fs, fd = family(src), family(dst)
-    if fs == fd or fd == "text" or fs == "text" or {fs, fd} == {"int", "float"} \
-            or {fs, fd} == {"int", "bool"} or fs == "unknown":
-        return
-    raise errors.DatatypeMismatch(f"cannot cast type {src} to {dst}")
+    if family(src) == "array" or not dtm.explicitly_castable(src, dst):
+        raise errors.DatatypeMismatch(f"cannot cast type {src} to {dst}")
+
+
+# Python type of a DB-API parameter -> the SQL type it has when the context gives none
+_PARAM_TYPES = {int: BIGINT, float: DOUBLE, str: TEXT, bool: BOOLEAN,
+                _dt.datetime: TIMESTAMP, _dt.date: DATE, _dt.time: TIME,
+                _dt.timedelta: INTERVAL, decimal.Decimal: NUMERIC, bytes: BYTEA,
+                bytearray: BYTEA, memoryview: BYTEA, _uuid.UUID: UUID}
+# (family of the parameter's own type, family the context wants) taken as the context's
+_PARAM_WIDENS = {("int", "float"), ("int", "num"), ("num", "float"), ("float", "num"),
+                 ("date", "ts"), ("date", "tstz"), ("ts", "tstz")}
+
+
+def _int_against_numeric(op, a, b):
+    """``int_col op 1.5``: compared as integers (x < 1.5 is x <= 1, x = 1.5 is false), so
+    that an integer column is not converted to numeric row by row.  None when the
+    operands are not an integer expression and a finite numeric constant."""
+    if family(a.type) == "int" and family(b.type) == "num" and isinstance(b, Const):
+        col, c, flip = a, b.value, False
+    elif family(b.type) == "int" and family(a.type) == "num" and isinstance(a, Const):
+        col, c, flip = b, a.value, True
+    else:
+        return None
+    if c is None or not c.is_finite():
+        return None
+    if flip:
+        op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
+    fl = int(c.to_integral_value(rounding=decimal.ROUND_FLOOR))
+    integral = fl == c
+    if not integral:
+        if op in ("=", "<>"):       # never equal: FALSE (TRUE for <>), NULL for a NULL
+            return Compare("<>" if op == "=" else "=", col, col)
+        op = {"<": "<=", ">=": ">"}.get(op, op)
+    lo, hi = dtm.INT8_MIN, dtm.INT8_MAX
+    if fl < lo or fl > hi:
+        return None
+    return Compare(op, col, Const(fl, BIGINT))
 
 
 def _default_name(node) -> str:

@@ -48,6 +48,7 @@ from collections import OrderedDict
 from typing import Sequence
 
 import minidb.errors as errors
+from minidb.types import set_timezone
 from minidb.exec.chunk import chunk_to_rows
 from minidb.exec.datatypes import type_name
 from minidb.exec.nodes import ExecContext
@@ -285,6 +286,7 @@ class Engine:
     def _run(self, entry: _Entry, params: list) -> Result:
         stmt = entry.stmt
         self.counters["statements"] += 1
+        set_timezone(self.session.settings.timezone)   # casts of timestamptz read it
         self.session.check_interrupts()  # 57P01 / 57P02 (minidb.instance)
         xact = self.session.xact
         if xact.state == FAILED and not isinstance(stmt, (ast.CommitStmt, ast.RollbackStmt)):

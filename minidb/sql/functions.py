@@ -7,17 +7,20 @@ upper, length, coalesce, nullif, btrim with one argument, now), or raises
 UndefinedFunction (42883) worded as PostgreSQL's: ``function foo(integer) does not
 exist``.  Untyped literals (``'abc'``, NULL) take the type the function wants.
 
-Departures (minidb has no numeric): round / trunc with a precision, mod and power of
-decimals, floor / ceil / sign / sqrt / ln / exp / log return double precision where
-PostgreSQL returns numeric for numeric input; date_part and EXTRACT return double
-precision (PostgreSQL 14+: EXTRACT returns numeric).
+Numeric arguments keep numeric's exactness where PostgreSQL's results are numeric: round,
+trunc, floor, ceil, sign, mod, div and abs of numeric return numeric (rounding half away from
+zero).  Departures: sqrt / ln / exp / log / power return double precision for numeric input
+(PostgreSQL: numeric), round / trunc of a double with a precision return double precision
+(PostgreSQL casts to numeric); date_part and EXTRACT return double precision (PostgreSQL
+14+: EXTRACT returns numeric); to_char formats dates, timestamps and intervals, not numbers.
 """
 
 from __future__ import annotations
 
 import minidb.errors as errors
 from minidb.exec import datatypes as dtm
-from minidb.exec.datatypes import BIGINT, DOUBLE, INTEGER, TEXT, TIMESTAMP, UNKNOWN, family
+from minidb.exec.datatypes import (BIGINT, DATE, DOUBLE, INTEGER, INTERVAL, NUMERIC, TEXT, TIME,
+                                   TIMESTAMP, TIMESTAMPTZ, UNKNOWN, UUID, family)
 from minidb.exec.expr import Cast, Const, Func
 
 __all__ = ["bind_function", "DATE_FIELDS", "TRUNC_FIELDS", "VERSION"]
@@ -30,6 +33,14 @@ DATE_FIELDS = {"year", "month", "day", "hour", "minute", "second", "milliseconds
                "months", "days", "hours", "minutes", "seconds"}
 TRUNC_FIELDS = {"microseconds", "milliseconds", "second", "minute", "hour", "day", "week",
                 "month", "quarter", "year", "decade", "century", "millennium"}
+
+
+_NUMS = ("int", "float", "num")
+
+
+def _plain_numeric(a):
+    """A numeric argument as plain numeric (the result of round(numeric(10,2)) is numeric)."""
+    return a if a.type == NUMERIC else Cast(a, NUMERIC)
 
 
 def _sig(name, args):
@@ -73,35 +84,42 @@ def bind_function(b, name: str, args: list):
         return Func("length", (_strip(a) if a.type.name == "char" else a,), INTEGER)
     if name in ("round", "trunc") and n in (1, 2):
         a = _num(b, args[0])
-        if family(a.type) not in ("int", "float"):
+        if family(a.type) not in _NUMS:
             raise _sig(name, args)
+        if family(a.type) == "num":
+            a = _plain_numeric(a)
         if n == 1:
-            return Func(name, (a,), a.type if family(a.type) == "int" else DOUBLE)
+            return Func(name, (a,), a.type if family(a.type) in ("int", "num") else DOUBLE)
         d = _num(b, args[1], INTEGER)
         if family(d.type) != "int":
             raise _sig(name, args)
-        return Func(name, (a, d), DOUBLE)
+        return Func(name, (a, d), NUMERIC if family(a.type) == "num" else DOUBLE)
     if name in ("floor", "ceil", "ceiling", "sqrt", "cbrt", "ln", "exp", "sign", "degrees",
                 "radians", "sin", "cos", "tan", "asin", "acos", "atan") and n == 1:
         a = _num(b, args[0])
-        if family(a.type) not in ("int", "float"):
+        if family(a.type) not in _NUMS:
             raise _sig(name, args)
-        return Func("ceil" if name == "ceiling" else name, (a,), DOUBLE)
+        name = "ceil" if name == "ceiling" else name
+        if family(a.type) == "num" and name in ("floor", "ceil", "sign"):
+            return Func(name, (_plain_numeric(a),), NUMERIC)
+        return Func(name, (a,), DOUBLE)
     if name == "log" and n in (1, 2):
         xs = [_num(b, a) for a in args]
-        if any(f not in ("int", "float") for f in fams(xs)):
+        if any(f not in _NUMS for f in fams(xs)):
             raise _sig(name, args)
         return Func("log", tuple(xs), DOUBLE)
     if name in ("power", "pow", "atan2") and n == 2:
         xs = [_num(b, a) for a in args]
-        if any(f not in ("int", "float") for f in fams(xs)):
+        if any(f not in _NUMS for f in fams(xs)):
             raise _sig(name, args)
         return Func("atan2" if name == "atan2" else "power", tuple(xs), DOUBLE)
     if name in ("mod", "div") and n == 2:
         xs = [_num(b, a, INTEGER) for a in args]
-        if any(f not in ("int", "float") for f in fams(xs)):
+        if any(f not in _NUMS for f in fams(xs)):
             raise _sig(name, args)
         t = dtm.common_numeric(xs[0].type, xs[1].type)
+        if family(t) == "num":
+            return Func(name, tuple(b.to_common(x, NUMERIC) for x in xs), NUMERIC)
         return Func(name, tuple(xs), t)
     if name == "pi" and n == 0:
         return Const(3.141592653589793, DOUBLE)
@@ -109,12 +127,14 @@ def bind_function(b, name: str, args: list):
         return Func("random", (), DOUBLE)
     if name == "setseed" and n == 1:
         a = _num(b, args[0])
-        if family(a.type) not in ("int", "float"):
+        if family(a.type) not in _NUMS:
             raise _sig(name, args)
+        if family(a.type) == "num":
+            a = b.to_common(a, DOUBLE)
         return Func("setseed", (a,), TEXT)
     if name in ("greatest", "least") and n >= 1:
         t = b._common([a.type for a in args], name.upper())
-        xs = [b._coerce_unknown(a, t) if a.type is UNKNOWN else a for a in args]
+        xs = [b.to_common(a, t) for a in args]
         if family(t) == "text":
             xs = [_strip(x) for x in xs]
             t = TEXT
@@ -178,33 +198,84 @@ def bind_function(b, name: str, args: list):
         xs = [_text(b, a) for a in args]
         return Func("concat_ws", tuple(_strip(x) if family(x.type) == "text" else x
                                        for x in xs), TEXT)
-    if name in ("date_part", "date_trunc") and n == 2:
+    if name in ("date_part", "date_trunc") and n in (2, 3):
         f = _text(b, args[0])
         ts = args[1]
         if ts.type is UNKNOWN:
             ts = b._coerce_unknown(ts, TIMESTAMP)
-        if family(f.type) != "text" or family(ts.type) != "ts":
+        tf = family(ts.type)
+        if name == "date_trunc" and tf == "date":
+            ts = b.to_common(ts, TIMESTAMPTZ)        # PostgreSQL: date_trunc(text, timestamptz)
+            tf = "tstz"
+        ok_types = ("ts", "tstz", "interval") + (("date", "time") if name == "date_part" else ())
+        if family(f.type) != "text" or tf not in ok_types or \
+                (n == 3 and (name != "date_trunc" or tf != "tstz")):
             raise _sig(name, args)
+        tn = "timestamp without time zone" if tf == "ts" else str(ts.type)
         if isinstance(f, Const) and f.value is not None:
             field = str(f.value).lower()
             ok = DATE_FIELDS if name == "date_part" else TRUNC_FIELDS
+            if tf == "tstz" and name == "date_part":
+                ok = ok | {"timezone", "timezone_hour", "timezone_minute"}
             if field not in ok:
-                raise errors.InvalidParameterValue(
-                    f'unit "{field}" not recognized for type timestamp without time zone'
-                    if name == "date_part" else
-                    f'unit "{field}" not recognized for type timestamp without time zone')
+                raise errors.InvalidParameterValue(f'unit "{field}" not recognized for type {tn}')
             f = Const(field, TEXT)
-        return Func(name, (f, ts), DOUBLE if name == "date_part" else TIMESTAMP)
-    if name in ("localtimestamp", "transaction_timestamp", "statement_timestamp") and n == 0:
+        extra = ()
+        if n == 3:
+            z = _text(b, args[2])
+            if family(z.type) != "text":
+                raise _sig(name, args)
+            extra = (z,)
+        rt = DOUBLE if name == "date_part" else ts.type
+        return Func(name, (f, ts) + extra, rt)
+    if name in ("localtimestamp",) and n == 0:
         return Func("now", (), TIMESTAMP)
+    if name in ("transaction_timestamp", "statement_timestamp") and n == 0:
+        return Func("now", (), TIMESTAMPTZ)
     if name == "clock_timestamp" and n == 0:
-        return Func("clock_timestamp", (), TIMESTAMP)
-    if name == "current_date":
-        raise errors.NotSupportedError("current_date is not supported (minidb has no date "
-                                       "type; now() gives a timestamp)")
+        return Func("clock_timestamp", (), TIMESTAMPTZ)
+    if name == "current_date" and n == 0:
+        return Func("current_date", (), DATE)
+    if name in ("current_time", "localtime") and n == 0:
+        # PostgreSQL's CURRENT_TIME is time with time zone, which minidb lacks
+        return Func("current_time", (), TIME)
+    if name == "gen_random_uuid" and n == 0:
+        return Func("gen_random_uuid", (), UUID)
+    if name == "to_char" and n == 2:
+        x = args[0]
+        if x.type is UNKNOWN:
+            x = b._coerce_unknown(x, TIMESTAMPTZ)
+        fmt = _text(b, args[1])
+        if family(x.type) in ("int", "float", "num"):
+            raise errors.NotSupportedError(
+                f"function to_char({x.type}, text) is not supported (number formatting)")
+        if family(x.type) not in ("ts", "tstz", "date", "interval") or \
+                family(fmt.type) != "text":
+            raise _sig(name, args)
+        return Func("to_char", (x, _strip(fmt)), TEXT)
+    if name == "age" and n in (1, 2):
+        xs = [b._coerce_unknown(a, TIMESTAMP) if a.type is UNKNOWN else a for a in args]
+        fs = [family(a.type) for a in xs]
+        if any(f not in ("ts", "tstz", "date") for f in fs):
+            raise _sig(name, args)
+        if n == 2 and fs[0] != fs[1]:
+            t = dtm.common_type(xs[0].type, xs[1].type)
+            xs = [b.to_common(a, t) for a in xs]
+        return Func("age", tuple(xs), INTERVAL)
+    if name in ("make_date", "make_time", "make_timestamp") and n == {"make_date": 3,
+                                                                       "make_time": 3,
+                                                                       "make_timestamp": 6}[name]:
+        k = 3 if name == "make_date" else (2 if name == "make_time" else 5)
+        xs = [_num(b, a, INTEGER) for a in args[:k]] + [_num(b, a) for a in args[k:]]
+        if any(family(a.type) != "int" for a in xs[:k]) or \
+                any(family(a.type) not in _NUMS for a in xs[k:]):
+            raise _sig(name, args)
+        xs = xs[:k] + [b.to_common(a, DOUBLE) for a in xs[k:]]
+        rt = {"make_date": DATE, "make_time": TIME, "make_timestamp": TIMESTAMP}[name]
+        return Func(name, tuple(xs), rt)
     if name == "version" and n == 0:
         return Const(VERSION, TEXT)
-    if name in ("to_char", "to_date", "to_timestamp", "age", "make_date", "date"):
+    if name in ("to_date", "to_timestamp", "to_number"):
         raise errors.NotSupportedError(f"function {name}() is not supported")
     raise _sig(name, args)
 

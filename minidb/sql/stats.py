@@ -130,7 +130,9 @@ def _column_stats(vals, mask, t, total: int, target: int) -> dict:
     f = family(t)
     if not t.fixed:
         v = vals[~mask] if n else vals
-        out["avg_width"] = float(np.mean([len(s.encode()) for s in v]) + 1) if len(v) else \
+        out["avg_width"] = float(np.mean([len(s.encode()) if isinstance(s, str) else
+                                          len(s) if isinstance(s, bytes) else len(str(s))
+                                          for s in v]) + 1) if len(v) else \
             (t.length + 1 if t.length else 32.0)
     else:
         out["avg_width"] = float(t.size)
@@ -138,6 +140,10 @@ def _column_stats(vals, mask, t, total: int, target: int) -> dict:
         out.update(n_distinct=0.0, mcv=[], mcv_freq=[], histogram=[], correlation=0.0)
         return out
     v = vals[~mask]
+    if f in _STAT_FORM:
+        conv = _STAT_FORM[f]
+        v = np.array([conv(x) for x in v], dtype=np.float64 if f in ("num", "interval")
+                     else object)
     if f == "text" and t.name == "char":
         v = np.array([s.rstrip(" ") for s in v], dtype=object)
     if f == "bool":
@@ -459,7 +465,20 @@ def _const_value(e):
 def _norm(value, t):
     if family(t) == "bool":
         return int(bool(value))
+    if family(t) in _STAT_FORM:
+        return _STAT_FORM[family(t)](value)
     return value
+
+
+def _interval_seconds(v) -> float:
+    return ((v.months * 30 + v.mdays) * 86_400_000_000 + v.usecs) / 1e6
+
+
+# Values of object-vector types kept in statistics in a form JSON holds and that sorts as
+# they do: numeric as a double, interval as its span in seconds, bytea as hex (memcmp
+# order), uuid as its text; a constant compared against them is mapped the same way (_norm)
+_STAT_FORM = {"num": float, "interval": _interval_seconds, "bytea": lambda b: bytes(b).hex(),
+              "uuid": str}
 
 
 def _hist_fraction(hist, value) -> float:

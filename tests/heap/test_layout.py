@@ -174,8 +174,9 @@ def test_parse_type_spellings(spelling, name, length, shown):
     assert parse_type(str(t)) == t         # the SQL spelling parses back to the same type
 
 
-@pytest.mark.parametrize("spelling", ["money", "int(4)", "text(3)", "numeric", "varchar(x)",
-                                      "timestamp with time zone", "", "int4[]"])
+@pytest.mark.parametrize("spelling", ["money", "int(4)", "text(3)", "varchar(x)",
+                                      "time with time zone", "", "int4[]", "date(3)",
+                                      "int(4,2)"])
 def test_parse_type_unknown(spelling):
     with pytest.raises(errors.NotSupportedError, match="is not supported"):
         parse_type(spelling)

@@ -35,6 +35,8 @@ def _other_value(s: config.Setting, current):
         return not current
     if s.choices is not None:
         return next(c for c in s.choices if c != current)
+    if s.type is str:                   # timezone: any name zoneinfo knows
+        return "Europe/Paris" if current != "Europe/Paris" else "UTC"
     up = current * 2 + 1
     if s.max is not None and up > s.max:
         up = current - 1 if s.type is int else current / 2

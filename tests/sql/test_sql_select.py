@@ -191,9 +191,12 @@ def test_now_and_current_timestamp_are_the_transaction_start(db):
     db.x("INSERT INTO h VALUES (1, CURRENT_TIMESTAMP)")
     db.x("INSERT INTO h VALUES (2, now())")
     (t1,), (t2,) = db.rows("SELECT m FROM h ORDER BY a")
-    assert t1 == t2 == db.one("SELECT now()")          # one value for the whole transaction
+    # one value for the whole transaction (now() is timestamptz: as timestamp, in the
+    # session's TimeZone, UTC)
+    assert t1 == t2 == db.one("SELECT now()::timestamp") == db.one("SELECT localtimestamp")
+    assert db.one("SELECT now()") == t1.replace(tzinfo=dt.timezone.utc)
     db.x("COMMIT")
-    assert db.one("SELECT now()") >= t1                 # a new transaction, a new start
+    assert db.one("SELECT now()::timestamp") >= t1      # a new transaction, a new start
     assert isinstance(t1, dt.datetime)
     with pytest.raises((errors.UndefinedFunction, errors.NotSupportedError)):
         db.x("SELECT now(1)")   # sqlglot reads it as CURRENT_TIMESTAMP(1): a precision

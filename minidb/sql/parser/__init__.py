@@ -24,6 +24,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from minidb.errors import NotSupportedError, ProgrammingError
 from minidb.sql import ast
+from minidb.sql.parser.dialect import MinidbPostgres
 from minidb.sql.parser.lexer import (first_word, split_statements, strip_comments,
                                      syntax_error, _skip)
 from minidb.sql.parser.translate import number_placeholders, translate_statement, unsupported
@@ -108,7 +109,7 @@ def _sqlglot(full: str, start: int, piece: str, word: str) -> ast.Statement:
     if nq and nd > nq:
         raise ProgrammingError("cannot mix ? and $n placeholders")
     try:
-        trees = sqlglot.parse(text, read="postgres")
+        trees = sqlglot.parse(text, read=MinidbPostgres)
     except ParseError as e:
         raise _position_error(full, start, piece, text, e) from None
     except TokenError:

@@ -15,6 +15,7 @@ Placeholders: ``?`` (the DB-API paramstyle, qmark) and ``$n`` both become
 
 from __future__ import annotations
 
+import decimal
 import re
 
 import sqlglot
@@ -22,6 +23,7 @@ from sqlglot import exp
 
 from minidb.errors import NotSupportedError, SyntaxError_
 from minidb.sql import ast
+from minidb.sql.parser.dialect import MinidbPostgres
 from minidb.sql.parser.lexer import _skip
 
 __all__ = ["translate_statement", "translate_expression", "number_placeholders"]
@@ -625,7 +627,12 @@ _FUNCS = {exp.Abs: ("abs", ("this",)), exp.Lower: ("lower", ("this",)),
           exp.CumeDist: ("cume_dist", ()), exp.Log: ("log", ("this", "expression")),
           exp.Chr: ("chr", ("expressions",)), exp.Greatest: ("greatest", ("this", "expressions")),
           exp.Least: ("least", ("this", "expressions")), exp.Cbrt: ("cbrt", ("this",)),
-          exp.ConcatWs: ("concat_ws", ("expressions",)), exp.Pi: ("pi", ())}
+          exp.ConcatWs: ("concat_ws", ("expressions",)), exp.Pi: ("pi", ()),
+          exp.CurrentTime: ("current_time", ()), exp.Localtime: ("localtime", ()),
+          exp.Uuid: ("gen_random_uuid", ()),
+          exp.TimeFromParts: ("make_time", ("hour", "min", "sec")),
+          exp.TimestampFromParts: ("make_timestamp", ("year", "month", "day", "hour", "min",
+                                                      "sec"))}
 _INT_RE = re.compile(r"^\d+$")
 _WINDOWS: list = []          # the WINDOW clauses of the SELECTs being translated
 
@@ -790,8 +797,8 @@ def _constant(e) -> ast.Node:
         if _INT_RE.match(s):
             return ast.Lit(int(s), "int")
         try:
-            return ast.Lit(float(s), "float")
-        except ValueError:
+            return ast.Lit(decimal.Decimal(s), "float")     # the binder types it numeric
+        except decimal.InvalidOperation:
             raise unsupported(e) from None
     if cls is exp.Boolean:
         return ast.Lit(bool(e.this), "bool")
@@ -969,9 +976,11 @@ def _function(e) -> ast.FuncE:
         unit = e.args.get("unit")
         uname = unit.name if isinstance(unit, (exp.Var, exp.Identifier)) else \
             (unit.this if isinstance(unit, exp.Literal) else None)
-        if uname is None or e.args.get("zone") is not None:
+        if uname is None:
             raise unsupported(e)
-        return ast.FuncE("date_trunc", (ast.Lit(str(uname).lower(), "str"), t(e.this)))
+        zone = e.args.get("zone")
+        return ast.FuncE("date_trunc", (ast.Lit(str(uname).lower(), "str"), t(e.this))
+                         + ((t(zone),) if zone is not None else ()))
     _only(e, {"this", "expressions"})                 # exp.Anonymous
     return ast.FuncE(str(e.this).lower(), tuple(t(x) for x in e.expressions))
 
@@ -995,7 +1004,7 @@ def _case(e) -> ast.CaseE:
 def parse_column_text(text: str) -> ast.ColumnSpec:
     """One column definition (``name type [NOT NULL] [DEFAULT e] ...``, ALTER TABLE ADD
     COLUMN's) read as CREATE TABLE reads it."""
-    st = _create(sqlglot.parse_one(f"CREATE TABLE _ ({text})", read="postgres"))
+    st = _create(sqlglot.parse_one(f"CREATE TABLE _ ({text})", read=MinidbPostgres))
     if len(st.columns) != 1 or st.primary_key or st.uniques:
         raise unsupported(f"column definition {text}")
     return st.columns[0]
@@ -1003,4 +1012,4 @@ def parse_column_text(text: str) -> ast.ColumnSpec:
 
 def parse_expression_text(text: str) -> ast.Node:
     """A stored expression (a column DEFAULT) back into the logical tree."""
-    return translate_expression(sqlglot.parse_one(text, read="postgres"))
+    return translate_expression(sqlglot.parse_one(text, read=MinidbPostgres))

@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass, field
 
 import minidb.errors as errors
+from minidb.types import set_timezone
 from minidb.exec import expr as X
 from minidb.exec.agg import AggNode
 from minidb.exec.modify import DeleteNode, InsertNode, LockRowsNode, UpdateNode, ValuesNode
@@ -70,6 +71,9 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
         self.settings = settings
         self.smgr = smgr
         self.trace = settings.trace_planner
+        # the plan's folded constants (timestamptz shown as text, read without an offset)
+        # are the session's TimeZone's: the expressions compiled from it read it too
+        set_timezone(settings.timezone)
         self.rel_pages: dict = {}     # relfilenode -> pages, for the plan cache's size check
         self._relstats: dict = {}     # range-table index -> RelStats
         self._single = None           # (BaseRel, Estimator, need_tids) of a one-table FROM
