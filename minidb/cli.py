@@ -303,13 +303,18 @@ def check(datadir: str, tables: tuple[str, ...], verbose: bool) -> None:
 @click.option("--socket-dir", metavar="DIR", default=None,
               help="the unix socket's directory (default: the data directory)")
 @click.option("--password-file", metavar="FILE", default=None,
-              help="user:password lines: TCP clients must give the password (cleartext)")
+              help="user:password lines (or user:SCRAM-SHA-256$...): TCP clients must "
+                   "authenticate")
+@click.option("--auth", type=click.Choice(["scram-sha-256", "password"]),
+              default="scram-sha-256", show_default=True,
+              help="how TCP clients prove their password (with --password-file)")
 @click.option("-c", "settings", multiple=True, metavar="NAME=VALUE",
               help="an instance setting (shared_buffers=..., max_connections=...)")
 @click.option("--stop", is_flag=True, help="stop the server running on DATADIR")
 @click.option("-m", "--mode", type=click.Choice(["smart", "fast", "immediate"]), default="fast",
               show_default=True, help="with --stop: how (as pg_ctl stop -m)")
-def serve(datadir, port, listen, socket_dir, password_file, settings, stop, mode) -> None:
+def serve(datadir, port, listen, socket_dir, password_file, auth, settings, stop,
+          mode) -> None:
     """Serve DATADIR to PostgreSQL clients (psql -h DATADIR, pgbench -h DATADIR, psycopg)
     over PostgreSQL's protocol, on the unix socket DATADIR/.s.PGSQL.PORT."""
     from minidb.errors import Error
@@ -320,7 +325,7 @@ def serve(datadir, port, listen, socket_dir, password_file, settings, stop, mode
             click.echo(f"minidb serve: server (pid {pid}) stopped")
             return
         run_server(datadir, port=port, listen=listen, socket_dir=socket_dir,
-                   password_file=password_file, **_pairs(settings, "-c"))
+                   password_file=password_file, auth=auth, **_pairs(settings, "-c"))
     except Error as e:
         click.echo(f"minidb serve: error: {e}", err=True)
         sys.exit(1)

@@ -6,9 +6,9 @@ inherits the open instance, as ``minidb bench``'s forked clients do, makes its o
 
 Start-up: the client's start-up packet (an SSL or GSS encryption request is answered ``N``,
 and the client goes on in the clear, as with PostgreSQL's ``ssl = off``), then
-authentication - ``trust`` on the unix socket; on TCP, ``password`` (cleartext, the
-``password`` method of ``pg_hba.conf``) when the server was given a password file, else
-``trust`` (the server listens on loopback only) - then ParameterStatus for the parameters
+authentication - ``trust`` on the unix socket; on TCP, SCRAM-SHA-256 (``minidb.server.scram``)
+when the server was given a password file (or cleartext ``password`` with ``--auth
+password``), else ``trust`` (the server listens where it is told, loopback by intent) - then ParameterStatus for the parameters
 drivers read (``server_version``, ``client_encoding`` UTF8, ``DateStyle`` ISO,
 ``integer_datetimes`` on, ``standard_conforming_strings`` on ...), BackendKeyData and
 ReadyForQuery.  A session setting given in the start-up packet (``options=-c name=value``,
@@ -46,7 +46,7 @@ import signal
 
 import minidb.errors as errors
 from minidb.config import SETTINGS
-from minidb.server import pgtypes
+from minidb.server import pgtypes, scram
 from minidb.server.protocol import (CANCEL_REQUEST, GSS_REQUEST, SSL_REQUEST,
                                     ClientGone, ProtocolViolation, Reader, Wire, cstr,
                                     data_row, error_fields, int16, int32, startup_parameters)
@@ -92,12 +92,14 @@ def _looks_like_copy(sql: str) -> bool:
 class Backend:
     """The protocol loop of one connection (see the module docstring)."""
 
-    def __init__(self, sock, instance, *, key: int, tcp: bool, passwords: dict | None):
+    def __init__(self, sock, instance, *, key: int, tcp: bool, passwords: dict | None,
+                 auth: str = "scram-sha-256"):
         self.wire = Wire(sock)
         self.instance = instance
         self.key = key
         self.tcp = tcp
         self.passwords = passwords
+        self.auth = auth
         self.session = None
         self.engine = None
         self.statements: dict[str, _Prepared] = {}
@@ -154,15 +156,56 @@ class Backend:
         return True
 
     def _password(self, user: str) -> bool:
-        self.wire.send(b"R", int32(3))      # AuthenticationCleartextPassword
-        self.wire.flush()
+        """Authentication for a TCP client: SCRAM-SHA-256 (``minidb.server.scram``), or the
+        cleartext ``password`` method when the server was started with ``--auth password``."""
+        stored = self.passwords.get(user)
+        if self.auth == "password":
+            self.wire.send(b"R", int32(3))      # AuthenticationCleartextPassword
+            self.wire.flush()
+            given = Reader(self._expect_password_message()).cstr()
+            ok = stored is not None and (
+                given == stored if scram.Verifier.parse(stored) is None else
+                _scram_matches(scram.Verifier.parse(stored), given))
+        else:
+            ok = self._scram(stored)
+        if not ok:
+            self._fatal("28P01", f'password authentication failed for user "{user}"')
+        return ok
+
+    def _expect_password_message(self) -> bytes:
         kind, body = self.wire.read_message()
         if kind != b"p":
             raise ProtocolViolation(f"expected password response, got message type {kind!r}")
-        given = Reader(body).cstr()
-        if self.passwords.get(user) != given:
-            self._fatal("28P01", f'password authentication failed for user "{user}"')
+        return body
+
+    def _scram(self, stored: str | None) -> bool:
+        w = self.wire
+        w.send(b"R", int32(10) + cstr(scram.MECHANISM) + b"\0")     # AuthenticationSASL
+        w.flush()
+        r = Reader(self._expect_password_message())
+        mech = r.cstr()
+        n = r.int32()
+        client_first = r.bytes(n).decode("utf-8", "replace") if n >= 0 else ""
+        if mech != scram.MECHANISM:
+            raise ProtocolViolation(f'client selected an invalid SASL authentication '
+                                    f'mechanism "{mech}"')
+        # an unknown user runs the exchange with a made-up verifier and fails at the proof,
+        # so a client cannot tell which user names exist (as PostgreSQL does)
+        v = scram.Verifier.parse(stored) if stored is not None else None
+        if v is None:
+            v = scram.Verifier.from_password(stored if stored is not None
+                                             else secrets_token())
+        ex = scram.ScramExchange(v)
+        try:
+            w.send(b"R", int32(11) + ex.first(client_first).encode())   # SASLContinue
+            w.flush()
+            client_final = self._expect_password_message().decode("utf-8", "replace")
+            final = ex.final(client_final)
+        except scram.ScramError:
             return False
+        if stored is None:
+            return False
+        w.send(b"R", int32(12) + final.encode())                        # SASLFinal
         return True
 
     # -- the loop -----------------------------------------------------------------------------------
@@ -548,6 +591,18 @@ class Backend:
             self.session = None
 
 
+def secrets_token() -> str:
+    import secrets
+    return secrets.token_hex(16)
+
+
+def _scram_matches(v, password: str) -> bool:
+    """A cleartext password against a stored SCRAM verifier."""
+    mine = scram.Verifier.from_password(password, v.salt, v.iterations)
+    import hmac
+    return hmac.compare_digest(mine.stored_key, v.stored_key)
+
+
 def _fmt(formats, i: int) -> int:
     if not formats:
         return 0
@@ -583,9 +638,9 @@ def _session_settings(params: dict) -> dict:
 
 
 def serve_connection(sock, instance, *, key: int, tcp: bool = False,
-                     passwords: dict | None = None) -> int:
+                     passwords: dict | None = None, auth: str = "scram-sha-256") -> int:
     """Serve one accepted connection to its end (in the forked backend); the exit code."""
-    b = Backend(sock, instance, key=key, tcp=tcp, passwords=passwords)
+    b = Backend(sock, instance, key=key, tcp=tcp, passwords=passwords, auth=auth)
 
     def on_term(signum, frame):
         b.terminating = True

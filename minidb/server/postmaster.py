@@ -60,11 +60,12 @@ def socket_path(datadir: str, port: int, socket_dir: str | None = None) -> str:
 
 class _Server:
     def __init__(self, instance, *, port: int, listen: str | None, socket_dir: str | None,
-                 passwords: dict | None, log):
+                 passwords: dict | None, log, auth: str = "scram-sha-256"):
         self.instance = instance
         self.port = port
         self.log = log
         self.passwords = passwords
+        self.auth = auth
         self.children: dict[int, int] = {}      # pid -> secret key
         self.max_connections = instance.settings.max_connections
         self.sel = selectors.DefaultSelector()
@@ -197,7 +198,7 @@ class _Server:
                 signal.signal(sig, signal.SIG_DFL)
             from minidb.server.backend import serve_connection
             code = serve_connection(conn, self.instance, key=key, tcp=tcp,
-                                    passwords=self.passwords)
+                                    passwords=self.passwords, auth=self.auth)
         except BaseException:  # noqa: BLE001 - a backend never returns into the accept loop
             import traceback
             traceback.print_exc()
@@ -289,7 +290,8 @@ def _refuse(conn: socket.socket, sqlstate: str, message: str) -> None:
 
 
 def read_password_file(path: str) -> dict:
-    """``user:password`` per line (# comments): the passwords TCP clients must give."""
+    """``user:password`` per line (# comments): the passwords TCP clients must give; a
+    password may be given in SCRAM's stored form (``minidb.server.scram.verifier``)."""
     out = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -304,7 +306,7 @@ def read_password_file(path: str) -> dict:
 
 def serve(datadir: str, *, port: int = 5432, listen: str | None = None,
           socket_dir: str | None = None, password_file: str | None = None, log=None,
-          **instance_settings) -> None:
+          auth: str = "scram-sha-256", **instance_settings) -> None:
     """Run a server on ``datadir`` until it is shut down (see the module docstring)."""
     from minidb.instance import Instance
     log = log or (lambda msg: print(f"minidb serve: {msg}", file=sys.stderr, flush=True))
@@ -312,12 +314,12 @@ def serve(datadir: str, *, port: int = 5432, listen: str | None = None,
     # what every backend needs, imported once here rather than after each fork
     import minidb.server.backend  # noqa: F401
     import minidb.sql.engine  # noqa: F401
-    import minidb.sql.parser  # noqa: F401
+    import minidb.sql.parser  # noqa: F401  (sqlglot)
     inst = Instance(datadir, **instance_settings)
     srv = None
     try:
         srv = _Server(inst, port=port, listen=listen, socket_dir=socket_dir,
-                      passwords=passwords, log=log)
+                      passwords=passwords, log=log, auth=auth)
         srv.run()
     finally:
         if srv is not None:
