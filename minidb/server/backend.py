@@ -229,7 +229,17 @@ class Backend:
                 raise ProtocolViolation(f"invalid frontend message type {kind[0]}")
             if self.skip_to_sync and kind != b"S":
                 continue
-            handler(body)
+            try:
+                handler(body)
+            except (ProtocolViolation, ClientGone, _Terminate):
+                raise
+            except Exception as e:  # noqa: BLE001 - a bug answers this message, not the line
+                self.wire._out.clear()
+                self._error(errors.InternalError(f"internal error: {type(e).__name__}: {e}"))
+                if kind == b"Q":
+                    self._ready()
+                else:
+                    self.skip_to_sync = True
 
     # -- simple query -------------------------------------------------------------------------------
     def _query(self, body: bytes) -> None:
@@ -522,22 +532,18 @@ class Backend:
 
     def _data_rows(self, rows, desc, formats) -> None:
         send = self.wire.send
-        enc = pgtypes.encode_text
-        if not formats or all(f == 0 for f in formats):
+        oids = [pgtypes.column_type(str(d[1]))[0] for d in desc]
+        if (not formats or all(f == 0 for f in formats)) and 700 not in oids:
+            enc = pgtypes.encode_text       # the common case: text, no real column
             for row in rows:
                 send(b"D", data_row([None if v is None else enc(v) for v in row]))
             return
-        oids = [pgtypes.column_type(str(d[1]))[0] for d in desc]
+        encs = [(lambda v, o=o: pgtypes.encode_binary(v, o)) if _fmt(formats, i) == 1
+                else (lambda v, o=o: pgtypes.encode_text_as(v, o))
+                for i, o in enumerate(oids)]
         for row in rows:
-            vals = []
-            for i, v in enumerate(row):
-                if v is None:
-                    vals.append(None)
-                elif _fmt(formats, i) == 1:
-                    vals.append(pgtypes.encode_binary(v, oids[i]))
-                else:
-                    vals.append(enc(v))
-            send(b"D", data_row(vals))
+            send(b"D", data_row([None if v is None else encs[i](v)
+                                 for i, v in enumerate(row)]))
 
     def _complete(self, res) -> None:
         tag = res.status or "SELECT 0"

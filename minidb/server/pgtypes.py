@@ -153,6 +153,27 @@ def _interval_text(td: _dt.timedelta) -> str:
     return " ".join(parts)
 
 
+def _interval_parts_text(months: int, days: int, us: int) -> str:
+    """PostgreSQL's interval output (IntervalStyle postgres): '1 year 2 mons 3 days
+    04:05:06.5', each field with its own sign."""
+    out = []
+    years, mons = int(months / 12), months - int(months / 12) * 12
+    for n, unit in ((years, "year"), (mons, "mon"), (days, "day")):
+        if n:
+            out.append(f"{n} {unit}" + ("s" if abs(n) != 1 else ""))
+    if us or not out:
+        sign = "-" if us < 0 else ("+" if out and (months < 0 or days < 0) else "")
+        a = abs(us)
+        h, rem = divmod(a, 3_600_000_000)
+        m, rem = divmod(rem, 60_000_000)
+        sec, frac = divmod(rem, 1_000_000)
+        t = f"{sign}{h:02d}:{m:02d}:{sec:02d}"
+        if frac:
+            t += (".%06d" % frac).rstrip("0")
+        out.append(t)
+    return " ".join(out)
+
+
 def _array_elem(v) -> str:
     if v is None:
         return "NULL"
@@ -160,6 +181,19 @@ def _array_elem(v) -> str:
     if s == "" or any(c in s for c in ' ,{}"\\') or s.upper() == "NULL":
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return s
+
+
+def encode_text_as(v, oid: int) -> bytes:
+    """``encode_text`` knowing the column's type: a real (float4) is written with the
+    shortest digits that read back as the same float4, as PostgreSQL writes it."""
+    if oid == 700 and isinstance(v, float) and math.isfinite(v):
+        return _float_text(float(str(_np_float32(v)))).encode()
+    return encode_text(v)
+
+
+def _np_float32(v):
+    import numpy as np
+    return np.float32(v)
 
 
 def encode_text(v) -> bytes:
@@ -190,6 +224,9 @@ def encode_text(v) -> bytes:
     if isinstance(v, _dt.time):
         return _time_text(v).encode()
     if isinstance(v, _dt.timedelta):
+        parts = getattr(v, "parts", None)
+        if parts is not None:      # minidb.types.Interval: months, days, microseconds
+            return _interval_parts_text(*parts()).encode()
         return _interval_text(v).encode()
     if isinstance(v, decimal.Decimal):
         return str(v).encode()
@@ -223,7 +260,47 @@ def encode_binary(v, oid: int) -> bytes:
         return bytes(v)
     if oid == 2950 and isinstance(v, uuid.UUID):
         return v.bytes
+    if oid == 1083 and isinstance(v, _dt.time):
+        return struct.pack("!q", ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000
+                           + v.microsecond)
+    if oid == 1186 and isinstance(v, _dt.timedelta):
+        parts = getattr(v, "parts", None)
+        months, days, us = parts() if parts is not None else (
+            0, v.days, v.seconds * 1_000_000 + v.microseconds)
+        return struct.pack("!qii", us, days, months)
+    if oid == 1700 and isinstance(v, decimal.Decimal):
+        return _numeric_send(v)
     return encode_text(v)
+
+
+def _numeric_send(d: decimal.Decimal) -> bytes:
+    """numeric's binary form: ndigits, weight, sign, dscale, then base-10000 digits."""
+    if d.is_nan():
+        return struct.pack("!hhHh", 0, 0, 0xC000, 0)
+    sign, digits, exp = d.as_tuple()
+    dscale = max(0, -exp)
+    s = "".join(map(str, digits))
+    # align the decimal point to a multiple of 4 digits
+    int_len = len(s) + exp          # digits before the point
+    pad_left = (4 - int_len % 4) % 4
+    s = "0" * pad_left + s
+    int_len += pad_left
+    frac = len(s) - int_len
+    s += "0" * ((4 - frac % 4) % 4 if frac > 0 else 0)
+    if int_len < 0:
+        s = "0" * (-int_len) + s
+        int_len = 0
+    groups = [int(s[i:i + 4]) for i in range(0, len(s), 4)]
+    weight = int_len // 4 - 1
+    while groups and groups[0] == 0:
+        groups.pop(0)
+        weight -= 1
+    while groups and groups[-1] == 0:
+        groups.pop()
+    if not groups:
+        weight = 0
+    return struct.pack(f"!hhHh{len(groups)}h", len(groups), weight,
+                       0x4000 if sign else 0, dscale, *groups)
 
 
 # -- parameters -----------------------------------------------------------------------------------
@@ -262,6 +339,22 @@ def _float_in(s: str) -> float:
             f'invalid input syntax for type double precision: "{s}"') from None
 
 
+def _numeric_recv(data: bytes) -> decimal.Decimal:
+    n, weight, sign, dscale = struct.unpack_from("!hhHh", data)
+    if sign == 0xC000:
+        return decimal.Decimal("NaN")
+    if len(data) != 8 + 2 * n:
+        raise errors.InvalidBinaryRepresentation("invalid length in external \"numeric\" value")
+    groups = struct.unpack_from(f"!{n}h", data, 8)
+    value = 0
+    for g in groups:
+        value = value * 10000 + g
+    exp = (weight - n + 1) * 4
+    d = decimal.Decimal(value).scaleb(exp) if n else decimal.Decimal(0)
+    d = d.quantize(decimal.Decimal(1).scaleb(-dscale)) if dscale or exp < 0 else d
+    return -d if sign == 0x4000 else d
+
+
 def decode_param(data: bytes | None, oid: int, binary: bool):
     """A Bind parameter as the Python value the engine takes (None for NULL)."""
     if data is None:
@@ -283,6 +376,19 @@ def decode_param(data: bytes | None, oid: int, binary: bool):
             return _EPOCH_DATE + _dt.timedelta(days=struct.unpack("!i", data)[0])
         if oid == 2950 and len(data) == 16:
             return uuid.UUID(bytes=bytes(data))
+        if oid == 1083 and len(data) == 8:
+            us = struct.unpack("!q", data)[0]
+            h, rem = divmod(us, 3_600_000_000)
+            m, rem = divmod(rem, 60_000_000)
+            return _dt.time(h, m, rem // 1_000_000, rem % 1_000_000)
+        if oid == 1186 and len(data) == 16:
+            us, days, months = struct.unpack("!qii", data)
+            if months:
+                from minidb.types import Interval
+                return Interval(months=months, days=days, microseconds=us)
+            return _dt.timedelta(days=days, microseconds=us)
+        if oid == 1700 and len(data) >= 8:
+            return _numeric_recv(bytes(data))
         if oid in (25, 1042, 1043, 0, 705):
             return data.decode("utf-8")
         raise errors.NotSupportedError(

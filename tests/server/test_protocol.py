@@ -272,3 +272,24 @@ def test_embedded_opener_is_refused_while_served(server):
     import minidb
     with pytest.raises(minidb.OperationalError, match="in use"):
         minidb.connect(server.datadir)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_every_type_round_trips_in_text_and_binary(server, binary):
+    import decimal
+    import uuid
+    vals = (decimal.Decimal("-12345.0678"), dt.date(2020, 1, 2),
+            dt.datetime(2020, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),
+            dt.timedelta(days=2, hours=3), b"\x00\xff", uuid.UUID(int=5), 2.5,
+            dt.time(1, 2, 3, 400000), 7, dt.datetime(1999, 12, 31, 23, 59, 59, 5))
+    with server.connect(autocommit=True) as c:
+        c.execute("CREATE TABLE ty (n numeric(12,4), d date, ts timestamptz, iv interval, "
+                  "b bytea, u uuid, r real, t time, s smallint, tsz timestamp)")
+        ph = ", ".join(["%b" if binary else "%s"] * len(vals))
+        c.execute(f"INSERT INTO ty VALUES ({ph})", vals)
+        assert c.execute("SELECT * FROM ty", binary=binary).fetchone() == vals
+        # PostgreSQL's text forms: a real with float4's digits, an interval with months
+        row = c.execute("SELECT 1.1::real, interval '1 year 2 mons 3 days 01:02:03', "
+                        "2.50::numeric(5,2)").fetchone()
+        assert row[0] == 1.1 and row[2] == decimal.Decimal("2.50")
+        assert row[1] == dt.timedelta(days=365 + 60 + 3, hours=1, minutes=2, seconds=3)
