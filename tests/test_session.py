@@ -437,6 +437,23 @@ def test_select_for_update_rechecks_in_read_committed(inst, sessions):
 
 # -- statistics -----------------------------------------------------------------------------------
 
+def test_pgstat_live_estimate_does_not_depend_on_publish_order(inst, sessions):
+    """A delete published before the insert it follows (its backend's interval ran out
+    first) still gives live = inserted - deleted: the sums are clamped when read, not at
+    each publish (clamping at publish would have floored -1 at 0 and shown 3)."""
+    inst.catalog.create_table("acct", list(COLS))
+    inst.catalog.create_table("other", list(COLS))
+    (a,) = sessions(1, stats_flush_interval=60_000)
+    (b,) = sessions(1, stats_flush_interval=0)
+    a.insert_many("other", [(0, 0, "x")])                     # a's first publish, used up
+    a.insert_many("acct", [(i, 0, "x") for i in range(6)])    # held back (60 s)
+    b.delete("acct", by_id(4))                                # published at once: live -1
+    row = inst.seg.table_stats_oid.tolist().index(a.backend.catalog.table("acct").oid)
+    assert int(inst.seg.table_stats[row][TC["n_live_tup"]]) == -1   # for a moment
+    st = b.table_stats("acct")                                # a's +6 published now
+    assert (st["n_live_tup"], st["n_dead_tup"]) == (5, 1)
+
+
 def test_pgstat_published_at_most_every_interval_and_read_after_a_flush(inst, sessions):
     """stats_flush_interval: transactions ending within it publish once; a reader of this
     process (another session or the same) flushes first, so it sees every transaction

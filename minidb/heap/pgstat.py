@@ -107,25 +107,18 @@ class TableStats:
             if interval <= 0 or (now - self._published_at) * 1000.0 >= interval:
                 self.publish(now)
 
-    def publish(self, now: float | None = None) -> None:
-        """Add the unflushed deltas to the shared table now."""
+    def take(self) -> dict:
+        """The unflushed deltas, handed over (this backend's are empty after)."""
         with self._mutex:
             items, self.unflushed = self.unflushed, {}
+        return items
+
+    def publish(self, now: float | None = None) -> None:
+        """Add the unflushed deltas to the shared table now."""
+        items = self.take()
         if not items:
             return
-        with self.lock:
-            for oid, d in items.items():
-                row = _row(self.seg, oid, create=True)
-                if row < 0:
-                    continue  # table full: statistics of this table are not kept
-                r = self.seg.table_stats[row]
-                # only the columns counted (a point select makes two: each numpy element
-                # update costs about as much as the lock)
-                for col, n in d.items():
-                    if n:
-                        r[col] += n
-                if _LIVE in d:
-                    r[_LIVE] = max(0, r[_LIVE])
+        _apply(self.seg, self.lock, items)
         self.publishes += 1
         self._published_at = time.monotonic() if now is None else now
 
@@ -136,12 +129,43 @@ class TableStats:
         _LOCAL.discard(self)
 
 
+def _apply(seg, lock, items: dict) -> None:
+    """Add deltas (oid -> {column: n}) to the shared table.  The sums are kept as they are,
+    even below zero for a moment (a delete's delta published before the insert's), and
+    ``read`` shows n_live_tup / n_dead_tup at 0 or more: PostgreSQL clamps at each
+    publish, which makes the estimate depend on the order the backends publish in;
+    clamping at read gives the same figure whatever the order."""
+    with lock:
+        for oid, d in items.items():
+            row = _row(seg, oid, create=True)
+            if row < 0:
+                continue  # table full: statistics of this table are not kept
+            r = seg.table_stats[row]
+            # only the columns counted (a point select makes two: each numpy element
+            # update costs about as much as the lock)
+            for col, n in d.items():
+                if n:
+                    r[col] += n
+
+
 def flush_local(seg) -> None:
-    """Publish the unflushed deltas of every backend of this process on ``seg``."""
+    """Publish the unflushed deltas of every backend of this process on ``seg`` - summed
+    first and applied once, so the clamp of n_live_tup cannot depend on which backend's
+    deltas happen to go first (the order of a set)."""
     pid = os.getpid()
+    total: dict = {}
     for ts in list(_LOCAL):
         if ts.seg is seg and ts.unflushed and ts.pid == pid:
-            ts.publish()
+            for oid, d in ts.take().items():
+                t = total.setdefault(oid, defaultdict(int))
+                for col, n in d.items():
+                    t[col] += n
+            ts.publishes += 1
+            ts._published_at = time.monotonic()
+    if total:
+        lock = next((ts.lock for ts in list(_LOCAL) if ts.seg is seg), None)
+        if lock is not None:
+            _apply(seg, lock, total)
 
 
 def _row(seg, oid: int, create: bool) -> int:
@@ -180,7 +204,10 @@ def read(seg, lock, oid: int) -> dict[str, int]:
     with lock:
         row = _row(seg, oid, create=False)
         vals = seg.table_stats[row].copy() if row >= 0 else np.zeros(len(TABLE_COUNTERS))
-    return {name: int(vals[i]) for i, name in enumerate(TABLE_COUNTERS)}
+    out = {name: int(vals[i]) for i, name in enumerate(TABLE_COUNTERS)}
+    out["n_live_tup"] = max(0, out["n_live_tup"])
+    out["n_dead_tup"] = max(0, out["n_dead_tup"])
+    return out
 
 
 def forget(seg, lock, oid: int) -> None:
