@@ -25,8 +25,9 @@ overlay) when a scan of it starts - nothing is stored, nothing can be written.
   The SQL front end answers a query that inner-joins one of them as an empty result
   without binding the rest of it (their column lists are not needed).
 
-Public interface: ``VIRTUAL`` (name -> ``VirtualRel``), ``EMPTY``, ``SCHEMAS``,
-``format_type``, ``index_def``, ``OWNER``.
+Public interface: ``VIRTUAL`` (name -> ``VirtualRel``), ``EMPTY``, ``SCHEMAS``, ``OWNER``,
+and what the catalog functions need (``format_type``, ``index_def``, ``type_by_name``,
+``relation_name``, ``relation_file``, ``index_files``, ``size_pretty``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from minidb.catalog.bootstrap import (BY_NAME, PG_CATALOG_NAMESPACE, PUBLIC_NAME
 from minidb.types import parse_type
 
 __all__ = ["VirtualRel", "VIRTUAL", "EMPTY", "SCHEMAS", "format_type", "index_def", "OWNER",
-           "OWNER_OID", "DATABASE"]
+           "OWNER_OID", "DATABASE", "type_by_name", "relation_name", "relation_file",
+           "index_files", "size_pretty"]
 
 OWNER = "minidb"          # the one role: owns every relation, schema and the database
 OWNER_OID = 10            # BOOTSTRAP_SUPERUSERID
@@ -55,6 +57,13 @@ _TYPE_NAMES = {16: "boolean", 20: "bigint", 23: "integer", 25: "text",
 _TYPE_SHORT = {16: "bool", 20: "int8", 23: "int4", 25: "text", 701: "float8", 1042: "bpchar",
                1043: "varchar", 1114: "timestamp"}
 _TYPE_LEN = {16: 1, 20: 8, 23: 4, 25: -1, 701: 8, 1042: -1, 1043: -1, 1114: 8}
+_TYPE_ARRAY = {16: 1000, 20: 1016, 23: 1007, 25: 1009, 701: 1022, 1042: 1014, 1043: 1015,
+               1114: 1115}
+_TYPE_ALIASES = {"int": 23, "int4": 23, "integer": 23, "int8": 20, "bigint": 20, "bool": 16,
+                 "boolean": 16, "text": 25, "float8": 701, "double precision": 701,
+                 "bpchar": 1042, "char": 1042, "character": 1042, "varchar": 1043,
+                 "character varying": 1043, "timestamp": 1114,
+                 "timestamp without time zone": 1114}
 _TYPE_CATEGORY = {16: "B", 20: "N", 23: "N", 25: "S", 701: "N", 1042: "S", 1043: "S",
                   1114: "D"}
 
@@ -69,6 +78,50 @@ def format_type(typid, typmod=None):
     if typmod is not None and typmod >= 4 and int(typid) in (1042, 1043):
         return f"{name}({typmod - 4})"
     return name
+
+
+def type_by_name(name):
+    """PostgreSQL's ``to_regtype(name)``: the OID of a type minidb has, else None."""
+    if name is None:
+        return None
+    n = " ".join(name.strip().lower().split())
+    n = n[len("pg_catalog."):] if n.startswith("pg_catalog.") else n
+    return _TYPE_ALIASES.get(n)
+
+
+def relation_file(catalog, oid):
+    """The relfilenode of a table or index by OID, else None."""
+    for t in list(catalog.tables.values()) + list(catalog.system_tables.values()):
+        if t.oid == oid:
+            return t.relfilenode
+    for ix in catalog.indexes.values():
+        if ix.oid == oid:
+            return ix.relfilenode
+    return None
+
+
+def index_files(catalog, oid) -> list:
+    """The relfilenodes of a table's indexes."""
+    for t in catalog.tables.values():
+        if t.oid == oid:
+            return [catalog.indexes[n].relfilenode for n in t.indexes if n in catalog.indexes]
+    return []
+
+
+def size_pretty(n):
+    """PostgreSQL's ``pg_size_pretty(bigint)``: bytes below 10 kB, then kB, MB, GB, TB,
+    each below 20 (10 x 2) thousand of its unit, rounded half away from zero."""
+    if n is None:
+        return None
+    if abs(n) < 10 * 1024:
+        return f"{n} bytes"
+    sign = -1 if n < 0 else 1
+    v = abs(n) >> 9                     # one extra bit for rounding
+    for unit in ("kB", "MB", "GB", "TB"):
+        if v < 20 * 1024 - 1 or unit == "TB":
+            return f"{sign * ((v + 1) // 2)} {unit}"
+        v >>= 10
+    return None
 
 
 def _qident(name: str) -> str:
@@ -176,7 +229,8 @@ def _index_rows(cat):
 
 def _type_rows(cat):
     return [(oid, _TYPE_SHORT[oid], PG_CATALOG_NAMESPACE, OWNER_OID, _TYPE_LEN[oid], "b",
-             _TYPE_CATEGORY[oid], True, 0, 0, 0 if oid in (16, 20, 23, 701, 1114) else 100)
+             _TYPE_CATEGORY[oid], True, 0, 0, 0 if oid in (16, 20, 23, 701, 1114) else 100,
+             _TYPE_ARRAY[oid], ",")
             for oid in sorted(_TYPE_NAMES)]
 
 
@@ -244,7 +298,8 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
                      ("typowner", "integer"), ("typlen", "integer"), ("typtype", "text"),
                      ("typcategory", "text"), ("typisdefined", "boolean"),
                      ("typrelid", "integer"), ("typelem", "integer"),
-                     ("typcollation", "integer")), _type_rows),
+                     ("typcollation", "integer"), ("typarray", "integer"),
+                     ("typdelim", "text")), _type_rows),
     _rel("pg_am", (("oid", "integer"), ("amname", "text"), ("amtype", "text")),
          lambda cat: [(HEAP_AM, "heap", "t"), (BTREE_AM, "btree", "i")]),
     _rel("pg_database", (("oid", "integer"), ("datname", "text"), ("datdba", "integer"),

@@ -1,7 +1,8 @@
 """The catalog functions PostgreSQL's clients call (psql's ``\\d`` queries, DB-API users):
 ``pg_table_is_visible``, ``format_type``, ``pg_get_indexdef``, ``pg_get_userbyid``,
 ``pg_get_expr``, ``obj_description``, ``array_to_string``, ``pg_encoding_to_char``,
-``current_setting``, and the ``::regclass`` casts.
+``current_setting``, ``to_regtype``, the relation sizes (``pg_table_size`` ...,
+``pg_size_pretty``), and the ``::regclass`` / ``::regtype`` casts.
 
 Each is a per-row Python function of the execution context and the argument values (None
 for NULL); the rows of a catalog query are few.  Those that read the catalog see the
@@ -69,6 +70,26 @@ def _array_to_string(ectx, arr, sep, null=None):
                     if x is not None or null is not None)
 
 
+def _size(ectx, oid, with_indexes=False):
+    if oid is None:
+        return None
+    from minidb.config import BLCKSZ
+    cat = ectx.backend.catalog
+    rfn = pgcatalog.relation_file(cat, oid)
+    if rfn is None:
+        return None
+    files = [rfn] + (pgcatalog.index_files(cat, oid) if with_indexes else [])
+    smgr = ectx.backend.instance.smgr
+    return sum(smgr.nblocks(f) for f in files) * BLCKSZ
+
+
+def _regtype_in(ectx, name):
+    oid = pgcatalog.type_by_name(name)
+    if oid is None and name is not None:
+        raise errors.UndefinedObject(f'type "{name}" does not exist')
+    return oid
+
+
 CATALOG_FUNCS = {
     "pg_table_is_visible": lambda ectx, oid: None if oid is None else True,
     "pg_get_userbyid": lambda ectx, oid: None if oid is None else pgcatalog.OWNER,
@@ -89,6 +110,14 @@ CATALOG_FUNCS = {
     "regclass_out": lambda ectx, oid: pgcatalog.relation_name(ectx.backend.catalog, oid),
     "regclass_in": _regclass_in,
     "regtype_out": lambda ectx, oid: pgcatalog.format_type(oid),
+    "regtype_in": _regtype_in,
+    "to_regtype": lambda ectx, name: pgcatalog.type_by_name(name),
+    "pg_relation_size": lambda ectx, oid, fork=None: _size(ectx, oid),
+    "pg_table_size": lambda ectx, oid: _size(ectx, oid),
+    "pg_total_relation_size": lambda ectx, oid: _size(ectx, oid, True),
+    "pg_indexes_size": lambda ectx, oid: None if oid is None else
+        _size(ectx, oid, True) - _size(ectx, oid),
+    "pg_size_pretty": lambda ectx, n: pgcatalog.size_pretty(n),
     "regnamespace_out": lambda ectx, oid: None if oid is None else
         {v: k for k, v in pgcatalog.SCHEMAS.items()}.get(oid, str(oid)),
 }

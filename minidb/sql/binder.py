@@ -981,9 +981,9 @@ class Binder:
             if family(a.type) != "int":
                 raise errors.DatatypeMismatch(f"cannot cast type {a.type} to oid")
             return a
-        if type_name == "regclass" and family(a.type) in ("text", "unknown"):
+        if type_name in ("regclass", "regtype") and family(a.type) in ("text", "unknown"):
             a = self._coerce_unknown(a, TEXT) if a.type is UNKNOWN else a
-            return Func("regclass_in", (a,), INTEGER)
+            return Func(f"{type_name}_in", (a,), INTEGER)
         if family(a.type) != "int":
             raise errors.DatatypeMismatch(f"cannot cast type {a.type} to {type_name}")
         return Func(f"{type_name}_out", (a,), TEXT)

@@ -231,6 +231,12 @@ _CATALOG = {
     "array_to_string": ((_ANY, _TXT, _TXT), 2, "text"),
     "current_setting": ((_TXT, _BOOL), 1, "text"),
     "current_database": ((), 0, "text"),
+    "to_regtype": ((_TXT,), 1, "oid"),
+    "pg_relation_size": ((_OID, _TXT), 1, "bigint"),
+    "pg_table_size": ((_OID,), 1, "bigint"),
+    "pg_total_relation_size": ((_OID,), 1, "bigint"),
+    "pg_indexes_size": ((_OID,), 1, "bigint"),
+    "pg_size_pretty": ((_INT,), 1, "text"),
     "current_schema": ((), 0, "text"),
 }
 
@@ -253,4 +259,5 @@ def _catalog_function(b, name: str, args: list):
         if fa != ft and not (ft == "int" and fa == "int"):
             raise _sig(name, args)
         out.append(a)
-    return Func(name, tuple(out), BOOLEAN if result == "boolean" else TEXT)
+    rt = {"boolean": BOOLEAN, "oid": INTEGER, "bigint": BIGINT}.get(result, TEXT)
+    return Func(name, tuple(out), rt)

@@ -190,3 +190,20 @@ def test_psql_describe_queries(cur):
     assert [r[0] for r in rows(cur, qs[3])] == ["accounts_pkey", "accounts_bid"]
     for q in qs[4:]:        # policies, extended statistics, publications, inheritance
         assert rows(cur, q) == []
+
+
+def test_types_by_name_and_sizes(cur):
+    assert rows(cur, "SELECT typname, typarray, typdelim FROM pg_type "
+                     "WHERE oid = to_regtype('integer')") == [("int4", 1007, ",")]
+    assert rows(cur, "SELECT to_regtype('nosuch'), 'text'::regtype, "
+                     "23::regtype") == [(None, 25, "integer")]
+    cur.execute("INSERT INTO branches SELECT g, 'b' FROM generate_series(1, 500) g")
+    got = rows(cur, "SELECT pg_relation_size('branches'::regclass), "
+                    "pg_total_relation_size('accounts'::regclass), "
+                    "pg_indexes_size('accounts'::regclass), pg_size_pretty(20480::bigint), "
+                    "pg_size_pretty(pg_relation_size('branches'::regclass))")
+    cur.connection.rollback()
+    pages, total, idx, pretty, own = got[0]
+    assert pages > 0 and pages % 8192 == 0
+    assert total >= idx >= 2 * 8192          # two indexes: their metapages at least
+    assert pretty == "20 kB" and own == f"{pages // 1024} kB"

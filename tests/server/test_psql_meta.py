@@ -1,8 +1,8 @@
 """PostgreSQL 15's psql against ``minidb serve``: its catalog meta-commands (``\\dt``,
 ``\\di``, ``\\d TABLE``, ``\\d``, ``\\l``, ``\\dn``) list the right tables, columns with their
-types, and indexes.  The statements psql sends for them are in ``psql_queries/`` (captured
+types, and indexes (and psycopg's type loading).  The statements psql sends for them are in ``psql_queries/`` (captured
 from a PostgreSQL 15 with log_statement = all); minidb answers them from its virtual
-pg_catalog (``minidb.catalog.pgcatalog``).  Skipped when psql is absent."""
+pg_catalog (``minidb.catalog.pgcatalog``).  The psql test is skipped when psql is absent."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
+needs_psql = pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
 
 
 def psql(server, *commands) -> str:
@@ -36,6 +36,7 @@ def table_lines(out: str) -> list[list[str]]:
     return rows
 
 
+@needs_psql
 def test_psql_describe_commands(server):
     psql(server, "CREATE TABLE accounts (aid integer PRIMARY KEY, bid integer NOT NULL, "
                  "abalance bigint DEFAULT 0, filler char(84), note varchar(20))",
@@ -74,6 +75,23 @@ def test_psql_describe_commands(server):
     dn = psql(server, r"\dn")
     assert table_lines(dn) == [["public", "minidb"]]
 
+    dtp = psql(server, r"\dt+ accounts")
+    (row,) = table_lines(dtp)
+    assert row[:6] == ["public", "accounts", "table", "minidb", "permanent", "heap"]
+    assert row[6].endswith(("bytes", "kB"))
+
     missing = subprocess.run(["psql", "-X", "-h", server.datadir, "-U", "me", "minidb", "-c",
                               r"\d nosuch"], capture_output=True, text=True, timeout=120)
     assert 'Did not find any relation named "nosuch"' in missing.stderr
+
+
+def test_psycopg_type_info(server):
+    """psycopg 3's type loading (TypeInfo.fetch: pg_type, to_regtype, ::regtype)."""
+    pytest.importorskip("psycopg")
+    from psycopg.types import TypeInfo
+    with server.connect() as conn:
+        info = TypeInfo.fetch(conn, "varchar")
+        assert (info.name, info.oid, info.array_oid) == ("varchar", 1043, 1015)
+        assert TypeInfo.fetch(conn, "nosuch") is None
+        assert conn.execute("SELECT current_setting('server_encoding'), "
+                            "current_setting('client_encoding')").fetchone() == ("UTF8", "UTF8")
