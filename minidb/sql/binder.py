@@ -4,8 +4,11 @@ Input: a statement of ``minidb.sql.ast``; output: a *bound* statement whose expr
 are ``minidb.exec.expr`` nodes with result types, ready for the planner.  What it decides:
 
 * **Names.**  The FROM list becomes a *range table* (``RangeEntry`` per table, numbered in
-  order).  ``a`` is looked up in every entry (two hits: AmbiguousColumn), ``t.a`` in the
-  entry named ``t`` (its alias, else its table name).  A base column becomes
+  order; a name of PostgreSQL's catalog - pg_class, pg_namespace, information_schema.tables
+  ... - is a ``virtual`` entry, ``minidb.catalog.pgcatalog``, whose rows are computed when
+  scanned; ``::regclass`` / ``::regtype`` / ``::oid`` are ``_catalog_cast``).  ``a`` is
+  looked up in every entry (two hits: AmbiguousColumn), ``t.a`` in the entry named ``t``
+  (its alias, else its table name).  A base column becomes
   ``ColRef(key=(range index, attno))``.
 * **Types** (``minidb.exec.datatypes``).  Arithmetic on integer/bigint/double promotes as
   PostgreSQL does; comparisons need comparable families (numbers with numbers, strings with

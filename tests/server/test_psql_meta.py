@@ -1,8 +1,9 @@
 """PostgreSQL 15's psql against ``minidb serve``: its catalog meta-commands (``\\dt``,
 ``\\di``, ``\\d TABLE``, ``\\d``, ``\\l``, ``\\dn``) list the right tables, columns with their
-types, and indexes (and psycopg's type loading).  The statements psql sends for them are in ``psql_queries/`` (captured
-from a PostgreSQL 15 with log_statement = all); minidb answers them from its virtual
-pg_catalog (``minidb.catalog.pgcatalog``).  The psql test is skipped when psql is absent."""
+types, and indexes; psycopg's type loading works.  The statements psql sends for them are
+in ``psql_queries/`` (captured from a PostgreSQL 15 with log_statement = all); minidb answers
+them from its virtual pg_catalog (``minidb.catalog.pgcatalog``).  The psql test is skipped
+when psql is absent."""
 
 from __future__ import annotations
 

@@ -11,6 +11,12 @@ refused before sqlglot sees them (``parser.parse``), as syntax errors at that wo
 Placeholders: ``?`` (the DB-API paramstyle, qmark) and ``$n`` both become
 ``ast.Placeholder``; ``?`` are numbered in text order before parsing by rewriting them to
 ``$1, $2, ...`` outside strings and comments (``number_placeholders``).
+
+PostgreSQL's clients' catalog queries (psql's ``\\d``): schema-qualified table names
+(``_schema_qualified``), ``pg_catalog.f(...)``, ``OPERATOR(pg_catalog.~)``, ``COLLATE
+pg_catalog.default`` and ``E'...'`` strings (``_pg_catalog_syntax``); a query that inner-joins
+a catalog of a feature minidb lacks is an empty result with the query's column names
+(``_empty_catalog_query``; ``minidb.catalog.pgcatalog.EMPTY``).
 """
 
 from __future__ import annotations
