@@ -55,10 +55,13 @@ and with the files on disk (no orphan file, no relation without its file).
 
 Departures from PostgreSQL
 --------------------------
-* No pg_namespace, pg_type, pg_attrdef, pg_constraint, pg_depend: one schema (relnamespace
-  2200, ``public``; the catalogs 11), the type's SQL spelling is in ``atttypname`` (with
-  PostgreSQL's ``atttypid`` / ``atttypmod`` beside it), a column's default expression text
-  in ``attdefault``, and a primary key is ``indisprimary``.
+* No stored pg_namespace, pg_type, pg_attrdef, pg_constraint, pg_depend: one schema
+  (relnamespace 2200, ``public``; the catalogs 11), the type's SQL spelling is in
+  ``atttypname`` (with PostgreSQL's ``atttypid`` / ``atttypmod`` beside it), a column's
+  default expression text in ``attdefault``, and a primary key is ``indisprimary``.  What
+  clients read of PostgreSQL's catalog (pg_namespace, pg_type, the extra columns of
+  pg_class ..., information_schema) is virtual, computed from this state when scanned
+  (``pgcatalog``).
 * No indexes on the catalogs: every lookup is served by the cache, which is rebuilt from a
   sequential scan of the four small heaps.  Uniqueness of relation names is checked under
   the catalog LWLock, counting names that running transactions create or drop (it waits
@@ -82,7 +85,7 @@ Departures from PostgreSQL
 
 Public interface: ``Catalog`` (``backend.catalog``, ``instance.catalog``), ``CatalogCache``,
 ``ColumnDef`` / ``TableDef`` / ``IndexDef``, ``check_catalog``, ``at_xact_end``, ``alter``,
-``bootstrap``, ``CATALOGS``.
+``bootstrap``, ``CATALOGS``, ``pgcatalog`` (the virtual relations clients read).
 """
 
 from __future__ import annotations

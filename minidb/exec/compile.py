@@ -44,6 +44,7 @@ from minidb.exec.datatypes import BIGINT, BOOLEAN, TEXT, VECTOR_DTYPE, VECTOR_FI
 from minidb.exec.expr import (Arith, BoolOp, Case, Cast, ColRef, Compare, Concat,
                               Const, Expr, Func, InList, IsNull, Like, Neg, Not, Param)
 from minidb.exec import typeops
+from minidb.exec.catfuncs import CATALOG_FUNCS
 from minidb.exec.functions import STRICT
 
 __all__ = ["K", "V", "compile_expr", "evaluate", "truth", "bind_param", "broadcast"]
@@ -489,6 +490,8 @@ class _Compiler:
 
     def _Func(self, e: Func):
         name = e.name
+        if name in CATALOG_FUNCS:
+            return self._catalog_func(e)
         if name in ("now", "clock_timestamp", "current_date", "current_time"):
             return K(_now_value(self.now if name != "clock_timestamp" else None, name,
                                 e.type), e.type)
@@ -527,6 +530,26 @@ class _Compiler:
                 if rt.name == "bigint" and _any_in(np.asarray(v) == dt.INT8_MIN, _and_live(live, m)):
                     raise errors.NumericValueOutOfRange("bigint out of range")
             return r, m
+        return V(vf, rt)
+
+    def _catalog_func(self, e: Func):
+        """A catalog function (``minidb.exec.catfuncs``): per row, in Python."""
+        from minidb.exec.catfuncs import call
+        from minidb.exec.chunk import column_from_values, column_to_list
+        args = [self.c(x) for x in e.args]
+        ectx, rt = self.ectx, e.type
+
+        def vf(chunk, live):
+            cols = []
+            for a, x in zip(args, e.args):
+                if isinstance(a, K):
+                    v = a.value if family(x.type) != "ts" else None
+                    cols.append([v] * chunk.n)
+                else:
+                    v, m = a.fn(chunk, live)
+                    cols.append(column_to_list(v, m, x.type))
+            rows = list(zip(*cols)) if cols else [()] * chunk.n
+            return column_from_values(call(ectx, e.name, rows), rt)
         return V(vf, rt)
 
     def _rng(self):

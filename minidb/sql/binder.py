@@ -4,8 +4,11 @@ Input: a statement of ``minidb.sql.ast``; output: a *bound* statement whose expr
 are ``minidb.exec.expr`` nodes with result types, ready for the planner.  What it decides:
 
 * **Names.**  The FROM list becomes a *range table* (``RangeEntry`` per table, numbered in
-  order).  ``a`` is looked up in every entry (two hits: AmbiguousColumn), ``t.a`` in the
-  entry named ``t`` (its alias, else its table name).  A base column becomes
+  order; a name of PostgreSQL's catalog - pg_class, pg_namespace, information_schema.tables
+  ... - is a ``virtual`` entry, ``minidb.catalog.pgcatalog``, whose rows are computed when
+  scanned; ``::regclass`` / ``::regtype`` / ``::oid`` are ``_catalog_cast``).  ``a`` is
+  looked up in every entry (two hits: AmbiguousColumn), ``t.a`` in the entry named ``t``
+  (its alias, else its table name).  A base column becomes
   ``ColRef(key=(range index, attno))``.
 * **Types** (``minidb.exec.datatypes``).  Arithmetic on integer/bigint/double promotes as
   PostgreSQL does; comparisons need comparable families (numbers with numbers, strings with
@@ -130,8 +133,9 @@ class RangeEntry:
     table: object            # catalog.TableDef (None for the kinds below)
     columns: list            # [(name, SqlType)]
     not_null: list           # [bool]
-    kind: str = "table"      # table subquery cte function worktable
-    sub: object = None       # subquery: its bound query; cte: CTEDef; function: (name, args)
+    kind: str = "table"      # table subquery cte function worktable virtual
+    sub: object = None       # subquery: its bound query; cte: CTEDef; function: (name, args);
+    #                          virtual: the pgcatalog.VirtualRel
     hidden: set = field(default_factory=set)   # names merged by USING (unqualified lookup)
 
     def attno(self, name: str) -> int:
@@ -284,6 +288,9 @@ class Binder:
                 kind = "worktable" if cte.bound is None else "cte"
                 return RangeEntry(index, alias or name, None, cols, [False] * len(cols), kind,
                                   cte)
+        vrel = _virtual_relation(name)
+        if vrel is not None:
+            return _virtual_entry(index, vrel, alias or name.split(".")[-1], col_aliases)
         t = self.catalog.table(name)
         self.ctx.tables[t.oid] = t
         cols = _renamed([(c.name, parse_type(c.type)) for c in t.columns], col_aliases,
@@ -954,6 +961,8 @@ class Binder:
             return self._sublink(n, scope, agg_ok)
         if isinstance(n, ast.WindowE):
             return self._window(n, scope)
+        if isinstance(n, ast.CastE) and n.type_name in _CATALOG_CASTS:
+            return self._catalog_cast(n.type_name, x(n.arg))
         if isinstance(n, ast.CastE):
             t = parse_type(n.type_name)
             a = x(n.arg, t)
@@ -973,6 +982,21 @@ class Binder:
             raise errors.ProgrammingError("DEFAULT is not allowed in this context",
                                           sqlstate="42601")
         raise errors.NotSupportedError(f"expression {type(n).__name__} is not supported")
+
+    def _catalog_cast(self, type_name: str, a):
+        """``x::oid`` (an integer), ``oid::regclass`` / ``::regtype`` / ``::regnamespace``
+        (the object's name, as text), ``'name'::regclass`` (the relation's OID)."""
+        if type_name == "oid":
+            a = self._coerce_unknown(a, INTEGER) if a.type is UNKNOWN else a
+            if family(a.type) != "int":
+                raise errors.DatatypeMismatch(f"cannot cast type {a.type} to oid")
+            return a
+        if type_name in ("regclass", "regtype") and family(a.type) in ("text", "unknown"):
+            a = self._coerce_unknown(a, TEXT) if a.type is UNKNOWN else a
+            return Func(f"{type_name}_in", (a,), INTEGER)
+        if family(a.type) != "int":
+            raise errors.DatatypeMismatch(f"cannot cast type {a.type} to {type_name}")
+        return Func(f"{type_name}_out", (a,), TEXT)
 
     def _column(self, n: ast.Name, scope):
         if len(n.parts) == 2:
@@ -1662,3 +1686,19 @@ def _default_name(node) -> str:
     if isinstance(node, ast.CaseE):
         return "case"
     return "?column?"
+
+
+_CATALOG_CASTS = {"oid", "regclass", "regtype", "regnamespace"}
+
+
+def _virtual_relation(name: str):
+    """The virtual catalog relation (``minidb.catalog.pgcatalog``) a FROM name means, if any:
+    pg_catalog's relations come first, as PostgreSQL's implicit pg_catalog in the search
+    path."""
+    from minidb.catalog.pgcatalog import VIRTUAL
+    return VIRTUAL.get(name)
+
+
+def _virtual_entry(index: int, vrel, alias: str, col_aliases) -> RangeEntry:
+    cols = _renamed([(n, parse_type(t)) for n, t in vrel.columns], col_aliases, alias)
+    return RangeEntry(index, alias, None, cols, [False] * len(cols), "virtual", vrel)

@@ -70,6 +70,8 @@ def _strip(a):
 def bind_function(b, name: str, args: list):
     """The bound call, None for the binder's own functions, or UndefinedFunction."""
     n = len(args)
+    if name in _CATALOG:
+        return _catalog_function(b, name, args)
     fams = lambda xs: [family(x.type) for x in xs]  # noqa: E731
     if name in ("abs", "lower", "upper", "coalesce", "nullif", "now") or \
             (name == "btrim" and n == 1) or (name == "length" and n == 1):
@@ -281,3 +283,52 @@ def bind_function(b, name: str, args: list):
 
 
 _ = (BIGINT, Cast)
+
+
+# the catalog functions clients call (minidb.exec.catfuncs): name -> (argument types by
+# position, the fewest arguments, result type); "oid" arguments are integers
+_OID, _INT, _TXT, _BOOL, _ANY = "oid", "int", "text", "bool", "any"
+_CATALOG = {
+    "pg_table_is_visible": ((_OID,), 1, "boolean"),
+    "pg_get_userbyid": ((_OID,), 1, "text"),
+    "format_type": ((_OID, _INT), 2, "text"),
+    "pg_get_indexdef": ((_OID, _INT, _BOOL), 1, "text"),
+    "pg_get_expr": ((_TXT, _OID, _BOOL), 2, "text"),
+    "pg_get_constraintdef": ((_OID, _BOOL), 1, "text"),
+    "obj_description": ((_OID, _TXT), 1, "text"),
+    "col_description": ((_OID, _INT), 2, "text"),
+    "shobj_description": ((_OID, _TXT), 2, "text"),
+    "pg_encoding_to_char": ((_INT,), 1, "text"),
+    "array_to_string": ((_ANY, _TXT, _TXT), 2, "text"),
+    "current_setting": ((_TXT, _BOOL), 1, "text"),
+    "current_database": ((), 0, "text"),
+    "to_regtype": ((_TXT,), 1, "oid"),
+    "pg_relation_size": ((_OID, _TXT), 1, "bigint"),
+    "pg_table_size": ((_OID,), 1, "bigint"),
+    "pg_total_relation_size": ((_OID,), 1, "bigint"),
+    "pg_indexes_size": ((_OID,), 1, "bigint"),
+    "pg_size_pretty": ((_INT,), 1, "text"),
+    "current_schema": ((), 0, "text"),
+}
+
+
+def _catalog_function(b, name: str, args: list):
+    from minidb.exec.datatypes import BOOLEAN
+    kinds, least, result = _CATALOG[name]
+    if not least <= len(args) <= len(kinds):
+        raise _sig(name, args)
+    want = {_OID: INTEGER, _INT: INTEGER, _TXT: TEXT, _BOOL: BOOLEAN}
+    out = []
+    for a, k in zip(args, kinds):
+        if k == _ANY:
+            out.append(_text(b, a))
+            continue
+        t = want[k]
+        if a.type is UNKNOWN:
+            a = b._coerce_unknown(a, t)
+        fa, ft = family(a.type), family(t)
+        if fa != ft and not (ft == "int" and fa == "int"):
+            raise _sig(name, args)
+        out.append(a)
+    rt = {"boolean": BOOLEAN, "oid": INTEGER, "bigint": BIGINT}.get(result, TEXT)
+    return Func(name, tuple(out), rt)

@@ -11,6 +11,12 @@ refused before sqlglot sees them (``parser.parse``), as syntax errors at that wo
 Placeholders: ``?`` (the DB-API paramstyle, qmark) and ``$n`` both become
 ``ast.Placeholder``; ``?`` are numbered in text order before parsing by rewriting them to
 ``$1, $2, ...`` outside strings and comments (``number_placeholders``).
+
+PostgreSQL's clients' catalog queries (psql's ``\\d``): schema-qualified table names
+(``_schema_qualified``), ``pg_catalog.f(...)``, ``OPERATOR(pg_catalog.~)``, ``COLLATE
+pg_catalog.default`` and ``E'...'`` strings (``_pg_catalog_syntax``); a query that inner-joins
+a catalog of a feature minidb lacks is an empty result with the query's column names
+(``_empty_catalog_query``; ``minidb.catalog.pgcatalog.EMPTY``).
 """
 
 from __future__ import annotations
@@ -166,6 +172,9 @@ def translate_query(node):
         _only(node, {"this"}, {"alias": "an alias here"})
         inner = translate_query(node.this)
         return inner
+    empty = _empty_catalog_query(node)
+    if empty is not None:
+        return empty
     if isinstance(node, exp.Select):
         return translate_select(node)
     if type(node) not in _SETOPS:
@@ -307,7 +316,8 @@ def _order(o: exp.Order) -> list:
 def _table(t) -> ast.TableRef:
     if not isinstance(t, exp.Table):
         raise unsupported(t)
-    _only(t, {"this", "alias"}, {"only": "ONLY"})
+    name = _schema_qualified(t)
+    _only(t, {"this", "alias", "db"}, {"only": "ONLY"})
     alias = t.args.get("alias")
     a = cols = None
     if alias is not None:
@@ -315,7 +325,7 @@ def _table(t) -> ast.TableRef:
         cols = [_ident(c) for c in alias.args.get("columns") or []] or None
     if not isinstance(t.this, exp.Identifier):
         raise unsupported(t.this)
-    return ast.TableRef(_ident(t.this), a, cols)
+    return ast.TableRef(name, a, cols)
 
 
 def _alias_parts(alias):
@@ -458,7 +468,8 @@ def _delete(node: exp.Delete) -> ast.DeleteStmt:
 def _type_text(dt_node) -> str:
     if not isinstance(dt_node, exp.DataType):
         raise unsupported(dt_node)
-    return dt_node.sql(dialect="postgres").lower()
+    text = dt_node.sql(dialect="postgres").lower()
+    return text[len("pg_catalog."):] if text.startswith("pg_catalog.") else text
 
 
 def _storage_options(props) -> None:
@@ -707,6 +718,8 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
         return ast.DefaultE()
     if cls is exp.Placeholder:
         raise unsupported("this placeholder form (use ? or $n)")
+    if cls in (exp.Dot, exp.Operator, exp.Collate, exp.ByteString):
+        return _pg_catalog_syntax(e)
     raise unsupported(e)
 
 
@@ -1013,3 +1026,119 @@ def parse_column_text(text: str) -> ast.ColumnSpec:
 def parse_expression_text(text: str) -> ast.Node:
     """A stored expression (a column DEFAULT) back into the logical tree."""
     return translate_expression(sqlglot.parse_one(text, read=MinidbPostgres))
+
+
+
+# ---------------------------------------------------------------------------------------------
+# what PostgreSQL's clients write against its catalog (psql's \\d queries, minidb.catalog.pgcatalog)
+_SCHEMAS = ("pg_catalog", "public", "information_schema")
+
+
+def _schema_qualified(t) -> str:
+    """A table's name with its schema: ``pg_catalog.x`` and ``public.x`` are ``x`` (one
+    schema for user tables, pg_catalog's relations found first, as on PostgreSQL's search
+    path), ``information_schema.x`` keeps its prefix; another schema is refused."""
+    name = _ident(t.this) if isinstance(t.this, exp.Identifier) else None
+    db = t.args.get("db")
+    if db is None:
+        return name
+    schema = _ident(db)
+    if schema not in _SCHEMAS:
+        from minidb.errors import ProgrammingError
+        raise ProgrammingError(f'schema "{schema}" does not exist', sqlstate="3F000")
+    return f"information_schema.{name}" if schema == "information_schema" else name
+
+
+def _pg_catalog_syntax(e) -> ast.Node:
+    """``pg_catalog.f(...)``, ``OPERATOR(pg_catalog.~)``, ``x COLLATE pg_catalog.default``
+    (the only collation: dropped) and ``E'...'`` strings."""
+    t = translate_expression
+    if isinstance(e, exp.Dot):
+        schema = e.this
+        if isinstance(schema, (exp.Identifier, exp.Column)) and \
+                _ident(schema) in ("pg_catalog", "public") and isinstance(e.expression, exp.Func):
+            return t(e.expression)
+        raise unsupported(e)
+    if isinstance(e, exp.Operator):
+        op = str(e.args.get("operator") or "").strip()
+        if op.startswith("pg_catalog."):
+            op = op[len("pg_catalog."):]
+        left, right = t(e.this), t(e.expression)
+        if op in ("~", "~*", "!~", "!~*"):
+            return ast.RegexE(left, right, op.startswith("!"), op.endswith("*"))
+        if op in ("=", "<>", "!=", "<", "<=", ">", ">="):
+            return ast.BinOp("<>" if op == "!=" else op, left, right)
+        raise unsupported(f"OPERATOR({op})")
+    if isinstance(e, exp.Collate):
+        coll = e.expression
+        name = coll.sql(dialect="postgres").strip('"').lower()
+        if name not in ("pg_catalog.default", "default", "c", "pg_catalog.\"c\"", "posix",
+                        "pg_catalog.c"):
+            raise unsupported(f"COLLATE {coll.sql(dialect='postgres')}")
+        return t(e.this)
+    text = e.this                                   # exp.ByteString: E'...'
+    return ast.Lit(_unescape(text), "str")
+
+
+def _unescape(text: str) -> str:
+    """The value of PostgreSQL's escape string E'...' (backslash escapes)."""
+    simple = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "\\": "\\",
+              "'": "'"}
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            out.append(simple.get(nxt, nxt))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _empty_catalog_query(node):
+    """A query that inner-joins a catalog of a feature minidb does not have
+    (``pgcatalog.EMPTY``: pg_policy, pg_inherits, pg_publication ...) has no rows: it is
+    answered as ``SELECT NULL::text AS name, ... WHERE false`` with the query's output
+    names, without translating the rest (which may use arrays minidb lacks); a set
+    operation all of whose parts are such queries likewise.  None otherwise."""
+    from minidb.catalog.pgcatalog import EMPTY
+
+    def empty_select(sel) -> bool:
+        if not isinstance(sel, exp.Select) or sel.args.get("from_") is None:
+            return False
+        items = [sel.args["from_"].this]
+        for j in sel.args.get("joins") or []:
+            if not j.args.get("side"):
+                items.append(j.this)
+        for it in items:
+            if isinstance(it, exp.Table) and isinstance(it.this, exp.Identifier) and \
+                    (it.args.get("db") is None or _ident(it.args["db"]) == "pg_catalog") and \
+                    _ident(it.this) in EMPTY:
+                return True
+        return False
+
+    def leaves(n):
+        if isinstance(n, exp.Subquery):
+            return leaves(n.this)
+        if type(n) in _SETOPS:
+            return leaves(n.this) + leaves(n.expression)
+        return [n]
+
+    parts = leaves(node)
+    if not parts or not all(empty_select(p) for p in parts):
+        return None
+    names = []
+    for x in parts[0].expressions:
+        if isinstance(x, exp.Alias):
+            names.append(_ident(x.args["alias"]))
+        elif isinstance(x, exp.Column):
+            names.append(_ident(x.this))
+        elif isinstance(x, exp.Dot) and isinstance(x.expression, exp.Func):
+            names.append(x.expression.name.lower() if isinstance(x.expression, exp.Anonymous)
+                         else x.expression.sql_name().lower())
+        else:
+            names.append("?column?")
+    cols = ", ".join('NULL::text AS "' + n.replace('"', '""') + '"' for n in names)
+    return translate_select(sqlglot.parse_one(f"SELECT {cols} WHERE false", read="postgres"))

@@ -369,6 +369,10 @@ class JoinPaths:
         elif e.kind == "worktable":
             node = WorkTableScanNode(e, e.sub, quals)
             rows, start, total = 100.0, 0.0, 100.0 * ctc
+        elif e.kind == "virtual":
+            from minidb.exec.catscan import VirtualScanNode
+            node = VirtualScanNode(e, e.sub, quals)
+            rows, start, total = 100.0, 0.0, 100.0 * ctc
         else:
             node = FunctionScanNode(e, e.sub, quals)
             rows = 1000.0
