@@ -237,6 +237,9 @@ def _literal_column(tokens: list, t) -> list:
     return out
 
 
+_INF = float("inf")
+
+
 def _number_literals(tokens: list, t) -> list:
     f = family(t)
     if f == "int":
@@ -249,12 +252,17 @@ def _number_literals(tokens: list, t) -> list:
             raise _Fallback
         return vals
     if t.name == "double precision":
-        # an integer literal is cast (so -0 is 0.0), a decimal one is a double already
+        # an integer literal is cast, and so is a decimal one (a numeric: PostgreSQL's
+        # numeric has no -0, so -0.0 is 0, and it reads the digits as float8 does); a value
+        # past float8's range is the general path's error
         try:
-            return [float(x) if ("." in x or "e" in x or "E" in x) else float(int(x))
+            vals = [float(x) + 0.0 if ("." in x or "e" in x or "E" in x) else float(int(x))
                     for x in tokens]
         except ValueError:
             raise _Fallback from None
+        if any(v in (_INF, -_INF) for v in vals):
+            raise _Fallback
+        return vals
     raise _Fallback
 
 
