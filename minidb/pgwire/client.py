@@ -87,6 +87,11 @@ class QueryResult:
         return -1
 
     @property
+    def messages(self) -> list:
+        """The notices (as the engine's ``Result.messages``)."""
+        return self.notices
+
+    @property
     def description(self) -> list | None:
         """The DB-API description (7-tuples: name, minidb type name, five Nones)."""
         if self.columns is None:
