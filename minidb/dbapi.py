@@ -744,10 +744,11 @@ class RemoteConnection:
 
     @property
     def session(self):
+        where = f'"{self.datadir}"' if self.datadir else "the host's data directory"
         raise errors.NotSupportedError(
-            f"this connection goes through the server of {self.datadir or 'its host'} "
-            f"(backend pid {self._client.backend_pid}); its session lives in the server: "
-            "stop the server and open the directory embedded to inspect it")
+            f"this needs the data directory open in this process, and {where} is held by "
+            f"a server (this connection's backend is its pid {self._client.backend_pid}): "
+            "stop the server (minidb serve --stop) and open the directory embedded")
 
     @property
     def transaction_status(self) -> str:
