@@ -73,6 +73,14 @@ Server files (``COPY t FROM '/path'``) need the instance setting ``allow_server_
 memory - written data is sent when the ``with`` block ends (an error inside the block sends
 nothing), and COPY TO STDOUT runs when the block begins.
 
+Over a server's socket: when ``minidb serve`` holds the data directory, ``connect(path)``
+returns a ``RemoteConnection`` (``minidb.pgwire.client``) with the same surface and the same
+rules - the implicit BEGIN, the failed-transaction rules, the thread guard, ``?``
+parameters, COPY, the exception classes and SQLSTATEs - so a script and a REPL can work on one
+directory side by side; ``connect(host=...)`` reaches a server by TCP or by its socket
+directory.  ``connection.session`` is not there (the session lives in the server's backend);
+``connection.cancel()`` sends a CancelRequest.  See minidb/pgwire/README.md.
+
 Left out: ``callproc``, ``nextset`` (one result set per statement), two-phase commit,
 ``lastrowid`` (always None: minidb has no rowid), scrollable cursors.
 """
