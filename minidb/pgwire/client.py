@@ -23,6 +23,9 @@ Statements:
 * ``execute_many(sql, seq)`` - one Parse, then Bind / Describe / Execute per parameter
   sequence, one Sync: the whole batch in one round trip (an error skips the rest, as the
   server discards messages up to Sync);
+* ``prepare(name, sql)`` / ``execute_prepared(name, oids, params)`` - a named statement,
+  described once for its parameter types, then Bind / Execute / Sync per execution with
+  the parameters in text (pgbench's ``-M prepared``);
 * COPY: ``copy_data=`` on either call supplies what COPY FROM STDIN reads (CopyData, then
   CopyDone; CopyFail when ``copy_data`` is None); COPY TO STDOUT's CopyData collect in the
   result's ``copy_out``.
@@ -180,6 +183,7 @@ class PGClient:
         self.transaction_status = "I"
         self.notices: list[str] = []      # start-up notices
         self.closed = True
+        self._param_oids: list[int] = []
         self.sock = self._open(timeout)
         self.wire = Wire(self.sock)
         self.closed = False
@@ -314,6 +318,36 @@ class PGClient:
         send(b"S")
         return self._exchange(copy_data)
 
+    def prepare(self, name: str, sql: str) -> list[int]:
+        """Parse a named statement and describe it: the parameter type OIDs the server
+        inferred (libpq's PQprepare and PQdescribePrepared in one round trip)."""
+        self._check_open()
+        self.wire.send(b"P", cstr(name) + cstr(sql) + int16(0))
+        self.wire.send(b"D", b"S" + cstr(name))
+        self.wire.send(b"S")
+        self._param_oids = []
+        self._exchange(None)
+        return list(self._param_oids)
+
+    def execute_prepared(self, name: str, oids: list[int], params=()) -> QueryResult:
+        """Bind / Describe / Execute / Sync of a statement ``prepare`` made; the parameters
+        go in text, read by the server as the types it inferred (``oids``)."""
+        self._check_open()
+        parts = [cstr("") + cstr(name) + int16(0) + int16(len(params))]
+        for v in params:
+            if v is None:
+                parts.append(int32(-1))
+            else:
+                data = pgtypes.encode_text(v)
+                parts.append(int32(len(data)) + data)
+        parts.append(int16(0))
+        self.wire.send(b"B", b"".join(parts))
+        self.wire.send(b"D", b"P" + cstr(""))
+        self.wire.send(b"E", cstr("") + int32(0))
+        self.wire.send(b"S")
+        out = self._exchange(None)
+        return out[-1] if out else QueryResult()
+
     def _exchange(self, copy_data) -> list[QueryResult]:
         """Read replies up to ReadyForQuery; the results, or the first error raised."""
         results: list[QueryResult] = []
@@ -380,7 +414,10 @@ class PGClient:
                 r = Reader(body)
                 name = r.cstr()
                 self.parameters[name] = r.cstr()
-            elif kind in (b"1", b"2", b"3", b"n", b"t", b"s", b"H", b"c", b"A"):
+            elif kind == b"t":         # ParameterDescription (``prepare``)
+                r = Reader(body)
+                self._param_oids = [r.int32() for _ in range(r.int16())]
+            elif kind in (b"1", b"2", b"3", b"n", b"s", b"H", b"c", b"A"):
                 continue   # ParseComplete ... CopyOutResponse, CopyDone, notifications
             else:
                 self._drop()
