@@ -105,8 +105,15 @@ def main(ctx: click.Context) -> None:
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="a setting for the connection (instance settings apply when the "
                    "directory is opened); may be repeated")
+@click.option("--host", default=None, metavar="HOST",
+              help="connect to the minidb serve at HOST (an address for TCP, or the directory "
+                   "that holds its socket) instead of opening DATADIR; a served DATADIR is "
+                   "reached through its socket without this")
+@click.option("-p", "--port", type=int, default=None, help="the server's port (5432)")
+@click.option("-U", "--username", default=None, help="user name for --host")
 def repl(datadir: str, commands: tuple[str, ...], file, echo_all: bool, variables,
-         on_error: str | None, settings: tuple[str, ...]) -> None:
+         on_error: str | None, settings: tuple[str, ...], host: str | None = None,
+         port: int | None = None, username: str | None = None) -> None:
     """The SQL REPL on DATADIR (default ./minidb-data, created if new).
 
     Interactive when standard input is a terminal; otherwise the input runs as a script,
@@ -124,9 +131,13 @@ def repl(datadir: str, commands: tuple[str, ...], file, echo_all: bool, variable
         click.echo(f'minidb: error: "{datadir}" is a file, not a data directory: give a '
                    f"directory (created if new)", err=True)
         sys.exit(2)
-    fresh = not os.path.exists(os.path.join(datadir, VERSION_FILE))
+    fresh = host is None and not os.path.exists(os.path.join(datadir, VERSION_FILE))
     try:
-        conn = connect(datadir, **kw)
+        if host is not None:
+            conn = connect(host=host, port=port, user=username,
+                           password=os.environ.get("PGPASSWORD"), **kw)
+        else:
+            conn = connect(datadir, port=port, **kw)
     except Error as e:
         click.echo(f"minidb: error: {e}", err=True)
         sys.exit(2)
@@ -153,9 +164,14 @@ def repl(datadir: str, commands: tuple[str, ...], file, echo_all: bool, variable
             r.run_script(sys.stdin)
             status = 3 if r.stopped else 0
         else:
-            click.echo(f"minidb {_version()} on {conn.datadir}\n"
+            client = getattr(conn, "client", None)
+            where = conn.datadir or host
+            if client is not None:
+                where += f" (through its server, backend pid {client.backend_pid})"
+            click.echo(f"minidb {_version()} on {where}\n"
                        'Type "\\?" for help, "\\q" to quit.\n')
-            r.interactive(os.path.join(conn.datadir, HISTORY_FILE))
+            r.interactive(os.path.join(conn.datadir or os.path.expanduser("~"),
+                                       HISTORY_FILE))
         sys.stdout.flush()
     finally:
         conn.close()

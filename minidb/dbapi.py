@@ -96,6 +96,14 @@ Server files (``COPY t FROM '/path'``) need the instance setting ``allow_server_
 memory - written data is sent when the ``with`` block ends (an error inside the block sends
 nothing), and COPY TO STDOUT runs when the block begins.
 
+Over a server's socket: when ``minidb serve`` holds the data directory, ``connect(path)``
+returns a ``RemoteConnection`` (``minidb.pgwire.client``) with the same surface and the same
+rules - the implicit BEGIN, the failed-transaction rules, the thread guard, ``?``
+parameters, COPY, the exception classes and SQLSTATEs - so a script and a REPL can work on one
+directory side by side; ``connect(host=...)`` reaches a server by TCP or by its socket
+directory.  ``connection.session`` is not there (the session lives in the server's backend);
+``connection.cancel()`` sends a CancelRequest.  See minidb/pgwire/README.md.
+
 Left out: ``callproc``, ``nextset`` (one result set per statement), two-phase commit,
 ``lastrowid`` (always None: minidb has no rowid), scrollable cursors.
 """
@@ -104,7 +112,9 @@ from __future__ import annotations
 
 import datetime
 import io
+import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -138,26 +148,127 @@ def _engine_class():
     return Engine
 
 
-def connect(path: str | None = None, **settings) -> "Connection":
+def connect(path: str | None = None, *, host: str | None = None, port: int | None = None,
+            user: str | None = None, password: str | None = None, dbname: str = "minidb",
+            **settings) -> "Connection | RemoteConnection":
     """Open a connection to the data directory ``path`` (default ``./minidb-data``, created
     if new).  ``settings`` are minidb settings (``minidb.config``): instance settings
     (``shared_buffers``, ``max_connections``...) apply when this call opens the directory
     for the process and must match the open instance's values otherwise; session settings
     (``lock_timeout``, ``default_transaction_isolation``...) apply to this connection only,
-    as ``SET`` would."""
-    return Connection(DEFAULT_DATADIR if path is None else path, **settings)
+    as ``SET`` would.
+
+    When a ``minidb serve`` holds the directory (``served_socket``), the connection goes
+    through the server's unix socket instead (a ``RemoteConnection``: the same DB-API;
+    session settings are sent in the start-up packet, instance settings are the server's
+    and are not checked).  ``host=`` connects to a server without a data directory: an
+    address for TCP (``port``, default 5432; ``user`` and ``password`` for its password
+    file), or a directory that holds the server's socket, as libpq reads ``host``."""
+    if host is not None:
+        if path is not None:
+            raise ProgrammingError("give either a data directory or host=, not both")
+        _split_settings(settings)
+        port = 5432 if port is None else int(port)
+        if host.startswith("/") or host.startswith("."):
+            return RemoteConnection(_client(path=os.path.join(host, f".s.PGSQL.{port}"),
+                                            user=user, password=password, dbname=dbname,
+                                            settings=settings), datadir=None)
+        return RemoteConnection(_client(host=host, port=port, user=user, password=password,
+                                        dbname=dbname, settings=settings), datadir=None)
+    datadir = DEFAULT_DATADIR if path is None else path
+    sock = served_socket(datadir, port)
+    if sock is not None:
+        _split_settings(settings)
+        return RemoteConnection(_client(path=sock, user=user, password=password,
+                                        dbname=dbname, settings=settings),
+                                datadir=os.path.abspath(datadir))
+    return Connection(datadir, **settings)
+
+
+def served_socket(datadir: str, port: int | None = None) -> str | None:
+    """The unix socket of the live ``minidb serve`` that holds ``datadir``, or None.
+
+    Held means: ``postmaster.pid`` names a live process other than this one, and a socket
+    ``DATADIR/.s.PGSQL.<port>`` (``port``, else 5432, else any) accepts a connection.  A
+    directory opened embedded by another process has no socket: the embedded open then
+    reports it in use, as before."""
+    from minidb.instance import LOCK_FILE
+    try:
+        with open(os.path.join(datadir, LOCK_FILE), encoding="utf-8") as f:
+            pid = int(f.readline().strip())
+    except (OSError, ValueError):
+        return None
+    if pid == os.getpid():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    if port is not None:
+        names = [f".s.PGSQL.{port}"]
+    else:
+        try:
+            names = sorted((n for n in os.listdir(datadir) if n.startswith(".s.PGSQL.")),
+                           key=lambda n: n != ".s.PGSQL.5432")
+        except OSError:
+            return None
+    for name in names:
+        path = os.path.join(datadir, name)
+        if len(os.path.abspath(path).encode()) > 107:
+            path = os.path.relpath(path)
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(5.0)
+        try:
+            probe.connect(path)
+        except OSError:
+            continue
+        finally:
+            probe.close()
+        return path
+    return None
+
+
+def _split_settings(settings: dict) -> tuple[dict, dict]:
+    instance_settings, session_settings = {}, {}
+    for name, value in settings.items():
+        s = SETTINGS.get(name.lower())
+        if s is None:
+            raise errors.UndefinedParameter(f'unrecognized configuration parameter "{name}"')
+        (instance_settings if s.context == "instance" else session_settings)[s.name] = value
+    return instance_settings, session_settings
+
+
+def _client(*, path=None, host=None, port=5432, user=None, password=None, dbname="minidb",
+            settings=None):
+    """A ``PGClient``; session settings go in the start-up packet (the server SETs them)."""
+    from minidb.pgwire.client import PGClient
+    _inst, session_settings = _split_settings(settings or {})
+    params = {k: _setting_text(v) for k, v in session_settings.items()}
+    return PGClient(path=path, host=host, port=port, user=user or _user_name(),
+                    password=password, database=dbname, params=params)
+
+
+def _setting_text(value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def _user_name() -> str:
+    import getpass
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in the environment
+        return "minidb"
 
 
 class Connection:
     """A DB-API connection: one session, one engine (see the module docstring)."""
 
     def __init__(self, path, **settings):
-        instance_settings, session_settings = {}, {}
-        for name, value in settings.items():
-            s = SETTINGS.get(name.lower())
-            if s is None:
-                raise errors.UndefinedParameter(f'unrecognized configuration parameter "{name}"')
-            (instance_settings if s.context == "instance" else session_settings)[s.name] = value
+        instance_settings, session_settings = _split_settings(settings)
         self._instance = acquire_shared(str(path), **instance_settings)
         try:
             self._session = Session(self._instance, **session_settings)
@@ -229,18 +340,7 @@ class Connection:
     @isolation_level.setter
     def isolation_level(self, value: str | None) -> None:
         self._check_open()
-        if value is None:
-            level = None
-        else:
-            key = " ".join(str(value).lower().replace("_", " ").split())
-            if key == "serializable":
-                raise errors.NotSupportedError(
-                    "isolation level SERIALIZABLE is not supported (minidb has no SSI); "
-                    "use REPEATABLE READ, which gives snapshot isolation")
-            if key not in _ISOLATION_LEVELS:
-                raise ProgrammingError(f"unknown isolation level {value!r} (READ COMMITTED "
-                                       "or REPEATABLE READ)")
-            level = _ISOLATION_LEVELS[key]
+        level = _isolation(value)
         if level != self._isolation_level:
             self._check_no_transaction("isolation_level")
         self._isolation_level = level
@@ -346,6 +446,21 @@ class Connection:
         if self._session.xact.state != IDLE:
             raise ProgrammingError(f"cannot change {what} while a transaction is in "
                                    "progress; commit() or rollback() first")
+
+
+def _isolation(value: str | None) -> str | None:
+    """An ``isolation_level`` value as the level's lower-case name (None: the default)."""
+    if value is None:
+        return None
+    key = " ".join(str(value).lower().replace("_", " ").split())
+    if key == "serializable":
+        raise errors.NotSupportedError(
+            "isolation level SERIALIZABLE is not supported (minidb has no SSI); "
+            "use REPEATABLE READ, which gives snapshot isolation")
+    if key not in _ISOLATION_LEVELS:
+        raise ProgrammingError(f"unknown isolation level {value!r} (READ COMMITTED "
+                               "or REPEATABLE READ)")
+    return _ISOLATION_LEVELS[key]
 
 
 class _Release:
@@ -621,6 +736,278 @@ class Copy:
                 f"Copy.{what}() is for COPY {'FROM STDIN' if direction == 'from' else 'TO STDOUT'}")
 
 
+# -- a data directory a server holds: the same DB-API over the protocol ------------------------
+
+
+class RemoteConnection:
+    """A DB-API connection through ``minidb serve``'s socket (``minidb.pgwire.client``):
+    ``minidb.connect(path)`` returns one when a server holds ``path``, and
+    ``minidb.connect(host=...)`` always.  Same surface and rules as ``Connection`` (see the
+    module docstring "Over a server's socket")."""
+
+    Warning = errors.Warning
+    Error = errors.Error
+    InterfaceError = errors.InterfaceError
+    DatabaseError = errors.DatabaseError
+    DataError = errors.DataError
+    OperationalError = errors.OperationalError
+    IntegrityError = errors.IntegrityError
+    InternalError = errors.InternalError
+    ProgrammingError = errors.ProgrammingError
+    NotSupportedError = errors.NotSupportedError
+
+    def __init__(self, client, datadir: str | None):
+        self._client = client
+        self._closed = False
+        self._autocommit = False
+        self._isolation_level: str | None = None
+        self._busy = threading.Lock()
+        self.datadir = datadir
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def client(self):
+        """The ``minidb.pgwire.client.PGClient`` (server parameters, backend pid, cancel)."""
+        return self._client
+
+    @property
+    def session(self):
+        where = f'"{self.datadir}"' if self.datadir else "the host's data directory"
+        raise errors.NotSupportedError(
+            f"this needs the data directory open in this process, and {where} is held by "
+            f"a server (this connection's backend is its pid {self._client.backend_pid}): "
+            "stop the server (minidb serve --stop) and open the directory embedded")
+
+    @property
+    def transaction_status(self) -> str:
+        self._check_open()
+        return {"I": "idle", "E": "failed"}.get(self._client.transaction_status,
+                                                 "in transaction")
+
+    @property
+    def autocommit(self) -> bool:
+        return self._autocommit
+
+    @autocommit.setter
+    def autocommit(self, value: bool) -> None:
+        self._check_open()
+        value = bool(value)
+        if value != self._autocommit:
+            self._check_no_transaction("autocommit")
+        self._autocommit = value
+
+    @property
+    def isolation_level(self) -> str | None:
+        return None if self._isolation_level is None else self._isolation_level.upper()
+
+    @isolation_level.setter
+    def isolation_level(self, value: str | None) -> None:
+        self._check_open()
+        level = _isolation(value)
+        if level != self._isolation_level:
+            self._check_no_transaction("isolation_level")
+        self._isolation_level = level
+
+    def cursor(self) -> "RemoteCursor":
+        self._check_open()
+        return RemoteCursor(self)
+
+    def execute(self, sql: str, params=None) -> "RemoteCursor":
+        return self.cursor().execute(sql, params)
+
+    def commit(self) -> None:
+        self._check_open()
+        with self._using():
+            status = self._client.transaction_status
+            if status == "I":
+                return
+            if status == "E":
+                self._client.simple("ROLLBACK")
+                raise errors.InFailedSqlTransaction(
+                    "the transaction had failed (a statement in it raised an error); "
+                    "it was rolled back, not committed")
+            self._client.simple("COMMIT")
+
+    def rollback(self) -> None:
+        self._check_open()
+        with self._using():
+            if self._client.transaction_status != "I":
+                self._client.simple("ROLLBACK")
+
+    def cancel(self) -> None:
+        """Cancel the statement this connection runs (from another thread): it raises
+        QueryCanceled (57014)."""
+        self._client.cancel()
+
+    def close(self) -> None:
+        """Terminate the connection (the server rolls back what is not committed)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._client.close()
+
+    def __enter__(self) -> "RemoteConnection":
+        self._check_open()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._closed:
+            return
+        try:
+            if exc_type is None:
+                self.commit()
+            else:
+                self.rollback()
+        finally:
+            self.close()
+
+    def __del__(self):
+        if getattr(self, "_closed", True):
+            return
+        try:
+            self.close()
+        except Exception:  # pragma: no cover
+            pass
+
+    def _run(self, sql: str, fn):
+        """``fn()`` under the thread guard, after the implicit BEGIN of non-autocommit mode
+        (as ``Connection._run``)."""
+        self._check_open()
+        with self._using():
+            if not self._autocommit and self._client.transaction_status == "I" \
+                    and not _is_transaction_control(sql):
+                level = self._isolation_level
+                self._client.simple("BEGIN" if level is None else
+                                    f"BEGIN ISOLATION LEVEL {level.upper()}")
+            try:
+                return fn()
+            except errors.Error:
+                raise
+            except Exception as e:
+                raise errors.InternalError(
+                    f"internal error: {type(e).__name__}: {e}") from e
+
+    def _using(self):
+        if not self._busy.acquire(blocking=False):
+            raise ProgrammingError(
+                "this connection is in use by another thread at the same time; minidb "
+                "connections are not shared between threads (threadsafety 1): open one "
+                "connection per thread")
+        return _Unlock(self._busy)
+
+    def _check_open(self) -> None:
+        if self._closed or self._client.closed:
+            self._closed = True
+            raise InterfaceError("connection already closed")
+
+    def _check_no_transaction(self, what: str) -> None:
+        if self._client.transaction_status != "I":
+            raise ProgrammingError(f"cannot change {what} while a transaction is in "
+                                   "progress; commit() or rollback() first")
+
+
+class _Unlock:
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock):
+        self._lock = lock
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._lock.release()
+
+
+def _dollar_params(sql: str) -> str:
+    """``?`` marks as ``$n`` (the engine's own rewriting), for the server."""
+    if "?" not in sql:
+        return sql
+    from minidb.sql.parser.translate import number_placeholders
+    text, nq, nd = number_placeholders(sql)
+    if nq and nd > nq:
+        raise ProgrammingError("cannot mix ? and $n placeholders")
+    return text
+
+
+class RemoteCursor(Cursor):
+    """A cursor of a ``RemoteConnection``: each statement is one round trip of the
+    extended protocol (Parse / Bind / Describe / Execute / Sync)."""
+
+    def execute(self, sql: str, params=None) -> "RemoteCursor":
+        self._check_open()
+        bound = _check_params(params)
+        self._reset()
+        client = self.connection._client
+        text = _dollar_params(sql)
+        result = self.connection._run(sql, lambda: client.execute(text, bound))
+        self._set_result(result)
+        return self
+
+    def executemany(self, sql: str, seq_of_params) -> "RemoteCursor":
+        """One Parse, then a Bind / Execute per parameter sequence, in one round trip.  An
+        INSERT of several rows in autocommit mode is wrapped in one transaction: all rows
+        or none, as the embedded bulk load."""
+        self._check_open()
+        self._reset()
+        conn = self.connection
+        client = conn._client
+        rows = [_check_params(p) for p in seq_of_params]
+        text = _dollar_params(sql)
+        m = _FIRST_WORD.match(sql)
+        whole = (conn._autocommit and len(rows) >= BULK_EXECUTEMANY_MIN_ROWS
+                 and m is not None and m.group(1).lower() == "insert")
+
+        def run():
+            if not whole or client.transaction_status != "I":
+                return client.execute_many(text, rows)
+            client.simple("BEGIN")
+            try:
+                out = client.execute_many(text, rows)
+            except BaseException:
+                if not client.closed:
+                    client.simple("ROLLBACK")
+                raise
+            client.simple("COMMIT")
+            return out
+        results = conn._run(sql, run)
+        total = 0
+        for r in results:
+            if total >= 0:
+                total = total + r.rowcount if r.rowcount >= 0 else -1
+        if results:
+            self._set_result(results[-1])
+        self.rowcount = total
+        return self
+
+    def copy(self, statement: str, params=None) -> "RemoteCopy":
+        self._check_open()
+        return RemoteCopy(self, statement, _check_params(params))
+
+
+class RemoteCopy(Copy):
+    """``cursor.copy()`` through the server: COPY ... FROM STDIN / TO STDOUT by the simple
+    protocol (CopyData messages), kept in memory as the embedded ``Copy`` keeps it."""
+
+    def _execute(self, stream) -> None:
+        cur = self._cursor
+        cur._reset()
+        if self._params:
+            raise errors.NotSupportedError("COPY with parameters is not supported through a "
+                                           "server")
+        client = cur.connection._client
+        if self._stmt.direction == "from":
+            data = [stream.getvalue()]
+            res = cur.connection._run(self._sql, lambda: client.simple(self._sql, data))[-1]
+        else:
+            res = cur.connection._run(self._sql, lambda: client.simple(self._sql))[-1]
+            stream.write(b"".join(res.copy_out).decode("utf-8"))
+        cur._set_result(res)
+
+
 class DBAPITypeObject:
     """Compares equal to every ``type_code`` (a SQL type name, as ``description`` gives it) of
     its group: ``cursor.description[0][1] == minidb.NUMBER``."""
@@ -677,6 +1064,7 @@ def TimestampFromTicks(ticks: float) -> datetime.datetime:
     return Timestamp(*time.localtime(ticks)[:6])
 
 
-__all__ = ["Connection", "Cursor", "connect", "apilevel", "threadsafety", "paramstyle",
+__all__ = ["Connection", "Cursor", "RemoteConnection", "RemoteCursor", "connect",
+           "served_socket", "apilevel", "threadsafety", "paramstyle",
            "STRING", "BINARY", "NUMBER", "DATETIME", "ROWID", "Date", "Time", "Timestamp",
            "DateFromTicks", "TimeFromTicks", "TimestampFromTicks", "Binary"]

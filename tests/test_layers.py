@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "minidb"
 
 # Bottom to top.  "minidb" is the package itself (minidb/__init__.py re-exports the DB-API).
-LAYERS = ("errors", "config", "types", "fileio", "shmem", "wal", "storage", "txn", "heap",
-          "catalog", "index", "workers", "recovery", "monitor",
+LAYERS = ("errors", "config", "types", "pgwire", "fileio", "shmem", "wal", "storage", "txn",
+          "heap", "catalog", "index", "workers", "recovery", "monitor",
           "instance", "amcheck", "session", "exec",
           "sql", "dbapi", "pgbench", "server", "repl",
           "experiments", "cli", "minidb")

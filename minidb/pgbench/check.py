@@ -210,6 +210,8 @@ def check_balances(target, *, accounts_per_scale: int = NACCOUNTS, expect: str =
 def table_sizes(inst) -> dict:
     """Per pgbench table: heap pages, index pages by name, and its statistics counters."""
     from minidb.heap import pgstat
+    if not hasattr(inst, "catalog"):      # a server's (conn.Served): not in this process
+        return {}
     cat = inst.catalog
     cat.refresh()
     out = {}

@@ -77,8 +77,14 @@ def _pairs(items, option: str) -> dict:
     return out
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(context_settings={"help_option_names": ["--help"]})
 @click.argument("datadir", required=False, default="minidb-data")
+@click.option("-h", "--host", default=None, metavar="HOSTNAME",
+              help="a minidb serve to benchmark through its socket: the directory that holds "
+                   "the socket (a served DATADIR) or a TCP address (a served DATADIR given "
+                   "as the argument is reached through its socket too)")
+@click.option("-p", "--port", type=int, default=None, help="the server's port (5432)")
+@click.option("-U", "--username", default=None, help="user name for the server")
 @click.option("-i", "--initialize", is_flag=True, help="create and fill pgbench's tables")
 @click.option("-I", "--init-steps", metavar="[dtgvp]+",
               help="initialization steps (default dtgvp: drop, tables, generate, vacuum, "
@@ -153,7 +159,7 @@ def _pairs(items, option: str) -> dict:
                    "images, bytes, flushes; per transaction)")
 @click.option("--accounts-per-scale", type=int, default=None, hidden=True)
 @click.pass_context
-def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys, scale,
+def bench(ctx, datadir, host, port, username, initialize, init_steps, fillfactor, quiet, foreign_keys, scale,
           no_vacuum, client, jobs, transactions, duration, progress, protocol, builtin,
           select_only, skip_some_updates, files, define, settings, report_per_command,
           vacuum_all, max_tries, failures_detailed, verbose_errors, random_seed, check,
@@ -169,6 +175,10 @@ def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys,
         return src is not None and src.name == "COMMANDLINE"
 
     err = click.get_text_stream("stderr")
+    target = datadir
+    if host is not None:
+        from minidb.pgbench.conn import Served
+        target = Served(host=host, port=port, user=username)
     aps = accounts_per_scale or NACCOUNTS
     try:
         sets = _pairs(settings, "--set")
@@ -184,7 +194,12 @@ def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys,
                                  "initialization (-i) mode")
             if foreign_keys:
                 raise BenchError("foreign keys (--foreign-keys) are not supported by minidb")
+            from minidb.dbapi import served_socket
             from minidb.pgbench.init import init_pgbench
+            if host is not None or served_socket(datadir) is not None:
+                raise BenchError("initialization (-i) through a server is not supported: "
+                                 "stop the server (minidb serve --stop) and run minidb bench "
+                                 "-i on the directory, or use PostgreSQL's pgbench -i -h")
             init_pgbench(datadir, scale or 1, fillfactor=fillfactor, vacuum=not no_vacuum,
                          steps=init_steps, quiet=quiet, accounts_per_scale=aps,
                          settings=sets, log=err)
@@ -206,7 +221,7 @@ def bench(ctx, datadir, initialize, init_steps, fillfactor, quiet, foreign_keys,
             scripts.append("select-only")
         if skip_some_updates:
             scripts.append("simple-update")
-        r = run_bench(datadir, clients=client, threads=jobs, transactions=transactions,
+        r = run_bench(target, clients=client, threads=jobs, transactions=transactions,
                       duration=duration, script=scripts, files=files, mode=protocol,
                       scale=scale, settings=sets, variables=_pairs(define, "-D"),
                       no_vacuum=no_vacuum, vacuum_all=vacuum_all, progress=progress,

@@ -12,6 +12,16 @@ user's settings applied, and a place to write messages.
 
 Session settings are applied to each session with ``SET name = 'value'`` through its SQL
 engine, as a psql user would (so a bad value fails the way SET fails).
+
+A data directory a ``minidb serve`` holds (``minidb.dbapi.served_socket``), or a server named
+with ``-h`` / ``-p`` (a ``Served`` target), is benchmarked through the server's socket:
+``connect`` then gives each client a session and an engine that are protocol clients
+(``minidb.pgwire.client``) with the interface the clients use - ``execute`` (the simple
+protocol without parameters, the extended one with them), ``prepare(...).execute``
+(a named statement, pgbench's ``-M prepared``), ``xact.state`` / ``xact.in_block`` from
+ReadyForQuery's transaction status, ``rollback``, ``close`` - and session settings go in the
+start-up packet.  The instance's counters, WAL figures and table sizes are the server's and
+are left out of the result.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ import sys
 import minidb.errors as errors
 from minidb.config import SETTINGS
 
-__all__ = ["BenchError", "open_target", "split_settings", "connect", "Log"]
+__all__ = ["BenchError", "open_target", "split_settings", "connect", "Log", "Served"]
 
 
 class BenchError(Exception):
@@ -60,6 +70,14 @@ def open_target(target, settings: dict | None = None, *, create: bool = False):
                                  f"(it is {have})")
         yield target, sess_settings
         return
+    if not isinstance(target, Served) and os.path.isdir(str(target)):
+        from minidb.dbapi import served_socket
+        sock = served_socket(str(target))
+        if sock is not None:
+            target = Served(path=sock, datadir=str(target))
+    if isinstance(target, Served):
+        yield target, sess_settings
+        return
     if not create and not os.path.isdir(str(target)):
         raise BenchError(f'data directory "{target}" does not exist')
     try:
@@ -79,7 +97,10 @@ def _literal(value) -> str:
 
 
 def connect(inst, session_settings: dict | None = None):
-    """A new ``(Session, Engine)`` on ``inst`` with the session settings SET."""
+    """A new ``(Session, Engine)`` on ``inst`` with the session settings SET (through a
+    server for a ``Served`` target)."""
+    if isinstance(inst, Served):
+        return inst.connect(session_settings)
     from minidb.session import Session
     from minidb.sql.engine import Engine
     session = Session(inst)
@@ -111,3 +132,99 @@ class Log:
         if log is True:
             return cls(sys.stderr)
         return cls(log if log else None)
+
+
+# -- a server's socket instead of the instance ------------------------------------------------------
+class Served:
+    """A server to benchmark through its socket: ``path`` (a unix socket) or ``host`` and
+    ``port`` (TCP, or a directory holding the socket as libpq reads ``host``)."""
+
+    def __init__(self, *, path: str | None = None, host: str | None = None,
+                 port: int | None = None, user: str | None = None,
+                 password: str | None = None, datadir: str | None = None):
+        port = 5432 if port is None else int(port)
+        if path is None and host is not None and (host.startswith("/") or
+                                                  host.startswith(".") or os.path.isdir(host)):
+            path, datadir = os.path.join(host, f".s.PGSQL.{port}"), datadir or host
+        self.path, self.host, self.port = path, host, port
+        self.user = user or os.environ.get("PGUSER") or "minidb"
+        self.password = password if password is not None else os.environ.get("PGPASSWORD")
+        self.datadir = datadir or f"{host}:{port}"
+
+    def connect(self, session_settings: dict | None = None):
+        from minidb.pgwire.client import PGClient
+        params = {k: ("on" if v is True else "off" if v is False else str(v))
+                  for k, v in (session_settings or {}).items()}
+        try:
+            client = PGClient(path=self.path, host=self.host, port=self.port, user=self.user,
+                              password=self.password, params=params)
+        except errors.Error as e:
+            raise BenchError(f"connection to server failed: {e}") from None
+        return _ServedSession(client), _ServedEngine(client)
+
+    # what a run reads from an open instance: the server's, so none here
+    def counters(self) -> dict:
+        return {}
+
+    def wal_stats(self) -> dict:
+        return {}
+
+
+class _ServedXact:
+    __slots__ = ("client",)
+
+    def __init__(self, client):
+        self.client = client
+
+    @property
+    def state(self) -> str:
+        from minidb.txn.xact import FAILED, IDLE, INPROGRESS
+        return {"I": IDLE, "E": FAILED}.get(self.client.transaction_status, INPROGRESS)
+
+    @property
+    def in_block(self) -> bool:
+        return self.client.transaction_status != "I"
+
+
+class _ServedSession:
+    def __init__(self, client):
+        self.client = client
+        self.xact = _ServedXact(client)
+
+    def rollback(self) -> None:
+        if self.client.transaction_status != "I" and not self.client.closed:
+            self.client.simple("ROLLBACK")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _dollars(sql: str) -> str:
+    if "?" not in sql:
+        return sql
+    from minidb.sql.parser.translate import number_placeholders
+    return number_placeholders(sql)[0]
+
+
+class _ServedEngine:
+    def __init__(self, client):
+        self.client = client
+        self._count = 0
+
+    def execute(self, sql: str, params=None):
+        if params is None:          # -M simple: one Query message
+            from minidb.pgwire.client import QueryResult
+            out = self.client.simple(sql)
+            return out[-1] if out else QueryResult()
+        return self.client.execute(_dollars(sql), params)
+
+    def prepare(self, sql: str):
+        self._count += 1
+        name = f"minidb_bench_{self._count}"
+        oids = self.client.prepare(name, _dollars(sql))
+        client = self.client
+
+        class _Prepared:
+            def execute(self, params=()):
+                return client.execute_prepared(name, oids, params)
+        return _Prepared()

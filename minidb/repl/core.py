@@ -31,6 +31,7 @@ import minidb.errors as errors
 from minidb.repl.meta import MetaCommands, MetaUsage
 from minidb.repl.printing import PrintOptions, format_value, numeric_columns, render
 from minidb.repl.scan import QueryScanner, parse_bool
+from minidb.sql.parser.lexer import split_statements as _split_statements
 
 HISTORY_FILE = "repl_history"
 
@@ -55,7 +56,8 @@ class Repl(MetaCommands):
         self.last_query = None    # what \g re-runs on an empty buffer
         self.tty = None           # None: ask the streams (tests set True to exercise the pager)
         self._scanner = None      # the query buffer of the input being run (for \g, \r, \p)
-        self._split = conn._engine.split_statements
+        engine = getattr(conn, "_engine", None)    # none through a server's socket
+        self._split = engine.split_statements if engine is not None else _split_statements
 
     # -- settings as attributes -----------------------------------------------------------------
     @property

@@ -307,9 +307,65 @@ class MetaCommands:
             return lambda name: False
         return lambda name: bool(name_re.match(name))
 
+    def _served(self) -> bool:
+        """True when the connection goes through a server's socket: the catalog is not in
+        this process, and \\dt and \\d TABLE read it by SQL (``pg_class``,
+        ``pg_attribute``, ``pg_index``); other informational commands need an embedded
+        open and say so."""
+        return getattr(self.conn, "_engine", None) is None
+
+    def _served_rows(self, sql: str, params=()) -> list:
+        cur = self.conn.cursor()
+        cur.execute(sql, params)
+        return cur.fetchall()
+
+    def _served_names(self, kinds: str) -> list[str]:
+        rows = self._served_rows("SELECT relname, relkind FROM pg_class WHERE relnamespace "
+                                 "<> 11 ORDER BY relname")
+        return [name for name, kind in rows if kind in kinds]
+
+    def _served_dt(self, pattern: str, match) -> None:
+        rows = [[name, "table"] for name in self._served_names("r")
+                if match is None or match(name)]
+        if pattern and not rows:
+            self.warn(f'Did not find any relation named "{pattern}".')
+            return
+        self.print_table(["Name", "Type"], rows, title="List of tables",
+                         right=[False, False])
+
+    def _served_describe(self, name: str) -> None:
+        rel = self._served_rows("SELECT oid, relkind FROM pg_class WHERE relname = ? AND "
+                                "relnamespace <> 11", (name,))
+        if not rel or rel[0][1] != "r":
+            raise errors.UndefinedTable(f'did not find any relation named "{name}"'
+                                        + ("" if not rel else " (\\d of an index needs an "
+                                                              "embedded open)"))
+        oid = rel[0][0]
+        cols = self._served_rows("SELECT attnum, attname, atttypname, attnotnull, attdefault "
+                                 "FROM pg_attribute WHERE attrelid = ? ORDER BY attnum",
+                                 (oid,))
+        names = {num: col for num, col, _t, _n, _d in cols}
+        rows = [[c, typ, "not null" if not_null else "", "" if default is None else default]
+                for _num, c, typ, not_null, default in cols]
+        footer = []
+        idx = self._served_rows("SELECT c.relname, x.indisunique, x.indisprimary, x.indkey "
+                                "FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
+                                "WHERE x.indrelid = ? ORDER BY c.oid", (oid,))
+        if idx:
+            footer.append("Indexes:")
+            for iname, unique, primary, indkey in idx:
+                kind = _constraint(unique, primary).upper()
+                icols = [names.get(int(k), k) for k in str(indkey).split()]
+                footer.append(f'    "{iname}" {kind + ", " if kind else ""}btree '
+                              f'({", ".join(icols)})')
+        self.print_table(["Column", "Type", "Nullable", "Default"], rows,
+                         title=f'Table "{name}"', footer=footer, right=[False] * 4)
+
     def _meta_dt(self, arg: str, *, plus: bool = False) -> None:
         pattern = self._one(arg)
         match = self._matcher(pattern)
+        if self._served():
+            return self._served_dt(pattern, match)
         cat = self._catalog()
         smgr = self.conn.session.instance.smgr
         rows = []
@@ -352,14 +408,19 @@ class MetaCommands:
         if not _has_wildcard(pattern):
             return self._describe(_unquote(pattern), plus)
         match = self._matcher(pattern)
-        cat = self._catalog()
-        names = sorted(n for n in list(cat.tables) + list(cat.indexes) if match(n))
+        if self._served():
+            names = [n for n in self._served_names("ri") if match(n)]
+        else:
+            cat = self._catalog()
+            names = sorted(n for n in list(cat.tables) + list(cat.indexes) if match(n))
         if not names:
             raise errors.UndefinedTable(f'did not find any relation named "{pattern}"')
         for name in names:
             self._describe(name, plus)
 
     def _describe(self, name: str, plus: bool) -> None:
+        if self._served() and not plus:
+            return self._served_describe(name)
         insp = self._inspect()
         session = self.conn.session
         try:

@@ -1,8 +1,7 @@
 """minidb as a server: PostgreSQL's frontend/backend protocol 3.0, so psql, pgbench and
 psycopg connect (``minidb serve DATADIR``).
 
-* ``protocol`` - message framing and the message table;
-* ``pgtypes`` - type OIDs and the text / binary forms of values;
+* ``minidb.pgwire`` (a lower layer) - message framing, type OIDs and value forms, SCRAM;
 * ``backend`` - one connection's protocol loop over a session and its SQL engine;
 * ``postmaster`` - listen on the unix socket (and TCP when asked), fork a backend per
   connection, answer cancel requests, shut down smart / fast / immediate.

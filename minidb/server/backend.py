@@ -6,7 +6,7 @@ inherits the open instance, as ``minidb bench``'s forked clients do, makes its o
 
 Start-up: the client's start-up packet (an SSL or GSS encryption request is answered ``N``,
 and the client goes on in the clear, as with PostgreSQL's ``ssl = off``), then
-authentication - ``trust`` on the unix socket; on TCP, SCRAM-SHA-256 (``minidb.server.scram``)
+authentication - ``trust`` on the unix socket; on TCP, SCRAM-SHA-256 (``minidb.pgwire.scram``)
 when the server was given a password file (or cleartext ``password`` with ``--auth
 password``), else ``trust`` (the server listens where it is told, loopback by intent) - then ParameterStatus for the parameters
 drivers read (``server_version``, ``client_encoding`` UTF8, ``DateStyle`` ISO,
@@ -22,7 +22,7 @@ transaction; minidb commits each on its own.
 
 Extended query: Parse makes a prepared statement (``Engine.prepare``: parsed once, planned
 on first use and cached), Bind a portal with its parameters decoded
-(``minidb.server.pgtypes``), Describe of a portal runs it (so its RowDescription comes from
+(``minidb.pgwire.pgtypes``), Describe of a portal runs it (so its RowDescription comes from
 the real result) and Execute sends its rows, ``max rows`` at a time with PortalSuspended
 between; Describe of a statement plans it and reports the parameter types the binder
 inferred.  After an error, messages up to the next Sync are discarded (PostgreSQL's rule).
@@ -46,8 +46,8 @@ import signal
 
 import minidb.errors as errors
 from minidb.config import SETTINGS
-from minidb.server import pgtypes, scram
-from minidb.server.protocol import (CANCEL_REQUEST, GSS_REQUEST, SSL_REQUEST,
+from minidb.pgwire import pgtypes, scram
+from minidb.pgwire.protocol import (CANCEL_REQUEST, GSS_REQUEST, SSL_REQUEST,
                                     ClientGone, ProtocolViolation, Reader, Wire, cstr,
                                     data_row, error_fields, int16, int32, startup_parameters)
 
@@ -156,7 +156,7 @@ class Backend:
         return True
 
     def _password(self, user: str) -> bool:
-        """Authentication for a TCP client: SCRAM-SHA-256 (``minidb.server.scram``), or the
+        """Authentication for a TCP client: SCRAM-SHA-256 (``minidb.pgwire.scram``), or the
         cleartext ``password`` method when the server was started with ``--auth password``."""
         stored = self.passwords.get(user)
         if self.auth == "password":

@@ -274,7 +274,7 @@ def _is_cancel(conn: socket.socket, children: dict) -> bool:
 
 
 def _refuse(conn: socket.socket, sqlstate: str, message: str) -> None:
-    from minidb.server.protocol import error_fields
+    from minidb.pgwire.protocol import error_fields
     body = error_fields("FATAL", sqlstate, message)
     try:
         conn.settimeout(5.0)
@@ -291,7 +291,7 @@ def _refuse(conn: socket.socket, sqlstate: str, message: str) -> None:
 
 def read_password_file(path: str) -> dict:
     """``user:password`` per line (# comments): the passwords TCP clients must give; a
-    password may be given in SCRAM's stored form (``minidb.server.scram.verifier``)."""
+    password may be given in SCRAM's stored form (``minidb.pgwire.scram.verifier``)."""
     out = {}
     with open(path, encoding="utf-8") as f:
         for line in f:

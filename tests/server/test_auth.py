@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from minidb.server.scram import ScramError, ScramExchange, Verifier, verifier
+from minidb.pgwire.scram import ScramError, ScramExchange, Verifier, verifier
 
 psycopg = pytest.importorskip("psycopg")
 

@@ -270,8 +270,12 @@ def test_fast_shutdown_terminates_clients_and_keeps_data(make_server, tmp_path):
 
 def test_embedded_opener_is_refused_while_served(server):
     import minidb
+    from minidb.dbapi import Connection, RemoteConnection
     with pytest.raises(minidb.OperationalError, match="in use"):
-        minidb.connect(server.datadir)
+        Connection(server.datadir)          # the embedded open, as minidb.connect was
+    # minidb.connect goes through the server's socket instead (tests/pgwire)
+    with minidb.connect(server.datadir) as c:
+        assert isinstance(c, RemoteConnection)
 
 
 @pytest.mark.parametrize("binary", [False, True])

@@ -1,6 +1,7 @@
-"""SCRAM-SHA-256 authentication, the server's side (RFC 5802 and RFC 7677, as PostgreSQL 10+
-speaks it): the password never crosses the wire, and the client checks that the server knows
-it too.
+"""SCRAM-SHA-256 authentication, both sides (RFC 5802 and RFC 7677, as PostgreSQL 10+ speaks
+it): the password never crosses the wire, and the client checks that the server knows it too.
+``ScramExchange`` is the server's side (``minidb.server.backend``), ``ScramClient`` the
+client's (``minidb.pgwire.client``).
 
 The exchange, inside protocol messages (Authentication ``R`` with codes 10 / 11 / 12 from the
 server, ``p`` messages from the client)::
@@ -32,7 +33,7 @@ import hashlib
 import hmac
 import secrets
 
-__all__ = ["Verifier", "verifier", "ScramExchange", "ScramError", "ITERATIONS"]
+__all__ = ["Verifier", "verifier", "ScramExchange", "ScramClient", "ScramError", "ITERATIONS"]
 
 ITERATIONS = 4096           # PostgreSQL's scram_iterations default
 MECHANISM = "SCRAM-SHA-256"
@@ -148,3 +149,49 @@ class ScramExchange:
         if not hmac.compare_digest(hashlib.sha256(client_key).digest(), self.v.stored_key):
             raise ScramError("wrong password")
         return "v=" + base64.b64encode(_hmac(self.v.server_key, auth)).decode()
+
+
+class ScramClient:
+    """The client's side of one authentication: ``first() -> client_first``, then
+    ``final(server_first) -> client_final``, then ``verify(server_final)`` (ScramError when
+    the server's signature is wrong: it does not know the password)."""
+
+    def __init__(self, password: str, user: str = "", client_nonce: str | None = None):
+        """``user`` is empty as libpq sends it (PostgreSQL takes the start-up packet's);
+        ``client_nonce``: for tests (RFC 7677's example); random otherwise."""
+        self._password = password
+        self._cnonce = client_nonce or base64.b64encode(secrets.token_bytes(18)).decode()
+        name = user.replace("=", "=3D").replace(",", "=2C")
+        self._client_first_bare = f"n={name},r={self._cnonce}"
+        self._server_key = b""
+        self._auth = b""
+
+    def first(self) -> str:
+        return "n,," + self._client_first_bare
+
+    def final(self, server_first: str) -> str:
+        a = _attrs(server_first)
+        nonce, salt, iters = a.get("r", ""), a.get("s"), a.get("i")
+        if not nonce.startswith(self._cnonce) or salt is None or iters is None:
+            raise ScramError(f'malformed SCRAM server-first-message "{server_first}"')
+        try:
+            salt_b, n = base64.b64decode(salt, validate=True), int(iters)
+        except ValueError:
+            raise ScramError("malformed SCRAM salt or iteration count") from None
+        salted = hashlib.pbkdf2_hmac("sha256", self._password.encode("utf-8"), salt_b, n)
+        client_key = _hmac(salted, b"Client Key")
+        self._server_key = _hmac(salted, b"Server Key")
+        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
+        self._auth = ",".join((self._client_first_bare, server_first, without_proof)).encode()
+        signature = _hmac(hashlib.sha256(client_key).digest(), self._auth)
+        proof = bytes(x ^ y for x, y in zip(client_key, signature))
+        return f"{without_proof},p={base64.b64encode(proof).decode()}"
+
+    def verify(self, server_final: str) -> None:
+        a = _attrs(server_final)
+        if "e" in a:
+            raise ScramError(f"SCRAM authentication failed: {a['e']}")
+        expected = base64.b64encode(_hmac(self._server_key, self._auth)).decode()
+        if not hmac.compare_digest(a.get("v", ""), expected):
+            raise ScramError("the server's SCRAM signature is wrong (it does not know the "
+                             "password)")

@@ -17,6 +17,14 @@ Parameters arrive as text unless the client says binary.  A parameter whose type
 gave (an OID in Parse) is read as that type; one of type 0 ("unknown") is handed to the
 engine as a Python ``str``, and the binder reads it as the type its context asks for
 (``id = $1`` reads it as an integer), which is what PostgreSQL does with an unknown literal.
+
+The client's side (``minidb.pgwire.client``) is the mirror image.  ``encode_param`` sends a
+Python value so that the server's ``decode_param`` gives the engine the same Python value
+the embedded DB-API would have passed: integers, floats, booleans, timestamps, bytea and
+uuids in binary with their OID, a ``str`` as text of type 0 (unknown, so its context types
+it), ``None`` as NULL.  ``decode_text`` reads a result column's text by its type OID into the
+Python type the embedded DB-API returns (``int``, ``float``, ``bool``, naive ``datetime``,
+``str``...), and ``type_name`` gives the minidb type name ``description`` shows for an OID.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import uuid
 import minidb.errors as errors
 
 __all__ = ["column_type", "encode_text", "encode_binary", "decode_param", "OID_NAMES",
-           "type_oid"]
+           "type_oid", "type_name", "encode_param", "decode_text"]
 
 # name -> (OID, typlen); typlen -1 is variable length
 _TYPES = {
@@ -420,4 +428,84 @@ def decode_param(data: bytes | None, oid: int, binary: bool):
                 raise errors.InvalidTextRepresentation(
                     "invalid hexadecimal data for type bytea") from None
         return s.encode("utf-8")
+    return s
+
+
+# -- the client's side: parameters out, results in ---------------------------------------------------
+_Q = struct.Struct("!q")
+_D = struct.Struct("!d")
+# the names minidb's description uses for the types it stores (OID_NAMES for the rest)
+_DESCRIPTION_NAMES = {16: "boolean", 20: "bigint", 23: "integer", 25: "text",
+                      701: "double precision", 1042: "char", 1043: "varchar",
+                      1114: "timestamp"}
+
+
+def type_name(oid: int) -> str:
+    """The type name ``description`` shows for a result column of type ``oid``."""
+    return _DESCRIPTION_NAMES.get(oid) or OID_NAMES.get(oid) or "text"
+
+
+def encode_param(v) -> tuple[int, int, bytes | None]:
+    """(type OID, format 0 text / 1 binary, bytes or None for NULL) of one Bind parameter."""
+    if v is None:
+        return 0, 0, None
+    if isinstance(v, bool):
+        return 16, 1, b"\x01" if v else b"\x00"
+    if isinstance(v, int):
+        if -(1 << 63) <= v < (1 << 63):
+            return 20, 1, _Q.pack(v)
+        return 1700, 0, str(v).encode()
+    if isinstance(v, float):
+        return 701, 1, _D.pack(v)
+    if isinstance(v, str):
+        return 0, 0, v.encode("utf-8")
+    if isinstance(v, _dt.datetime):
+        return (1184 if v.tzinfo is not None else 1114), 1, encode_binary(
+            v, 1184 if v.tzinfo is not None else 1114)
+    if isinstance(v, _dt.date):      # the embedded engine reads a date as its midnight
+        return 1114, 1, encode_binary(_dt.datetime(v.year, v.month, v.day), 1114)
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return 17, 1, bytes(v)
+    if isinstance(v, uuid.UUID):
+        return 2950, 1, v.bytes
+    if isinstance(v, decimal.Decimal):
+        return 1700, 0, str(v).encode()
+    return 0, 0, str(v).encode("utf-8")
+
+
+def _timestamp_in(s: str, aware: bool) -> _dt.datetime:
+    if s in ("infinity", "-infinity"):
+        return _dt.datetime.max if s[0] == "i" else _dt.datetime.min
+    if aware and len(s) > 3 and s[-3] in "+-" and s[-2:].isdigit():
+        s += ":00"      # PostgreSQL writes a whole-hour offset as +00
+    return _dt.datetime.fromisoformat(s)
+
+
+def decode_text(data: bytes, oid: int):
+    """A result column's non-NULL text value as the Python value of its type."""
+    if oid in (25, 1042, 1043, 19, 705):
+        return data.decode("utf-8")
+    s = data.decode("utf-8")
+    try:
+        if oid in (20, 21, 23, 26):
+            return int(s)
+        if oid in (700, 701):
+            return float(s)
+        if oid == 16:
+            return s == "t"
+        if oid in (1114, 1184):
+            return _timestamp_in(s, oid == 1184)
+        if oid == 1082:
+            return _dt.date.fromisoformat(s)
+        if oid == 1083:
+            return _dt.time.fromisoformat(s)
+        if oid == 1700:
+            return decimal.Decimal(s)
+        if oid == 17:
+            return bytes.fromhex(s[2:]) if s.startswith("\\x") else data
+        if oid == 2950:
+            return uuid.UUID(s)
+    except ValueError:
+        raise errors.InvalidTextRepresentation(
+            f'the server sent "{s}" for a value of type {type_name(oid)}') from None
     return s
