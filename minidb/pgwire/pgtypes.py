@@ -150,7 +150,7 @@ def _interval_text(td: _dt.timedelta) -> str:
     us = td.microseconds
     parts = []
     if days:
-        parts.append(f"{days} day" + ("s" if abs(days) != 1 else ""))
+        parts.append(f"{days} day" + ("s" if days != 1 else ""))
     if secs or us or not parts:
         h, rem = divmod(secs, 3600)
         m, s = divmod(rem, 60)
@@ -168,7 +168,7 @@ def _interval_parts_text(months: int, days: int, us: int) -> str:
     years, mons = int(months / 12), months - int(months / 12) * 12
     for n, unit in ((years, "year"), (mons, "mon"), (days, "day")):
         if n:
-            out.append(f"{n} {unit}" + ("s" if abs(n) != 1 else ""))
+            out.append(f"{n} {unit}" + ("s" if n != 1 else ""))
     if us or not out:
         sign = "-" if us < 0 else ("+" if out and (months < 0 or days < 0) else "")
         a = abs(us)
@@ -481,6 +481,37 @@ def _timestamp_in(s: str, aware: bool) -> _dt.datetime:
     return _dt.datetime.fromisoformat(s)
 
 
+_IV_UNITS = {"year": 12, "years": 12, "mon": 1, "mons": 1, "day": 0, "days": 0}
+
+
+def _interval_in(s: str):
+    """PostgreSQL's interval output ('1 year 2 mons -3 days 04:05:06.5') as the
+    ``minidb.types.Interval`` the embedded engine returns."""
+    from minidb.types import Interval
+    months = days = us = 0
+    parts = s.split()
+    i = 0
+    while i < len(parts):
+        tok = parts[i]
+        if ":" in tok:
+            sign = -1 if tok.startswith("-") else 1
+            h, m, sec = tok.lstrip("+-").split(":")
+            whole, _, frac = sec.partition(".")
+            us += sign * (((int(h) * 60 + int(m)) * 60 + int(whole)) * 1_000_000
+                          + int((frac + "000000")[:6] or 0))
+            i += 1
+            continue
+        n, unit = int(tok), parts[i + 1]
+        if unit not in _IV_UNITS:
+            raise ValueError(s)
+        if unit.startswith("day"):
+            days += n
+        else:
+            months += n * _IV_UNITS[unit]
+        i += 2
+    return Interval(months=months, days=days, microseconds=us)
+
+
 def decode_text(data: bytes, oid: int):
     """A result column's non-NULL text value as the Python value of its type."""
     if oid in (25, 1042, 1043, 19, 705):
@@ -505,6 +536,8 @@ def decode_text(data: bytes, oid: int):
             return bytes.fromhex(s[2:]) if s.startswith("\\x") else data
         if oid == 2950:
             return uuid.UUID(s)
+        if oid == 1186:
+            return _interval_in(s)
     except ValueError:
         raise errors.InvalidTextRepresentation(
             f'the server sent "{s}" for a value of type {type_name(oid)}') from None

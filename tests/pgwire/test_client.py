@@ -55,6 +55,20 @@ def test_simple_and_extended_queries_round_trip_values(client):
     assert client.execute("SELECT 'Infinity'::float8, 1e300 * 10").rows[0][0] == float("inf")
 
 
+def test_new_types_come_back_as_the_embedded_values(client):
+    import decimal
+    import uuid
+    from minidb.types import Interval
+    r = client.execute("SELECT 2.50::numeric(5,2), '2020-01-02'::date, '12:34:56.5'::time, "
+                       "interval '1 year 2 mons -3 days 04:05:06.5', '\\x00ff'::bytea, "
+                       "'00000000-0000-0000-0000-000000000005'::uuid, 7::smallint")
+    n, d, t, iv, b, u, s = r.rows[0]
+    assert n == decimal.Decimal("2.50") and d == dt.date(2020, 1, 2)
+    assert t == dt.time(12, 34, 56, 500000) and s == 7
+    assert isinstance(iv, Interval) and iv.parts() == (14, -3, 14_706_500_000)
+    assert b == b"\x00\xff" and u == uuid.UUID(int=5)
+
+
 def test_execute_many_parses_again_when_types_change(client):
     client.simple("CREATE TABLE m (a integer, b double precision)")
     rs = client.execute_many("INSERT INTO m VALUES ($1, $2)",
