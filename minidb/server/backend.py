@@ -14,11 +14,11 @@ drivers read (``server_version``, ``client_encoding`` UTF8, ``DateStyle`` ISO,
 ReadyForQuery.  A session setting given in the start-up packet (``options=-c name=value``,
 or a minidb setting's name as a packet parameter) is SET for the session.
 
-Simple query (``Q``): the text is split into statements; each runs as the DB-API runs a
-statement (autocommit outside BEGIN); a SELECT sends RowDescription, DataRows and
-CommandComplete; an error sends ErrorResponse and skips the rest of the text.  Departure:
-PostgreSQL runs the statements of one multi-statement Query outside a block as one implicit
-transaction; minidb commits each on its own.
+Simple query (``Q``): the text is split into statements; a SELECT sends RowDescription,
+DataRows and CommandComplete; an error sends ErrorResponse and skips the rest of the text.
+Several statements outside a transaction block run as one implicit transaction, as
+PostgreSQL runs them (an error rolls back the ones before it), unless one of them controls
+transactions itself (BEGIN, COMMIT, VACUUM ...): then each commits on its own.
 
 Extended query: Parse makes a prepared statement (``Engine.prepare``: parsed once, planned
 on first use and cached), Bind a portal with its parameters decoded
@@ -46,6 +46,7 @@ import signal
 
 import minidb.errors as errors
 from minidb.config import SETTINGS
+from minidb.txn.xact import FAILED, IDLE
 from minidb.pgwire import pgtypes, scram
 from minidb.pgwire.protocol import (CANCEL_REQUEST, GSS_REQUEST, SSL_REQUEST,
                                     ClientGone, ProtocolViolation, Reader, Wire, cstr,
@@ -81,6 +82,8 @@ _DEALLOCATE = re.compile(r'\s*deallocate\s+(?:prepare\s+)?("(?:[^"]|"")+"|\w+)\s
                          re.IGNORECASE)
 
 
+_TXN_CONTROL = re.compile(r"\s*(begin|start|commit|end|rollback|abort|savepoint|release|"
+                          r"prepare|vacuum)\b", re.IGNORECASE)
 _LINE_COL = re.compile(r" \(line \d+, column \d+\)")
 
 
@@ -252,6 +255,12 @@ class Backend:
             stmts.append(rest)
         if not stmts:
             self.wire.send(b"I")
+        # several statements outside a block run as one implicit transaction, as PostgreSQL
+        # runs them: an error undoes the ones before it (unless they control transactions)
+        implicit = (len(stmts) > 1 and self.session.xact.state == IDLE
+                    and not any(_TXN_CONTROL.match(x) for x in stmts))
+        if implicit:
+            self.engine.execute("BEGIN")
         cursor = 0
         for sql in stmts:
             at = text.find(sql, cursor)     # where the statement starts, for error positions
@@ -268,6 +277,12 @@ class Backend:
                 self._error(e, max(at, 0))
                 break
             self._send_result(res, None, describe=True)
+        if implicit:
+            failed = self.session.xact.state == FAILED
+            try:
+                self.engine.execute("ROLLBACK" if failed else "COMMIT")
+            except errors.Error as e:       # a commit that fails (serialization, disk)
+                self._error(e, 0)
         self._ready()
 
     def _deallocate(self, name: str) -> None:
@@ -558,7 +573,6 @@ class Backend:
         self.wire.send(b"N", error_fields(severity, "00000", text))
 
     def _ready(self) -> None:
-        from minidb.txn.xact import FAILED, IDLE
         state = self.session.xact.state if self.session is not None else IDLE
         status = b"I" if state == IDLE else b"E" if state == FAILED else b"T"
         self.wire.send(b"Z", status)

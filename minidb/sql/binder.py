@@ -1682,7 +1682,10 @@ def _default_name(node) -> str:
         return node.name
     if isinstance(node, ast.CastE):
         inner = _default_name(node.arg)
-        return inner if inner != "?column?" else node.type_name.split("(")[0].strip()
+        if inner != "?column?":
+            return inner
+        base = node.type_name.split("(")[0].strip()
+        return "numeric" if base == "decimal" else base   # sqlglot spells numeric DECIMAL
     if isinstance(node, ast.CaseE):
         return "case"
     return "?column?"

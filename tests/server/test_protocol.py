@@ -297,3 +297,18 @@ def test_every_type_round_trips_in_text_and_binary(server, binary):
                         "2.50::numeric(5,2)").fetchone()
         assert row[0] == 1.1 and row[2] == decimal.Decimal("2.50")
         assert row[1] == dt.timedelta(days=365 + 60 + 3, hours=1, minutes=2, seconds=3)
+
+
+def test_several_statements_in_one_query_are_one_transaction(server):
+    with server.connect(autocommit=True) as c:
+        c.execute("CREATE TABLE one (id integer PRIMARY KEY)")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            c.execute("INSERT INTO one VALUES (1); INSERT INTO one VALUES (2), (2)")
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert c.execute("SELECT count(*) FROM one").fetchone() == (0,)   # both undone
+        c.execute("INSERT INTO one VALUES (1); INSERT INTO one VALUES (2)")
+        assert c.execute("SELECT count(*) FROM one").fetchone() == (2,)
+        # with transaction control in the text, each statement stands on its own
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            c.execute("BEGIN; INSERT INTO one VALUES (3); COMMIT; INSERT INTO one VALUES (3)")
+        assert c.execute("SELECT count(*) FROM one").fetchone() == (3,)
