@@ -264,27 +264,12 @@ def _user_name() -> str:
         return "minidb"
 
 
-class Connection:
-    """A DB-API connection: one session, one engine (see the module docstring)."""
-
-    def __init__(self, path, **settings):
-        instance_settings, session_settings = _split_settings(settings)
-        self._instance = acquire_shared(str(path), **instance_settings)
-        try:
-            self._session = Session(self._instance, **session_settings)
-            try:
-                self._engine = _engine_class()(self._session)
-            except BaseException:
-                self._session.close()
-                raise
-        except BaseException:
-            release_shared(self._instance)
-            raise
-        self._closed = False
-        self._autocommit = False
-        self._isolation_level: str | None = None
-        self._busy = threading.Lock()  # held while a call runs: detects use from two threads
-        self.datadir = self._instance.datadir
+class _ConnectionBase:
+    """What the embedded ``Connection`` and the ``RemoteConnection`` share: PEP 249's
+    exceptions as attributes, the ``autocommit`` / ``isolation_level`` rules, the context
+    manager, closing when collected, the thread guard and the implicit BEGIN of
+    non-autocommit mode.  A subclass says whether no transaction is open (``_idle``), how
+    to begin one (``_begin``) and how a call holds the connection (``_using``)."""
 
     # -- PEP 249 exceptions as attributes (optional extension, as sqlite3 and psycopg have) --
     Warning = errors.Warning
@@ -298,25 +283,11 @@ class Connection:
     ProgrammingError = errors.ProgrammingError
     NotSupportedError = errors.NotSupportedError
 
-    # -- state ----------------------------------------------------------------------------------
+    _closed = True
+
     @property
     def closed(self) -> bool:
         return self._closed
-
-    @property
-    def session(self):
-        """The ``minidb.session.Session`` (for inspection tools such as the REPL's ``\\page``;
-        not part of DB-API)."""
-        self._check_open()
-        return self._session
-
-    @property
-    def transaction_status(self) -> str:
-        """"idle", "in transaction" or "failed" (psql's prompt shows it as ``=``, ``*``,
-        ``!``)."""
-        self._check_open()
-        state = self._session.xact.state
-        return "idle" if state == IDLE else "failed" if state == FAILED else "in transaction"
 
     @property
     def autocommit(self) -> bool:
@@ -345,14 +316,104 @@ class Connection:
             self._check_no_transaction("isolation_level")
         self._isolation_level = level
 
+    def execute(self, sql: str, params=None):
+        """A new cursor that has executed ``sql`` (sqlite3's and psycopg's shortcut)."""
+        return self.cursor().execute(sql, params)
+
+    def __enter__(self):
+        self._check_open()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._closed:
+            return
+        try:
+            if exc_type is None:
+                self.commit()
+            else:
+                self.rollback()
+        finally:
+            self.close()
+
+    def __del__(self):
+        if getattr(self, "_closed", True):
+            return
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - at interpreter shutdown, nothing to tell
+            pass
+
+    # -- running statements (for the cursors) -------------------------------------------------
+    def _run(self, sql: str, fn):
+        """``fn()`` under the thread guard, after the implicit BEGIN of non-autocommit mode;
+        non-minidb exceptions become InternalError."""
+        self._check_open()
+        with self._using():
+            if not self._autocommit and self._idle() and not _is_transaction_control(sql):
+                self._begin(self._isolation_level)
+            try:
+                return fn()
+            except errors.Error:
+                raise
+            except Exception as e:
+                raise errors.InternalError(
+                    f"internal error: {type(e).__name__}: {e}") from e
+
+    def _acquire(self) -> None:
+        if not self._busy.acquire(blocking=False):
+            raise ProgrammingError(
+                "this connection is in use by another thread at the same time; minidb "
+                "connections are not shared between threads (threadsafety 1): open one "
+                "connection per thread")
+
+    def _check_no_transaction(self, what: str) -> None:
+        if not self._idle():
+            raise ProgrammingError(f"cannot change {what} while a transaction is in "
+                                   "progress; commit() or rollback() first")
+
+
+class Connection(_ConnectionBase):
+    """A DB-API connection: one session, one engine (see the module docstring)."""
+
+    def __init__(self, path, **settings):
+        instance_settings, session_settings = _split_settings(settings)
+        self._instance = acquire_shared(str(path), **instance_settings)
+        try:
+            self._session = Session(self._instance, **session_settings)
+            try:
+                self._engine = _engine_class()(self._session)
+            except BaseException:
+                self._session.close()
+                raise
+        except BaseException:
+            release_shared(self._instance)
+            raise
+        self._closed = False
+        self._autocommit = False
+        self._isolation_level: str | None = None
+        self._busy = threading.Lock()  # held while a call runs: detects use from two threads
+        self.datadir = self._instance.datadir
+
+    # -- state ----------------------------------------------------------------------------------
+    @property
+    def session(self):
+        """The ``minidb.session.Session`` (for inspection tools such as the REPL's ``\\page``;
+        not part of DB-API)."""
+        self._check_open()
+        return self._session
+
+    @property
+    def transaction_status(self) -> str:
+        """"idle", "in transaction" or "failed" (psql's prompt shows it as ``=``, ``*``,
+        ``!``)."""
+        self._check_open()
+        state = self._session.xact.state
+        return "idle" if state == IDLE else "failed" if state == FAILED else "in transaction"
+
     # -- PEP 249 methods ------------------------------------------------------------------------
     def cursor(self) -> "Cursor":
         self._check_open()
         return Cursor(self)
-
-    def execute(self, sql: str, params=None) -> "Cursor":
-        """A new cursor that has executed ``sql`` (sqlite3's and psycopg's shortcut)."""
-        return self.cursor().execute(sql, params)
 
     def commit(self) -> None:
         """Commit the open transaction (whether the connection or a ``BEGIN`` opened it);
@@ -389,63 +450,21 @@ class Connection:
                 finally:
                     release_shared(self._instance)
 
-    def __enter__(self) -> "Connection":
-        self._check_open()
-        return self
+    # -- what _ConnectionBase asks of it ------------------------------------------------------
+    def _idle(self) -> bool:
+        return self._session.xact.state == IDLE
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self._closed:
-            return
-        try:
-            if exc_type is None:
-                self.commit()
-            else:
-                self.rollback()
-        finally:
-            self.close()
-
-    def __del__(self):
-        if getattr(self, "_closed", True):
-            return
-        try:
-            self.close()
-        except Exception:  # pragma: no cover - at interpreter shutdown, nothing to tell
-            pass
-
-    # -- running statements (for Cursor) ------------------------------------------------------
-    def _run(self, sql: str, fn):
-        """``fn()`` under the thread guard, after the implicit BEGIN of non-autocommit mode;
-        non-minidb exceptions become InternalError."""
-        self._check_open()
-        with self._using():
-            if not self._autocommit:
-                if self._session.xact.state == IDLE and not _is_transaction_control(sql):
-                    self._session.begin(self._isolation_level)
-            try:
-                return fn()
-            except errors.Error:
-                raise
-            except Exception as e:
-                raise errors.InternalError(
-                    f"internal error: {type(e).__name__}: {e}") from e
+    def _begin(self, level) -> None:
+        self._session.begin(level)
 
     def _using(self):
-        if not self._busy.acquire(blocking=False):
-            raise ProgrammingError(
-                "this connection is in use by another thread at the same time; minidb "
-                "connections are not shared between threads (threadsafety 1): open one "
-                "connection per thread")
+        self._acquire()
         self._instance.enter_call()  # a crash restart waits until the call is over
         return _Release(self._busy, self._instance)
 
     def _check_open(self) -> None:
         if self._closed:
             raise InterfaceError("connection already closed")
-
-    def _check_no_transaction(self, what: str) -> None:
-        if self._session.xact.state != IDLE:
-            raise ProgrammingError(f"cannot change {what} while a transaction is in "
-                                   "progress; commit() or rollback() first")
 
 
 def _isolation(value: str | None) -> str | None:
@@ -739,22 +758,11 @@ class Copy:
 # -- a data directory a server holds: the same DB-API over the protocol ------------------------
 
 
-class RemoteConnection:
+class RemoteConnection(_ConnectionBase):
     """A DB-API connection through ``minidb serve``'s socket (``minidb.pgwire.client``):
     ``minidb.connect(path)`` returns one when a server holds ``path``, and
     ``minidb.connect(host=...)`` always.  Same surface and rules as ``Connection`` (see the
     module docstring "Over a server's socket")."""
-
-    Warning = errors.Warning
-    Error = errors.Error
-    InterfaceError = errors.InterfaceError
-    DatabaseError = errors.DatabaseError
-    DataError = errors.DataError
-    OperationalError = errors.OperationalError
-    IntegrityError = errors.IntegrityError
-    InternalError = errors.InternalError
-    ProgrammingError = errors.ProgrammingError
-    NotSupportedError = errors.NotSupportedError
 
     def __init__(self, client, datadir: str | None):
         self._client = client
@@ -763,10 +771,6 @@ class RemoteConnection:
         self._isolation_level: str | None = None
         self._busy = threading.Lock()
         self.datadir = datadir
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     @property
     def client(self):
@@ -787,36 +791,9 @@ class RemoteConnection:
         return {"I": "idle", "E": "failed"}.get(self._client.transaction_status,
                                                  "in transaction")
 
-    @property
-    def autocommit(self) -> bool:
-        return self._autocommit
-
-    @autocommit.setter
-    def autocommit(self, value: bool) -> None:
-        self._check_open()
-        value = bool(value)
-        if value != self._autocommit:
-            self._check_no_transaction("autocommit")
-        self._autocommit = value
-
-    @property
-    def isolation_level(self) -> str | None:
-        return None if self._isolation_level is None else self._isolation_level.upper()
-
-    @isolation_level.setter
-    def isolation_level(self, value: str | None) -> None:
-        self._check_open()
-        level = _isolation(value)
-        if level != self._isolation_level:
-            self._check_no_transaction("isolation_level")
-        self._isolation_level = level
-
     def cursor(self) -> "RemoteCursor":
         self._check_open()
         return RemoteCursor(self)
-
-    def execute(self, sql: str, params=None) -> "RemoteCursor":
-        return self.cursor().execute(sql, params)
 
     def commit(self) -> None:
         self._check_open()
@@ -849,64 +826,22 @@ class RemoteConnection:
         self._closed = True
         self._client.close()
 
-    def __enter__(self) -> "RemoteConnection":
-        self._check_open()
-        return self
+    # -- what _ConnectionBase asks of it ------------------------------------------------------
+    def _idle(self) -> bool:
+        return self._client.transaction_status == "I"
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self._closed:
-            return
-        try:
-            if exc_type is None:
-                self.commit()
-            else:
-                self.rollback()
-        finally:
-            self.close()
-
-    def __del__(self):
-        if getattr(self, "_closed", True):
-            return
-        try:
-            self.close()
-        except Exception:  # pragma: no cover
-            pass
-
-    def _run(self, sql: str, fn):
-        """``fn()`` under the thread guard, after the implicit BEGIN of non-autocommit mode
-        (as ``Connection._run``)."""
-        self._check_open()
-        with self._using():
-            if not self._autocommit and self._client.transaction_status == "I" \
-                    and not _is_transaction_control(sql):
-                level = self._isolation_level
-                self._client.simple("BEGIN" if level is None else
-                                    f"BEGIN ISOLATION LEVEL {level.upper()}")
-            try:
-                return fn()
-            except errors.Error:
-                raise
-            except Exception as e:
-                raise errors.InternalError(
-                    f"internal error: {type(e).__name__}: {e}") from e
+    def _begin(self, level) -> None:
+        self._client.simple("BEGIN" if level is None else
+                            f"BEGIN ISOLATION LEVEL {level.upper()}")
 
     def _using(self):
-        if not self._busy.acquire(blocking=False):
-            raise ProgrammingError(
-                "this connection is in use by another thread at the same time; minidb "
-                "connections are not shared between threads (threadsafety 1): open one "
-                "connection per thread")
+        self._acquire()
         return _Unlock(self._busy)
 
     def _check_open(self) -> None:
         if self._closed or self._client.closed:
             self._closed = True
             raise InterfaceError("connection already closed")
-
-    def _check_no_transaction(self, what: str) -> None:
-        if self._client.transaction_status != "I":
-            raise ProgrammingError(f"cannot change {what} while a transaction is in "
-                                   "progress; commit() or rollback() first")
 
 
 class _Unlock:
