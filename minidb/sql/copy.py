@@ -43,6 +43,7 @@ from minidb.exec.chunk import Chunk, column_from_values, column_to_list
 from minidb.exec.datatypes import UNKNOWN, cast_value, format_value
 from minidb.exec.nodes import ExecContext
 from minidb.sql.binder import Binder, RangeEntry
+from minidb.sql.parser.lexer import unescape
 from minidb.sql.parser.translate import parse_expression_text
 from minidb.types import parse_type
 
@@ -301,17 +302,7 @@ def _text_records(f, delim):
 
 
 def _unescape_text(s: str) -> str:
-    out, i = [], 0
-    while i < len(s):
-        ch = s[i]
-        if ch == "\\" and i + 1 < len(s):
-            nxt = s[i + 1]
-            out.append(_TEXT_ESC.get(nxt, nxt))
-            i += 2
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
+    return unescape(s, _TEXT_ESC)
 
 
 def _csv_records(f, delim):

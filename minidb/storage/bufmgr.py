@@ -291,18 +291,8 @@ class BufferManager:
         lk.acquire()
         b = self.table.lookup(tag, bucket)
         if b >= 0 and self._flags[b] & BM_VALID and self._held[b] == UNLOCKED:
-            self._pin_locked(b, None)
-            if self._excl[b] < 0 and (mode == SHARE or self._shared[b] == 0):
-                if mode == SHARE:
-                    self._shared[b] += 1
-                else:
-                    self._excl[b] = self.slot
-                self._held[b] = mode
-                lk.release()
-                self.counts[_HIT] += 1
+            if self._pin_then_lock(b, mode, lk):
                 return b
-            lk.release()
-            self.counts[_HIT] += 1
         else:
             lk.release()
             b = self.pin(rfn, block, fork)
@@ -312,6 +302,22 @@ class BufferManager:
             self.unpin(b)
             raise
         return b
+
+    def _pin_then_lock(self, b: int, mode: int, lk) -> bool:
+        """With ``b``'s partition lock ``lk`` held and ``b`` valid: pin it (a hit) and take
+        its content lock in the same critical section if the lock is free; releases ``lk``.
+        False: pinned but not locked (the caller waits for the lock the long way)."""
+        self._pin_locked(b, None)
+        locked = self._excl[b] < 0 and (mode == SHARE or self._shared[b] == 0)
+        if locked:
+            if mode == SHARE:
+                self._shared[b] += 1
+            else:
+                self._excl[b] = self.slot
+            self._held[b] = mode
+        lk.release()
+        self.counts[_HIT] += 1
+        return locked
 
     def read_recent(self, rfn: int, block: int, hint: int, mode: int,
                     fork: int = MAIN_FORKNUM) -> int | None:
@@ -332,18 +338,8 @@ class BufferManager:
                 and self._held[hint] == UNLOCKED):
             lk.release()
             return None
-        self._pin_locked(hint, None)
-        if self._excl[hint] < 0 and (mode == SHARE or self._shared[hint] == 0):
-            if mode == SHARE:
-                self._shared[hint] += 1
-            else:
-                self._excl[hint] = self.slot
-            self._held[hint] = mode
-            lk.release()
-            self.counts[_HIT] += 1
+        if self._pin_then_lock(hint, mode, lk):
             return hint
-        lk.release()
-        self.counts[_HIT] += 1
         try:
             self.lock(hint, mode)
         except BaseException:

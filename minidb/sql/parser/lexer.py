@@ -235,3 +235,21 @@ def first_word(text: str) -> tuple[str, int]:
         return "", 0
     w = _IDENT.match(clean, m.start())
     return (w.group(0).lower() if w else clean[m.start()]), m.start()
+
+
+def unescape(text: str, table: dict) -> str:
+    """``text`` with its backslash escapes replaced: ``\\x`` by ``table[x]``, or by ``x``
+    itself when the table has none (COPY's text format, PostgreSQL's E'...' strings)."""
+    if "\\" not in text:
+        return text
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            out.append(table.get(nxt, nxt))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)

@@ -30,7 +30,7 @@ from sqlglot import exp
 from minidb.errors import NotSupportedError, SyntaxError_
 from minidb.sql import ast
 from minidb.sql.parser.dialect import MinidbPostgres
-from minidb.sql.parser.lexer import _skip
+from minidb.sql.parser.lexer import _skip, unescape
 
 __all__ = ["translate_statement", "translate_expression", "number_placeholders"]
 
@@ -1080,21 +1080,12 @@ def _pg_catalog_syntax(e) -> ast.Node:
     return ast.Lit(_unescape(text), "str")
 
 
+_E_STRING_ESC = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+
+
 def _unescape(text: str) -> str:
     """The value of PostgreSQL's escape string E'...' (backslash escapes)."""
-    simple = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "\\": "\\",
-              "'": "'"}
-    out, i = [], 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            out.append(simple.get(nxt, nxt))
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    return unescape(text, _E_STRING_ESC)
 
 
 def _empty_catalog_query(node):
