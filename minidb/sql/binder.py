@@ -1115,7 +1115,11 @@ class Binder:
             return Const(dtm.cast_value(e.value, e.type, t), t)
         return Cast(e, t)
 
-    def _compare(self, op, a, b):
+    def _compare(self, op, a, b, keep_sides=False):
+        """``a op b`` with PostgreSQL's operand conversions.  ``keep_sides``: ``a`` stays
+        the left operand and ``b`` the right (an IN subquery's test, whose right side is
+        the subquery's column): no rewriting of an integer compared with a numeric
+        constant."""
         if a.type is UNKNOWN and b.type is UNKNOWN:
             a, b = self._coerce_unknown(a, TEXT), self._coerce_unknown(b, TEXT)
         elif a.type is UNKNOWN:
@@ -1129,7 +1133,7 @@ class Binder:
         if t is None or fa in ("array", "unknown") or fb in ("array", "unknown"):
             raise errors.DatatypeMismatch(f"operator does not exist: {a.type} {op} {b.type}")
         if fa != fb or family(t) not in ("int", "float"):
-            int_vs_num = _int_against_numeric(op, a, b)
+            int_vs_num = None if keep_sides else _int_against_numeric(op, a, b)
             if int_vs_num is not None:
                 return int_vs_num
             if family(a.type) != family(t) or (family(t) not in ("int", "float")
@@ -1214,7 +1218,7 @@ class Binder:
         if n.kind == "scalar":
             return SubLink("scalar", holder, None, False, tuple(outer), st)
         a = self.expr(n.arg, scope, _ctx_of_type(st), agg_ok)
-        cmp = self._compare("=", a, ColRef(("sub", 0), st, bq.names[0], ""))
+        cmp = self._compare("=", a, ColRef(("sub", 0), st, bq.names[0], ""), keep_sides=True)
         holder.test = cmp
         return SubLink("in", holder, cmp.left, n.negated, tuple(outer), BOOLEAN)
 

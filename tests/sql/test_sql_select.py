@@ -200,3 +200,23 @@ def test_now_and_current_timestamp_are_the_transaction_start(db):
     assert isinstance(t1, dt.datetime)
     with pytest.raises((errors.UndefinedFunction, errors.NotSupportedError)):
         db.x("SELECT now(1)")   # sqlglot reads it as CURRENT_TIMESTAMP(1): a precision
+
+
+def test_parenthesized_cross_join_is_one_from_item(db):
+    # sqllogictest's random/ files write FROM ( t AS a CROSS JOIN t AS b )
+    db.x("CREATE TABLE t (x integer)")
+    db.x("INSERT INTO t VALUES (1), (2)")
+    assert db.rows("SELECT count(*) FROM ( t AS a CROSS JOIN t b )") == [(4,)]
+    assert db.rows("SELECT a.x, b.x FROM (t a CROSS JOIN t b) WHERE a.x < b.x") == [(1, 2)]
+    assert db.rows("SELECT count(*) FROM (t a CROSS JOIN t b) JOIN t c ON c.x = a.x") \
+        == [(4,)]
+
+
+def test_in_subquery_numeric_constant_against_integer_column(db):
+    # the integer-against-numeric-constant rewrite must not swap an IN test's sides
+    db.x("CREATE TABLE t (x integer)")
+    db.x("INSERT INTO t VALUES (1), (2)")
+    assert db.rows("SELECT 1.23 IN (SELECT * FROM t)") == [(False,)]
+    assert db.rows("SELECT 1.0 IN (SELECT x FROM t)") == [(True,)]
+    assert db.rows("SELECT 1.23 NOT IN (SELECT x FROM t)") == [(True,)]
+    assert db.rows("SELECT x FROM t WHERE x IN (SELECT 1.0)") == [(1,)]

@@ -351,9 +351,10 @@ def _from_item(t):
         items = [_from_item(inner)]
         for j in joins:
             items = _join(items, j)
-        if len(items) != 1:
-            raise unsupported("a parenthesized list of tables")
-        return items[0]
+        joined = items[0]
+        for right in items[1:]:  # (a CROSS JOIN b): one item, the cross product
+            joined = ast.JoinRef(joined, right, None)
+        return joined
     if isinstance(t, exp.Subquery):
         _only(t, {"this", "alias"})
         name, cols = _alias_parts(t.args.get("alias"))
