@@ -269,6 +269,7 @@ class InsertStmt(Statement):
     select: Any = None                 # SelectStmt or SetOpStmt
     nparams: int = 0
     tag: str = "INSERT"
+    overriding: str | None = None      # OVERRIDING "system" / "user" VALUE
 
 
 @dataclass
@@ -298,6 +299,8 @@ class ColumnSpec:
     default: str | None = None        # SQL text of the default expression
     primary: bool = False
     unique: bool = False
+    identity: str = ""                # "serial", "a" (ALWAYS), "d" (BY DEFAULT): sequences.py
+    seq_options: dict | None = None   # the identity's sequence options
 
 
 @dataclass

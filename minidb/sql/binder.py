@@ -818,6 +818,9 @@ class Binder:
             bs.targets = new_targets
             sel_bound = bs
             sel = sel_bound
+        if s.overriding or any(c.identity for c in entry.table.columns):
+            from minidb.sql.sequences import check_identity_insert
+            rows = check_identity_insert(entry.table, attnos, rows, s.overriding)
         return BoundInsert(entry, attnos, rows, sel, defaults, dict(self.param_types))
 
     def update(self, s: ast.UpdateStmt) -> BoundUpdate:
@@ -836,6 +839,9 @@ class Binder:
                                               sqlstate="42601")
             seen.add(a)
             name, t = entry.columns[a]
+            if entry.table.columns[a].identity:
+                from minidb.sql.sequences import check_identity_update
+                check_identity_update(entry.table, a, isinstance(node, ast.DefaultE))
             if isinstance(node, ast.DefaultE):
                 if defaults is None:
                     defaults = self.defaults(entry)

@@ -560,8 +560,14 @@ def _column_def(cd: exp.ColumnDef) -> ast.ColumnSpec:
     if cd.args.get("kind") is None:
         raise unsupported(f'column "{_ident(cd.this)}" without a type')
     spec = ast.ColumnSpec(_ident(cd.this), _type_text(cd.args["kind"]))
+    from minidb.sql.sequences import SERIAL_TYPES
+    if spec.type_name in SERIAL_TYPES:
+        spec.type_name, spec.identity = SERIAL_TYPES[spec.type_name], "serial"
     for con in cd.args.get("constraints") or []:
         k = con.args.get("kind")
+        if isinstance(k, exp.GeneratedAsIdentityColumnConstraint):
+            spec.identity, spec.seq_options = _identity(k)
+            continue
         if isinstance(k, exp.NotNullColumnConstraint):
             if k.args.get("allow_null"):
                 continue                 # an explicit NULL
@@ -576,6 +582,27 @@ def _column_def(cd: exp.ColumnDef) -> ast.ColumnSpec:
         else:
             raise unsupported(f"column constraint {con.sql(dialect='postgres')}")
     return spec
+
+
+def _identity(k) -> tuple[str, dict]:
+    """GENERATED { ALWAYS | BY DEFAULT } AS IDENTITY [(options)]: the kind and the
+    sequence's options."""
+    if k.args.get("expression") is not None or k.args.get("this") is None:
+        raise unsupported("generated columns (GENERATED ... AS (expr))")
+    opts = {}
+    for key, name in (("start", "start"), ("increment", "increment"),
+                      ("minvalue", "minvalue"), ("maxvalue", "maxvalue"), ("cycle", "cycle")):
+        v = k.args.get(key)
+        if v is None:
+            continue
+        if key == "cycle":
+            opts["cycle"] = bool(v)
+            continue
+        c = translate_expression(v)
+        if not isinstance(c, ast.Lit) or not isinstance(c.value, int):
+            raise unsupported(f"identity option {key} {v.sql(dialect='postgres')}")
+        opts[name] = c.value
+    return ("a" if k.this else "d"), opts
 
 
 def _drop(node: exp.Drop) -> ast.Statement:
