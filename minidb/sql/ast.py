@@ -270,6 +270,7 @@ class InsertStmt(Statement):
     nparams: int = 0
     tag: str = "INSERT"
     overriding: str | None = None      # OVERRIDING "system" / "user" VALUE
+    returning: list | None = None      # RETURNING [(expr, alias)]
 
 
 @dataclass
@@ -280,6 +281,7 @@ class UpdateStmt(Statement):
     where: Node | None = None
     nparams: int = 0
     tag: str = "UPDATE"
+    returning: list | None = None      # RETURNING [(expr, alias)]
 
 
 @dataclass
@@ -289,6 +291,7 @@ class DeleteStmt(Statement):
     where: Node | None = None
     nparams: int = 0
     tag: str = "DELETE"
+    returning: list | None = None      # RETURNING [(expr, alias)]
 
 
 @dataclass

@@ -209,6 +209,7 @@ class BoundInsert:
     select: BoundSelect | None
     defaults: dict                    # attno -> Expr (columns with a DEFAULT)
     param_types: dict = field(default_factory=dict)
+    returning: list = field(default_factory=list)   # [(name, Expr over the target row)]
 
 
 @dataclass
@@ -217,6 +218,7 @@ class BoundUpdate:
     assignments: list                 # [(attno, Expr)]
     quals: list
     param_types: dict = field(default_factory=dict)
+    returning: list = field(default_factory=list)
 
 
 @dataclass
@@ -224,6 +226,7 @@ class BoundDelete:
     entry: RangeEntry
     quals: list
     param_types: dict = field(default_factory=dict)
+    returning: list = field(default_factory=list)
 
 
 def _dup_alias(name):
@@ -821,7 +824,8 @@ class Binder:
         if s.overriding or any(c.identity for c in entry.table.columns):
             from minidb.sql.sequences import check_identity_insert
             rows = check_identity_insert(entry.table, attnos, rows, s.overriding)
-        return BoundInsert(entry, attnos, rows, sel, defaults, dict(self.param_types))
+        ret = self.returning(s.returning, entry)
+        return BoundInsert(entry, attnos, rows, sel, defaults, dict(self.param_types), ret)
 
     def update(self, s: ast.UpdateStmt) -> BoundUpdate:
         entry = self._entry(0, s.table, s.alias)
@@ -850,12 +854,26 @@ class Binder:
                 e = self.expr(node, scope, ctx=t)
             assigns.append((a, self.assignable(e, t, name)))
         quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) if s.where is not None else []
-        return BoundUpdate(entry, assigns, quals, dict(self.param_types))
+        ret = self.returning(s.returning, entry)
+        return BoundUpdate(entry, assigns, quals, dict(self.param_types), ret)
 
     def delete(self, s: ast.DeleteStmt) -> BoundDelete:
         entry = self._entry(0, s.table, s.alias)
         quals = _conjuncts(self.boolean(s.where, [entry], "WHERE")) if s.where is not None else []
-        return BoundDelete(entry, quals, dict(self.param_types))
+        ret = self.returning(s.returning, entry)
+        return BoundDelete(entry, quals, dict(self.param_types), ret)
+
+    def returning(self, items, entry) -> list:
+        """RETURNING's list over the target table's row (``*`` expanded)."""
+        if not items:
+            return []
+        targets = self._targets(items, [entry])
+        for _, ex in targets:
+            if any(isinstance(n, (AggCall, WinCall)) for n in walk(ex)):
+                raise errors.GroupingError("aggregate functions are not allowed in RETURNING")
+            if any(isinstance(n, (SubLink, SubPlan)) for n in walk(ex)):
+                raise errors.NotSupportedError("subqueries in RETURNING are not supported")
+        return targets
 
     def defaults(self, entry: RangeEntry) -> dict:
         out = {}

@@ -410,12 +410,29 @@ def _target_table(t):
     return _table(t), None
 
 
+def _returning(node) -> list | None:
+    """RETURNING's list as [(expr, alias)] (``*`` as StarE), None without one."""
+    r = node.args.get("returning")
+    if r is None:
+        return None
+    _only(r, {"expressions"}, {"into": "RETURNING ... INTO"})
+    out = []
+    for e in r.expressions:
+        if isinstance(e, exp.Alias):
+            out.append((translate_expression(e.this), _ident(e.args["alias"])))
+        elif isinstance(e, exp.Star):
+            out.append((ast.StarE(None), None))
+        else:
+            out.append((translate_expression(e, star_ok=True), None))
+    return out
+
+
 def _insert(node: exp.Insert) -> ast.InsertStmt:
-    _only(node, {"this", "expression", "default", "with_"})
+    _only(node, {"this", "expression", "default", "with_", "returning"})
     tab, cols = _target_table(node.this)
     if tab.alias:
         raise unsupported("an alias for the INSERT target")
-    st = ast.InsertStmt(table=tab.name, columns=cols)
+    st = ast.InsertStmt(table=tab.name, columns=cols, returning=_returning(node))
     if node.args.get("default"):
         st.values = [[]]
         st.columns = []
@@ -440,7 +457,7 @@ def _insert(node: exp.Insert) -> ast.InsertStmt:
 
 
 def _update(node: exp.Update) -> ast.UpdateStmt:
-    _only(node, {"this", "expressions", "where"}, {"from_": "UPDATE ... FROM",
+    _only(node, {"this", "expressions", "where", "returning"}, {"from_": "UPDATE ... FROM",
                                                   "order": "UPDATE ... ORDER BY",
                                                   "limit": "UPDATE ... LIMIT"})
     tab = _table(node.this)
@@ -454,15 +471,17 @@ def _update(node: exp.Update) -> ast.UpdateStmt:
         assigns.append((_ident(col.this), translate_expression(a.expression, default_ok=True)))
     w = node.args.get("where")
     return ast.UpdateStmt(tab.name, tab.alias, assigns,
-                          translate_expression(w.this) if w is not None else None)
+                          translate_expression(w.this) if w is not None else None,
+                          returning=_returning(node))
 
 
 def _delete(node: exp.Delete) -> ast.DeleteStmt:
-    _only(node, {"this", "where"}, {"using": "DELETE ... USING"})
+    _only(node, {"this", "where", "returning"}, {"using": "DELETE ... USING"})
     tab = _table(node.this)
     w = node.args.get("where")
     return ast.DeleteStmt(tab.name, tab.alias,
-                          translate_expression(w.this) if w is not None else None)
+                          translate_expression(w.this) if w is not None else None,
+                          returning=_returning(node))
 
 
 def _type_text(dt_node) -> str:
