@@ -137,7 +137,13 @@ class InsertNode(PlanNode):
     def title(self):
         return f"Insert on {self.entry.table.name}"
 
+    on_conflict = None      # minidb.sql.onconflict.OnConflict (the planner sets it)
+
     def execute(self, ectx):
+        if self.on_conflict is not None:
+            from minidb.exec.onconflict import insert_on_conflict
+            yield from insert_on_conflict(self, ectx)
+            return
         backend = ectx.backend
         catalog = backend.catalog
         name = self.entry.table.name

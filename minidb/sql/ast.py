@@ -271,6 +271,17 @@ class InsertStmt(Statement):
     tag: str = "INSERT"
     overriding: str | None = None      # OVERRIDING "system" / "user" VALUE
     returning: list | None = None      # RETURNING [(expr, alias)]
+    on_conflict: Any = None            # OnConflictClause
+
+
+@dataclass
+class OnConflictClause:
+    """INSERT's ON CONFLICT [(cols) | ON CONSTRAINT name] DO NOTHING / DO UPDATE."""
+    action: str                        # "nothing" / "update"
+    columns: list | None = None        # the conflict target's columns
+    constraint: str | None = None      # ON CONSTRAINT name
+    assignments: list = field(default_factory=list)   # DO UPDATE SET [(column, expr)]
+    where: Node | None = None          # DO UPDATE ... WHERE
 
 
 @dataclass

@@ -210,6 +210,7 @@ class BoundInsert:
     defaults: dict                    # attno -> Expr (columns with a DEFAULT)
     param_types: dict = field(default_factory=dict)
     returning: list = field(default_factory=list)   # [(name, Expr over the target row)]
+    on_conflict: object = None        # minidb.sql.onconflict.OnConflict
 
 
 @dataclass
@@ -824,8 +825,12 @@ class Binder:
         if s.overriding or any(c.identity for c in entry.table.columns):
             from minidb.sql.sequences import check_identity_insert
             rows = check_identity_insert(entry.table, attnos, rows, s.overriding)
+        oc = None
+        if s.on_conflict is not None:
+            from minidb.sql.onconflict import bind_on_conflict
+            oc = bind_on_conflict(self, s, entry)
         ret = self.returning(s.returning, entry)
-        return BoundInsert(entry, attnos, rows, sel, defaults, dict(self.param_types), ret)
+        return BoundInsert(entry, attnos, rows, sel, defaults, dict(self.param_types), ret, oc)
 
     def update(self, s: ast.UpdateStmt) -> BoundUpdate:
         entry = self._entry(0, s.table, s.alias)

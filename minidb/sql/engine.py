@@ -403,7 +403,8 @@ class Engine:
             # compiled once per plan, so a re-plan drops it with the plan; the setting is
             # a plan setting (a SET makes the next use plan again)
             fast = plan.point = (compile_point(plan) if session.settings.enable_fast_path
-                                 and not plan.names else None)
+                                 and not plan.names
+                                 and getattr(plan.root, "on_conflict", None) is None else None)
         if fast is not None:
             self.counters["fast_path"] += 1
             out = session.statement(lambda snap: fast(session, snap, params))

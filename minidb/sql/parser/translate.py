@@ -427,12 +427,45 @@ def _returning(node) -> list | None:
     return out
 
 
+def _on_conflict(c) -> ast.OnConflictClause:
+    _only(c, {"action", "conflict_keys", "constraint", "expressions", "where", "duplicate"})
+    if c.args.get("duplicate"):
+        raise unsupported("ON DUPLICATE KEY")
+    action = (c.args.get("action").name if c.args.get("action") is not None else "").upper()
+    if action not in ("DO NOTHING", "DO UPDATE"):
+        raise unsupported(f"ON CONFLICT {action or '...'}")
+    out = ast.OnConflictClause("nothing" if action == "DO NOTHING" else "update")
+    keys = c.args.get("conflict_keys")
+    if keys:
+        cols = []
+        for k in keys:
+            k = k.this if isinstance(k, exp.Ordered) else k
+            if not isinstance(k, exp.Column) or k.args.get("table") is not None:
+                raise unsupported("ON CONFLICT on an expression")
+            cols.append(_ident(k.this))
+        out.columns = cols
+    if c.args.get("constraint") is not None:
+        out.constraint = _ident(c.args["constraint"])
+    for a in c.args.get("expressions") or []:
+        if not isinstance(a, exp.EQ) or not isinstance(a.this, exp.Column) \
+                or a.this.args.get("table") is not None:
+            raise unsupported(a)
+        out.assignments.append((_ident(a.this.this),
+                                translate_expression(a.expression, default_ok=True)))
+    w = c.args.get("where")
+    if w is not None:
+        out.where = translate_expression(w.this)
+    return out
+
+
 def _insert(node: exp.Insert) -> ast.InsertStmt:
-    _only(node, {"this", "expression", "default", "with_", "returning"})
+    _only(node, {"this", "expression", "default", "with_", "returning", "conflict"})
     tab, cols = _target_table(node.this)
     if tab.alias:
         raise unsupported("an alias for the INSERT target")
     st = ast.InsertStmt(table=tab.name, columns=cols, returning=_returning(node))
+    if node.args.get("conflict") is not None:
+        st.on_conflict = _on_conflict(node.args["conflict"])
     if node.args.get("default"):
         st.values = [[]]
         st.columns = []

@@ -294,6 +294,7 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
             self._plan_subqueries(b.select)
             child, _, _ = self.plan_query(b.select)
         node = InsertNode(b.entry, b.attnos, child, b.defaults)
+        node.on_conflict = b.on_conflict    # minidb.exec.onconflict runs it
         node.set_cost(child.startup_cost,
                       child.total_cost + child.rows * self.settings.cpu_tuple_cost, 0, 0)
         self.rel_pages[b.entry.table.relfilenode] = self._nblocks(b.entry.table.relfilenode)
