@@ -3,9 +3,9 @@
 
 For each row proposed for insertion (its defaults filled in), until it is settled:
 
-1. **pre-check** every arbiter index (``minidb.index.conflict.find_conflict``): a running
-   transaction that inserts or deletes the key is waited for; a live row with the key is
-   the conflict;
+1. **pre-check** every arbiter index (``indexam.find_conflict``, minidb.index.conflict):
+   a running transaction that inserts or deletes the key is waited for; a live row with
+   the key is the conflict;
 2. a conflict with **DO NOTHING**: the row is skipped.  With **DO UPDATE**: the conflicting
    row's live version is fetched (the index entry names its HOT chain's root), the
    ``WHERE`` is tested on (existing row, EXCLUDED), and the row is updated with the ``SET``
@@ -37,8 +37,6 @@ from minidb.heap.epq import modify_rows
 from minidb.heap.heapam import heap_insert
 from minidb.heap.modify import follow_update_chain, heap_fetch_raw
 from minidb.heap.speculative import heap_abort_speculative
-from minidb.index.conflict import find_conflict
-from minidb.index.rel import open_index
 from minidb.txn import visibility as vis
 from minidb.txn.xact import READ_COMMITTED
 
@@ -58,7 +56,6 @@ def insert_on_conflict(node, ectx):
     rel = catalog.heap_rel(name)
     indexes = list(catalog.table(name).indexes)
     arbiters = list(oc.arbiters)
-    irels = {ix: open_index(backend, ix) for ix in arbiters}
     ncols = len(entry.columns)
     ttypes = [t for _, t in entry.columns]
     snap = ectx.snapshot
@@ -89,7 +86,7 @@ def insert_on_conflict(node, ectx):
     strict = backend.xact.isolation != READ_COMMITTED
 
     def keys_of(row):
-        return [(ix, irels[ix].key_of_row(row)) for ix in arbiters]
+        return [(ix, indexam.index_key(backend, ix, row)) for ix in arbiters]
 
     def update_values(existing, proposed):
         ch = rows_to_chunk([list(existing) + list(proposed)], ttypes + ttypes)
@@ -110,7 +107,7 @@ def insert_on_conflict(node, ectx):
         """'inserted', 'updated', 'skipped' or 'retry' for one proposed row."""
         conflict = None
         for ix in arbiters:
-            tid = find_conflict(backend, ix, row)
+            tid = indexam.find_conflict(backend, ix, row)
             if tid is not None:
                 conflict = (ix, tid)
                 break
@@ -121,7 +118,7 @@ def insert_on_conflict(node, ectx):
             if got is None:
                 return "retry"
             h, existing = got
-            if (ix, irels[ix].key_of_row(existing)) in touched and oc.action == "update":
+            if (ix, indexam.index_key(backend, ix, existing)) in touched and oc.action == "update":
                 raise errors.CardinalityViolation(
                     "ON CONFLICT DO UPDATE command cannot affect row a second time",
                     ) from None
@@ -135,11 +132,11 @@ def insert_on_conflict(node, ectx):
                 return "skipped"
             if not passes(existing, row):
                 return "skipped"
-            key = irels[ix].key_of_row(existing)
+            key = indexam.index_key(backend, ix, existing)
             done = []
 
             def recheck(r):
-                return irels[ix].key_of_row(r) == key and passes(r, row)
+                return indexam.index_key(backend, ix, r) == key and passes(r, row)
 
             def on_done(_tid, _row, new_tid, hot, new_row):
                 if new_tid is not None and not hot:

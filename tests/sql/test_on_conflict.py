@@ -87,7 +87,8 @@ _ops = st.lists(st.tuples(st.sampled_from(["nothing", "update", "update_where"])
                 min_size=1, max_size=8)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=_ops)
 def test_against_a_dict_model(db, ops):
     db.x("DROP TABLE IF EXISTS m")
@@ -163,7 +164,7 @@ def test_killed_speculative_row_is_dead_to_everyone(db, db2):
     pre-check that finds nothing, so the insert meets the committed row in the index:
     the speculative heap row is killed (dead for every snapshot and for VACUUM) and the
     row starts over, this time finding the conflict."""
-    import minidb.exec.onconflict as oc
+    import minidb.exec.indexam as oc
     db.x("CREATE TABLE t (k int PRIMARY KEY, v int)")
     db2.x("INSERT INTO t VALUES (1, 10)")
     real = oc.find_conflict
