@@ -37,6 +37,7 @@ from minidb.exec.datatypes import from_repr
 from minidb.exec.compile import K, evaluate, truth
 from minidb.exec.expr import and_all
 from minidb.exec.nodes import PlanNode
+from minidb.exec.returning import returning_of as _returning_of
 from minidb.heap.epq import modify_rows
 from minidb.heap.heapam import heap_bulk_insert, heap_insert
 
@@ -62,34 +63,6 @@ def _value(c, one_row):
         return from_repr(c.value, c.type)
     v, m = c.fn(one_row, None)
     return column_to_list(v, m, c.type)[0]
-
-
-class _Returning:
-    """RETURNING: the expressions over the target row (``returning`` on the node, set by
-    the planner), evaluated for a batch of rows acted on (new rows for INSERT and UPDATE,
-    the deleted version for DELETE) into the chunk the node yields."""
-
-    def __init__(self, node, ectx):
-        entry = node.entry
-        self.types = [t for _, t in entry.columns]
-        full = {(entry.index, a): a for a in range(len(entry.columns))}
-        self.comp = [ectx.compile(e, full) for _, e in node.returning]
-        self.rows: list = []
-
-    def add(self, row) -> None:
-        self.rows.append(list(row))
-
-    def chunk(self):
-        """The rows collected since the last call, as the output chunk (None if none)."""
-        if not self.rows:
-            return None
-        ch = rows_to_chunk(self.rows, self.types)
-        self.rows = []
-        return Chunk([evaluate(c, ch) for c in self.comp], ch.n)
-
-
-def _returning_of(node, ectx):
-    return _Returning(node, ectx) if getattr(node, "returning", None) else None
 
 
 class ValuesNode(PlanNode):

@@ -33,6 +33,7 @@ from minidb.exec import indexam
 from minidb.exec.chunk import Chunk, column_to_list, rows_to_chunk
 from minidb.exec.compile import K, evaluate, truth
 from minidb.exec.datatypes import from_repr
+from minidb.exec.returning import returning_of
 from minidb.heap.epq import modify_rows
 from minidb.heap.heapam import heap_insert
 from minidb.heap.modify import follow_update_chain, heap_fetch_raw
@@ -47,7 +48,6 @@ MAX_RETRIES = 1000
 
 def insert_on_conflict(node, ectx):
     """InsertNode.execute with ``node.on_conflict`` set (a generator: RETURNING chunks)."""
-    from minidb.exec.modify import _returning_of
     backend = ectx.backend
     catalog = backend.catalog
     oc = node.on_conflict
@@ -80,7 +80,7 @@ def insert_on_conflict(node, ectx):
     both.update({(oc.excluded_index, a): ncols + a for a in range(ncols)})
     sets = [(a, ectx.compile(e, both)) for a, e in oc.assignments]
     where = ectx.compile(oc.where, both) if oc.where is not None else None
-    ret = _returning_of(node, ectx)
+    ret = returning_of(node, ectx)
     touched: set = set()       # (index, key) of the rows this statement inserted / updated
     stats = backend.pgstat
     strict = backend.xact.isolation != READ_COMMITTED

@@ -823,7 +823,7 @@ class Binder:
             sel_bound = bs
             sel = sel_bound
         if s.overriding or any(c.identity for c in entry.table.columns):
-            from minidb.sql.sequences import check_identity_insert
+            from minidb.sql.identity import check_identity_insert
             rows = check_identity_insert(entry.table, attnos, rows, s.overriding)
         oc = None
         if s.on_conflict is not None:
@@ -849,7 +849,7 @@ class Binder:
             seen.add(a)
             name, t = entry.columns[a]
             if entry.table.columns[a].identity:
-                from minidb.sql.sequences import check_identity_update
+                from minidb.sql.identity import check_identity_update
                 check_identity_update(entry.table, a, isinstance(node, ast.DefaultE))
             if isinstance(node, ast.DefaultE):
                 if defaults is None:

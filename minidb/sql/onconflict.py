@@ -87,7 +87,7 @@ def bind_on_conflict(b, stmt, entry) -> OnConflict:
         seen.add(a)
         name, t = entry.columns[a]
         if table.columns[a].identity:
-            from minidb.sql.sequences import check_identity_update
+            from minidb.sql.identity import check_identity_update
             check_identity_update(table, a, isinstance(node, ast.DefaultE))
         if isinstance(node, ast.DefaultE):
             if defaults is None:

@@ -12,10 +12,8 @@ The sequence itself (its page, its logging, why nextval is not transactional) is
   smallint NOT NULL with the DEFAULT ``nextval('T_C_seq')``, and a sequence of that name
   (the first free one) is created after the table, owned by the column (dropped with the
   table: ``drop_owned``);
-* ``check_identity_insert`` / ``check_identity_update``: a value given for a GENERATED
-  ALWAYS column is 428C9 unless the INSERT says OVERRIDING SYSTEM VALUE (OVERRIDING USER
-  VALUE drops the values given for identity columns: their default is used), and an UPDATE
-  may only set it to DEFAULT;
+* the binder's rules for identity columns are ``minidb.sql.identity`` (428C9 for a value
+  given to a GENERATED ALWAYS column, OVERRIDING SYSTEM / USER VALUE);
 * the four functions are per row in Python with the execution context, beside the catalog
   functions (``minidb.exec.catfuncs``; their argument types in ``minidb.sql.functions``).
 
@@ -31,8 +29,7 @@ from minidb.catalog import sequence as seq
 from minidb.sql.parser.sequence import AlterSequenceStmt, CreateSequenceStmt, DropSequenceStmt
 from minidb.sql.result import Result
 
-__all__ = ["HANDLERS", "serial_columns", "create_owned", "drop_owned",
-           "check_identity_insert", "check_identity_update", "SERIAL_TYPES"]
+__all__ = ["HANDLERS", "serial_columns", "create_owned", "drop_owned", "SERIAL_TYPES"]
 
 SERIAL_TYPES = {"serial": "integer", "serial4": "integer", "bigserial": "bigint",
                 "serial8": "bigint", "smallserial": "smallint", "serial2": "smallint"}
@@ -199,42 +196,3 @@ def drop_owned(engine, table_oid: int) -> None:
     backend = engine.session.backend
     for sdef in seq.owned_sequences(backend, table_oid):
         seq.drop_sequence(backend.catalog, sdef)
-
-
-def check_identity_insert(table, attnos, rows, overriding):
-    """The rows of an INSERT into a table with identity columns: a value given for a
-    GENERATED ALWAYS column (VALUES rows, or a query: ``rows`` None) is 428C9 unless
-    OVERRIDING SYSTEM VALUE; OVERRIDING USER VALUE replaces the values given for identity
-    columns by DEFAULT.  Returns the rows."""
-    from minidb.exec.modify import DEFAULT
-    if overriding == "system":
-        return rows
-    for pos, a in enumerate(attnos):
-        c = table.columns[a]
-        if not c.identity:
-            continue
-        if overriding == "user":
-            if rows is None:
-                raise errors.NotSupportedError("OVERRIDING USER VALUE with INSERT ... SELECT "
-                                               "is not supported")
-            for r in rows:
-                if pos < len(r):
-                    r[pos] = DEFAULT
-            continue
-        if c.identity != "a":
-            continue
-        if rows is not None and all(r[pos] is DEFAULT for r in rows if pos < len(r)):
-            continue
-        err = errors.GeneratedAlways(f'cannot insert a non-DEFAULT value into column "{c.name}"')
-        err.detail = f'Column "{c.name}" is an identity column defined as GENERATED ALWAYS.'
-        err.hint = "Use OVERRIDING SYSTEM VALUE to override."
-        raise err
-    return rows
-
-
-def check_identity_update(table, attno: int, is_default: bool) -> None:
-    c = table.columns[attno]
-    if c.identity == "a" and not is_default:
-        err = errors.GeneratedAlways(f'column "{c.name}" can only be updated to DEFAULT')
-        err.detail = f'Column "{c.name}" is an identity column defined as GENERATED ALWAYS.'
-        raise err
