@@ -195,3 +195,23 @@ def test_crash_never_hands_out_a_value_twice(tmp_path, seed):
     cur.execute("SELECT id FROM t")
     assert cur.fetchone()[0] > 40
     conn.close()
+
+
+def test_add_column_serial_is_refused(db):
+    db.x("CREATE TABLE t (a int)")
+    with pytest.raises(errors.NotSupportedError, match="serial or identity"):
+        db.x("ALTER TABLE t ADD COLUMN id serial")
+    assert db.rows("SELECT attname FROM pg_attribute WHERE attrelid = 't'::regclass") == \
+        [("a",)]
+
+
+def test_sequences_over_the_server(server):
+    pytest.importorskip("psycopg")
+    with server.connect(autocommit=True) as conn:
+        conn.execute("CREATE SEQUENCE s START 10")
+        assert conn.execute("SELECT nextval('s')").fetchone() == (10,)
+        assert conn.execute("SELECT nextval(%s)", ("s",)).fetchone() == (11,)   # extended
+        assert conn.execute("SELECT currval('s'), lastval()").fetchone() == (11, 11)
+        conn.execute("CREATE TABLE t (id bigserial PRIMARY KEY, v text)")
+        cur = conn.execute("INSERT INTO t (v) VALUES (%s) RETURNING id", ("x",))
+        assert cur.fetchone() == (1,)
