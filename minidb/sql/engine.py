@@ -402,8 +402,9 @@ class Engine:
         if fast is _UNSET:
             # compiled once per plan, so a re-plan drops it with the plan; the setting is
             # a plan setting (a SET makes the next use plan again)
+            # (RETURNING and ON CONFLICT: the plan nodes)
             fast = plan.point = (compile_point(plan) if session.settings.enable_fast_path
-                                 and not plan.names
+                                 and (plan.kind == "select" or not plan.names)
                                  and getattr(plan.root, "on_conflict", None) is None else None)
         if fast is not None:
             self.counters["fast_path"] += 1
@@ -424,7 +425,7 @@ class Engine:
                 finally:
                     it.close()
                 return rows, ectx.wrote
-            if plan.names:   # RETURNING
+            if plan.names:   # INSERT / UPDATE / DELETE ... RETURNING
                 rows = []
                 for chunk in plan.root.run(ectx):
                     rows.extend(chunk_to_rows(chunk, plan.types))
