@@ -332,3 +332,24 @@ class ObjectNotInPrerequisiteState(OperationalError):
     """The object is not in the state the command needs (COPY FREEZE on a table not new in
     this transaction)."""
     sqlstate = "55000"
+
+
+# -- sequences, identity columns, RETURNING / ON CONFLICT (issue 18) ---------------------------
+class SequenceGeneratorLimitExceeded(DataError):
+    """nextval past a sequence's MAXVALUE / MINVALUE without CYCLE."""
+    sqlstate = "2200H"
+
+
+class WrongObjectType(ProgrammingError):
+    """A relation of the wrong kind (nextval of a table, DROP SEQUENCE of a table)."""
+    sqlstate = "42809"
+
+
+class GeneratedAlways(ProgrammingError):
+    """A value for a GENERATED ALWAYS identity column without OVERRIDING SYSTEM VALUE."""
+    sqlstate = "428C9"
+
+
+class CardinalityViolation(ProgrammingError):
+    """ON CONFLICT DO UPDATE would change one row twice in one statement."""
+    sqlstate = "21000"

@@ -234,7 +234,7 @@ def _zero_tail(wal: SharedWAL, end: int) -> None:
 def replay(inst, bm, r: rec.Record, invalid: dict) -> None:
     """Apply one record (the resource managers' redo routines)."""
     rmid = r.rmid
-    if rmid in (rec.RM_HEAP, rec.RM_HEAP2, rec.RM_BTREE):
+    if rmid in (rec.RM_HEAP, rec.RM_HEAP2, rec.RM_BTREE, rec.RM_SEQ):
         redo_blocks(bm, r, invalid)
     elif rmid == rec.RM_XLOG:
         if r.info in (rec.XLOG_FPI, rec.XLOG_FPI_FOR_HINT):

@@ -9,8 +9,8 @@ insert / update / delete of the transaction that makes it, and rolls back like a
 =================  ====  ================================================================
 catalog            OID   one row per
 =================  ====  ================================================================
-pg_class           1259  relation (table ``r`` or index ``i``): oid, relname, relkind,
-                         relfilenode, relpages, reltuples, relnatts, relhasindex
+pg_class           1259  relation (table ``r``, index ``i``, sequence ``S``): oid, relname,
+                         relkind, relfilenode, relpages, reltuples, relnatts, relhasindex
 pg_attribute       1249  column: attrelid, attname, atttypid, atttypmod, attnum,
                          attnotnull, atthasdef, atttypname, attdefault
 pg_index           2610  index: indexrelid, indrelid, indisunique, indisprimary, indkey
@@ -58,7 +58,10 @@ Departures from PostgreSQL
 * No stored pg_namespace, pg_type, pg_attrdef, pg_constraint, pg_depend: one schema
   (relnamespace 2200, ``public``; the catalogs 11), the type's SQL spelling is in
   ``atttypname`` (with PostgreSQL's ``atttypid`` / ``atttypmod`` beside it), a column's
-  default expression text in ``attdefault``, and a primary key is ``indisprimary``.  What
+  default expression text in ``attdefault`` (an identity column's kind, ALWAYS or BY
+  DEFAULT, is written after it: ``bootstrap.IDENTITY_MARK``), a sequence's parameters and
+  owning column are in its own page (``sequence``), and a primary key is
+  ``indisprimary``.  What
   clients read of PostgreSQL's catalog (pg_namespace, pg_type, the extra columns of
   pg_class ..., information_schema) is virtual, computed from this state when scanned
   (``pgcatalog``).

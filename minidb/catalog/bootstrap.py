@@ -27,6 +27,10 @@ from minidb.types import parse_type
 PG_CATALOG_NAMESPACE = 11
 PUBLIC_NAMESPACE = 2200
 RELKIND_TABLE, RELKIND_INDEX = "r", "i"
+RELKIND_SEQUENCE = "S"
+# pg_attribute has no attidentity column: an identity column's kind is written after its
+# default's text (``nextval('t_id_seq')`` + IDENTITY_MARK + "a"), read back by column_def
+IDENTITY_MARK = " /* identity "
 
 # PostgreSQL's type OIDs of the types minidb has (pg_type.dat); atttypid
 TYPE_OIDS = {"boolean": 16, "bigint": 20, "integer": 23, "text": 25,
@@ -101,8 +105,20 @@ def class_row(oid: int, name: str, kind: str, relfilenode: int, natts: int,
 
 def attribute_row(relid: int, attnum: int, col: ColumnDef) -> tuple:
     typid, typmod = type_oid_mod(col.type)
+    default = col.default
+    if col.identity and default is not None:
+        default = f"{default}{IDENTITY_MARK}{col.identity} */"
     return (relid, col.name, typid, typmod, attnum, bool(col.not_null),
-            col.default is not None, col.type, col.default)
+            default is not None, col.type, default)
+
+
+def column_def(row: tuple) -> ColumnDef:
+    """The ColumnDef of a pg_attribute row (the identity kind split off the default)."""
+    default, identity = row[8], ""
+    if default is not None and default.endswith(" */") and IDENTITY_MARK in default:
+        default, _, rest = default.rpartition(IDENTITY_MARK)
+        identity = rest[:-3]
+    return ColumnDef(row[1], row[7], bool(row[5]), default, identity)
 
 
 def bootstrap(backend) -> None:

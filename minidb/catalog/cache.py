@@ -19,9 +19,9 @@ import json
 import os
 
 from minidb.catalog.bootstrap import (BY_NAME, BY_OID, CATALOGS, PG_ATTRIBUTE, PG_CLASS,
-                                      PG_INDEX, PG_STATISTIC, RELKIND_INDEX, RELKIND_TABLE,
-                                      attribute_row, class_row)
-from minidb.catalog.defs import FIRST_OID, ColumnDef, IndexDef, TableDef
+                                      PG_INDEX, PG_STATISTIC, RELKIND_INDEX, RELKIND_SEQUENCE,
+                                      RELKIND_TABLE, attribute_row, class_row, column_def)
+from minidb.catalog.defs import FIRST_OID, ColumnDef, IndexDef, SequenceDef, TableDef
 from minidb.catalog.storage import create_relation_storage
 from minidb.errors import (DuplicateTable, InFailedSqlTransaction, InsufficientPrivilege,
                            ProgramLimitExceeded, SerializationFailure,
@@ -49,7 +49,7 @@ class CatalogState:
     """One consistent picture of the catalog (a relcache generation)."""
 
     __slots__ = ("version", "gen", "tables", "indexes", "system", "by_rfn", "rels",
-                 "class_tid", "attr_tids", "index_tid", "stat_tids", "max_oid")
+                 "class_tid", "attr_tids", "index_tid", "stat_tids", "max_oid", "sequences")
 
     def __init__(self, version, gen: int):
         self.version = version        # plan-cache key: gen (committed) or a unique tuple
@@ -64,6 +64,7 @@ class CatalogState:
         self.index_tid: dict[int, tuple] = {}      # index oid -> TID of its pg_index row
         self.stat_tids: dict[int, list] = {}       # relid -> TIDs of its pg_statistic rows
         self.max_oid = FIRST_OID - 1               # largest OID / relfilenode named
+        self.sequences: dict[str, SequenceDef] = {}
 
     def lookup_table(self, name: str) -> TableDef | None:
         t = self.tables.get(name)
@@ -119,7 +120,7 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
     st = CatalogState(version, gen)
     cols_of: dict[int, list] = {}
     for tid, r in attrs:
-        cols_of.setdefault(r[0], []).append((r[4], ColumnDef(r[1], r[7], bool(r[5]), r[8])))
+        cols_of.setdefault(r[0], []).append((r[4], column_def(r)))
         st.attr_tids.setdefault(r[0], []).append(tid)
     index_rows = {}
     for tid, r in idx:
@@ -149,6 +150,9 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
             st.by_rfn[rfn] = name
         elif kind == RELKIND_INDEX:
             idx_classes.append((oid, name, rfn))
+        elif kind == RELKIND_SEQUENCE:
+            st.sequences[name] = SequenceDef(oid, name, rfn)
+            st.by_rfn[rfn] = name
     for oid, name, rfn in sorted(idx_classes):
         r = index_rows.get(oid)
         t = by_oid.get(r[1]) if r is not None else None
@@ -307,6 +311,10 @@ class Catalog:
     @property
     def indexes(self) -> dict[str, IndexDef]:
         return self._state().indexes
+
+    @property
+    def sequences(self) -> dict[str, SequenceDef]:
+        return self._state().sequences
 
     @property
     def system_tables(self) -> dict[str, TableDef]:

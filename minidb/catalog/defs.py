@@ -19,6 +19,7 @@ class ColumnDef:
     type: str  # SQL spelling, parsed by minidb.types.parse_type
     not_null: bool = False
     default: str | None = None  # SQL expression text
+    identity: str = ""  # "a": GENERATED ALWAYS AS IDENTITY, "d": BY DEFAULT, "": neither
 
 
 @dataclass
@@ -30,6 +31,14 @@ class IndexDef:
     columns: list[str]
     unique: bool = False
     primary: bool = False
+
+
+@dataclass
+class SequenceDef:
+    """A sequence (relkind 'S'): its state is in its own page (minidb.catalog.sequence)."""
+    oid: int
+    name: str
+    relfilenode: int
 
 
 @dataclass

@@ -149,7 +149,7 @@ def relation_name(catalog, oid):
     for t in list(catalog.tables.values()) + list(catalog.system_tables.values()):
         if t.oid == oid:
             return t.name
-    for ix in catalog.indexes.values():
+    for ix in list(catalog.indexes.values()) + list(catalog.sequences.values()):
         if ix.oid == oid:
             return ix.name
     return str(oid)
@@ -194,6 +194,10 @@ def _class_rows(cat):
                 len(ix.columns), False)
         out.append(base + (OWNER_OID, BTREE_AM, 0, 0, False, False, False, False, False, 0,
                            "p", "n", 0, None, None, None))
+    for sq in sorted(cat.sequences.values(), key=lambda s: s.oid):
+        base = (sq.oid, sq.name, PUBLIC_NAMESPACE, "S", sq.relfilenode, 1, 1.0, 3, False)
+        out.append(base + (OWNER_OID, 0, 0, 0, False, False, False, False, False, 0,
+                           "p", "n", 0, None, None, None))
     return out
 
 
@@ -204,7 +208,7 @@ def _attribute_rows(cat):
             typid, typmod = type_oid_mod(c.type)
             out.append((t.oid, c.name, typid, typmod, n, bool(c.not_null),
                         c.default is not None, c.type, c.default,
-                        0, "", "", False, True, 0))
+                        0, c.identity, "", False, True, 0))
     for ix in cat.indexes.values():
         table = cat.tables.get(ix.table)
         for n, name in enumerate(ix.columns, 1):

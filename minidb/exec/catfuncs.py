@@ -2,7 +2,9 @@
 ``pg_table_is_visible``, ``format_type``, ``pg_get_indexdef``, ``pg_get_userbyid``,
 ``pg_get_expr``, ``obj_description``, ``array_to_string``, ``pg_encoding_to_char``,
 ``current_setting``, ``to_regtype``, the relation sizes (``pg_table_size`` ...,
-``pg_size_pretty``), and the ``::regclass`` / ``::regtype`` casts.
+``pg_size_pretty``), and the ``::regclass`` / ``::regtype`` casts; and the sequence
+functions ``nextval`` / ``currval`` / ``setval`` / ``lastval`` (``minidb.catalog.sequence``:
+evaluated once per row, never folded).
 
 Each is a per-row Python function of the execution context and the argument values (None
 for NULL); the rows of a catalog query are few.  Those that read the catalog see the
@@ -55,7 +57,7 @@ def _regclass_in(ectx, name):
     t = cat.tables.get(n) or cat.system_tables.get(n)
     if t is not None:
         return t.oid
-    ix = cat.indexes.get(n)
+    ix = cat.indexes.get(n) or cat.sequences.get(n)
     if ix is not None:
         return ix.oid
     raise errors.UndefinedTable(f'relation "{name}" does not exist')
@@ -90,6 +92,26 @@ def _regtype_in(ectx, name):
     return oid
 
 
+def _seq_call(fn):
+    """A sequence function (``minidb.catalog.sequence``) of a sequence named by text or OID;
+    NULL if an argument is."""
+    def call(ectx, name, *args):
+        if name is None or any(a is None for a in args):
+            return None
+        from minidb.catalog import sequence as seq
+        b = ectx.backend
+        return fn(b, seq.lookup_sequence(b.catalog, name), *args)
+    return call
+
+
+def _sequence_funcs() -> dict:
+    from minidb.catalog import sequence as seq
+    return {"nextval": _seq_call(seq.nextval), "currval": _seq_call(seq.currval),
+            "setval": _seq_call(lambda b, s, v, called=True: seq.setval(b, s, int(v),
+                                                                        bool(called))),
+            "lastval": lambda ectx: seq.lastval(ectx.backend, ectx.backend.catalog)}
+
+
 CATALOG_FUNCS = {
     "pg_table_is_visible": lambda ectx, oid: None if oid is None else True,
     "pg_get_userbyid": lambda ectx, oid: None if oid is None else pgcatalog.OWNER,
@@ -120,6 +142,7 @@ CATALOG_FUNCS = {
     "pg_size_pretty": lambda ectx, n: pgcatalog.size_pretty(n),
     "regnamespace_out": lambda ectx, oid: None if oid is None else
         {v: k for k, v in pgcatalog.SCHEMAS.items()}.get(oid, str(oid)),
+    **_sequence_funcs(),
 }
 
 

@@ -2,7 +2,8 @@
 
 Everything the SQL layer does with an index goes through these functions: create (for
 CREATE INDEX and for PRIMARY KEY / UNIQUE constraints), drop, insert the entries of a new
-heap tuple (or of a bulk load's batch: ``insert_entries_bulk``), scan between bounds returning visible rows, and VACUUM's callbacks.
+heap tuple (or of a bulk load's batch: ``insert_entries_bulk``), scan between bounds returning visible rows, VACUUM's callbacks, and ON CONFLICT's pre-check
+(``find_conflict``).
 
 Bounds are SQL values; one that the index column's type cannot hold (an integer bound
 beyond int4 on an integer column, a string longer than a varchar(n)) cannot be encoded as a
@@ -19,7 +20,8 @@ import minidb.errors as errors
 import minidb.index as ix
 
 __all__ = ["create_index", "drop_index", "rebuild_index", "insert_entries",
-           "insert_entries_bulk", "scan_rows", "vacuum_callbacks"]
+           "insert_entries_bulk", "scan_rows", "vacuum_callbacks", "find_conflict",
+           "index_key"]
 
 
 def create_index(backend, table: str, name: str, columns, unique: bool = False,
@@ -38,6 +40,18 @@ def rebuild_index(backend, idef) -> None:
 def insert_entries(backend, index_names, row, tid) -> None:
     for name in index_names:
         ix.insert_entry(backend, name, row, tid)
+
+
+def find_conflict(backend, index_name, row):
+    """ON CONFLICT's pre-check (``minidb.index.conflict``): the heap TID of a live row
+    with ``row``'s key in the unique index, else None."""
+    from minidb.index.conflict import find_conflict as find
+    return find(backend, index_name, row)
+
+
+def index_key(backend, index_name, row) -> tuple:
+    """The key values of ``row`` (all the table's columns) in the index."""
+    return ix.open_index(backend, index_name).key_of_row(row)
 
 
 def insert_entries_bulk(backend, index_names, layout, data: dict, nrows: int, blocks,

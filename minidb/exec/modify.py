@@ -37,6 +37,7 @@ from minidb.exec.datatypes import from_repr
 from minidb.exec.compile import K, evaluate, truth
 from minidb.exec.expr import and_all
 from minidb.exec.nodes import PlanNode
+from minidb.exec.returning import returning_of as _returning_of
 from minidb.heap.epq import modify_rows
 from minidb.heap.heapam import heap_bulk_insert, heap_insert
 
@@ -109,7 +110,13 @@ class InsertNode(PlanNode):
     def title(self):
         return f"Insert on {self.entry.table.name}"
 
+    on_conflict = None      # minidb.sql.onconflict.OnConflict (the planner sets it)
+
     def execute(self, ectx):
+        if self.on_conflict is not None:
+            from minidb.exec.onconflict import insert_on_conflict
+            yield from insert_on_conflict(self, ectx)
+            return
         backend = ectx.backend
         catalog = backend.catalog
         name = self.entry.table.name
@@ -139,13 +146,14 @@ class InsertNode(PlanNode):
                 per_row[a] = c
         child = self.children[0]
         stats = backend.pgstat
+        ret = _returning_of(self, ectx)
         n = 0
         it = child.run(ectx)
         try:
             for chunk in it:
                 cols = [column_to_list(v, m, ttypes[a])
                         for (v, m), a in zip(chunk.cols, self.attnos)]
-                if chunk.n >= BULK_INSERT_MIN_ROWS and not per_row:
+                if chunk.n >= BULK_INSERT_MIN_ROWS and not per_row and ret is None:
                     data = {self.entry.columns[a][0]: col for col, a in zip(cols, self.attnos)}
                     for a, v in fill.items():
                         if v is not None:
@@ -164,13 +172,18 @@ class InsertNode(PlanNode):
                     tid = heap_insert(backend, rel, row, xmin=xid, cmin=cid)
                     n += 1
                     indexam.insert_entries(backend, indexes, row, tid)
+                    if ret is not None:
+                        ret.add(row)
+                if ret is not None:
+                    ectx.rows_affected = n
+                    out = ret.chunk()
+                    if out is not None:
+                        yield out
         finally:
             it.close()
             if n:
                 stats.count(rel.oid, "ins", n)
         ectx.rows_affected = n
-        return
-        yield  # a generator that yields nothing
 
 
 def bulk_insert(backend, rel, indexes, data: dict, nrows: int, xid: int, cid: int) -> None:
@@ -242,6 +255,7 @@ class UpdateNode(_Writer):
         types = self.full_types
         positions = [layout[(self.entry.index, a)] for a in range(len(types))]
         rindex = self.entry.index
+        ret = _returning_of(self, ectx)
 
         def new_row_of(row, computed):
             new = list(row)
@@ -271,15 +285,20 @@ class UpdateNode(_Writer):
                 def on_done(tid, row, new_tid, hot, new_row):
                     if new_tid is not None and not hot:
                         indexam.insert_entries(backend, indexes, new_row, new_tid)
+                    if ret is not None:
+                        ret.add(new_row)
 
                 cands = zip(zip(blocks.tolist(), offsets.tolist()), rows)
                 n += modify_rows(backend, rel, ectx.snapshot, cands, where, "update", set_fn,
                                  on_done=on_done)
+                if ret is not None:
+                    ectx.rows_affected = n
+                    out = ret.chunk()
+                    if out is not None:
+                        yield out
         finally:
             it.close()
         ectx.rows_affected = n
-        return
-        yield
 
 
 class DeleteNode(_Writer):
@@ -295,19 +314,33 @@ class DeleteNode(_Writer):
     def execute(self, ectx):
         where = self._setup(ectx)
         rindex = self.entry.index
+        ret = _returning_of(self, ectx)
+        if ret is not None:
+            layout = self.children[0].layout()
+            positions = [layout[(rindex, a)] for a in range(len(self.full_types))]
         n = 0
         it = self.children[0].run(ectx)
         try:
             for chunk in it:
                 blocks, offsets = chunk.tids[rindex]
-                cands = ((tid, None) for tid in zip(blocks.tolist(), offsets.tolist()))
-                n += modify_rows(ectx.backend, self.rel_now, ectx.snapshot, cands, where,
-                                 "delete", None)
+                tids = zip(blocks.tolist(), offsets.tolist())
+                if ret is None:
+                    cands = ((tid, None) for tid in tids)
+                    n += modify_rows(ectx.backend, self.rel_now, ectx.snapshot, cands, where,
+                                     "delete", None)
+                    continue
+                rows = chunk_to_rows(Chunk([chunk.cols[p] for p in positions], chunk.n),
+                                     self.full_types)
+                n += modify_rows(ectx.backend, self.rel_now, ectx.snapshot, zip(tids, rows),
+                                 where, "delete", None,
+                                 on_done=lambda tid, row, *_: ret.add(row))
+                ectx.rows_affected = n
+                out = ret.chunk()
+                if out is not None:
+                    yield out
         finally:
             it.close()
         ectx.rows_affected = n
-        return
-        yield
 
 
 class LockRowsNode(_Writer):

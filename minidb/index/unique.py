@@ -187,9 +187,13 @@ def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes,
             for ioff, htid in entries:
                 conflict, xwait, all_dead = verdicts[(int(htid[0]), int(htid[1]))]
                 if conflict:
-                    raise UniqueViolation(
+                    err = UniqueViolation(
                         f'duplicate key value violates unique constraint "{irel.name}": '
                         f"Key {irel.codec.describe(keyvals)} already exists.")
+                    # for ON CONFLICT (minidb.index.conflict): which index, which row
+                    err.index_name = irel.name
+                    err.conflict_tid = (int(htid[0]), int(htid[1]))
+                    raise err
                 if xwait:
                     trace(backend, irel, f"unique check waits for xid {xwait} (heap tid "
                                          f"{htid})")

@@ -148,6 +148,9 @@ def _add_column(engine, name, act, msgs):
             return name
         raise errors.DuplicateColumn(
             f'column "{spec.name}" of relation "{name}" already exists')
+    if getattr(spec, "identity", ""):
+        raise errors.NotSupportedError("ALTER TABLE ... ADD COLUMN of a serial or identity "
+                                       "column is not supported")
     typ = parse_type(spec.type_name)
     if spec.default is not None:
         check_default(engine, spec, typ)

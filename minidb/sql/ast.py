@@ -269,6 +269,19 @@ class InsertStmt(Statement):
     select: Any = None                 # SelectStmt or SetOpStmt
     nparams: int = 0
     tag: str = "INSERT"
+    overriding: str | None = None      # OVERRIDING "system" / "user" VALUE
+    returning: list | None = None      # RETURNING [(expr, alias)]
+    on_conflict: Any = None            # OnConflictClause
+
+
+@dataclass
+class OnConflictClause:
+    """INSERT's ON CONFLICT [(cols) | ON CONSTRAINT name] DO NOTHING / DO UPDATE."""
+    action: str                        # "nothing" / "update"
+    columns: list | None = None        # the conflict target's columns
+    constraint: str | None = None      # ON CONSTRAINT name
+    assignments: list = field(default_factory=list)   # DO UPDATE SET [(column, expr)]
+    where: Node | None = None          # DO UPDATE ... WHERE
 
 
 @dataclass
@@ -279,6 +292,7 @@ class UpdateStmt(Statement):
     where: Node | None = None
     nparams: int = 0
     tag: str = "UPDATE"
+    returning: list | None = None      # RETURNING [(expr, alias)]
 
 
 @dataclass
@@ -288,6 +302,7 @@ class DeleteStmt(Statement):
     where: Node | None = None
     nparams: int = 0
     tag: str = "DELETE"
+    returning: list | None = None      # RETURNING [(expr, alias)]
 
 
 @dataclass
@@ -298,6 +313,8 @@ class ColumnSpec:
     default: str | None = None        # SQL text of the default expression
     primary: bool = False
     unique: bool = False
+    identity: str = ""                # "serial", "a" (ALWAYS), "d" (BY DEFAULT): sequences.py
+    seq_options: dict | None = None   # the identity's sequence options
 
 
 @dataclass

@@ -209,6 +209,8 @@ class BoundInsert:
     select: BoundSelect | None
     defaults: dict                    # attno -> Expr (columns with a DEFAULT)
     param_types: dict = field(default_factory=dict)
+    returning: list = field(default_factory=list)   # [(name, Expr over the target row)]
+    on_conflict: object = None        # minidb.sql.onconflict.OnConflict
 
 
 @dataclass
@@ -217,6 +219,7 @@ class BoundUpdate:
     assignments: list                 # [(attno, Expr)]
     quals: list
     param_types: dict = field(default_factory=dict)
+    returning: list = field(default_factory=list)
 
 
 @dataclass
@@ -224,6 +227,7 @@ class BoundDelete:
     entry: RangeEntry
     quals: list
     param_types: dict = field(default_factory=dict)
+    returning: list = field(default_factory=list)
 
 
 def _dup_alias(name):
@@ -818,7 +822,15 @@ class Binder:
             bs.targets = new_targets
             sel_bound = bs
             sel = sel_bound
-        return BoundInsert(entry, attnos, rows, sel, defaults, dict(self.param_types))
+        if s.overriding or any(c.identity for c in entry.table.columns):
+            from minidb.sql.identity import check_identity_insert
+            rows = check_identity_insert(entry.table, attnos, rows, s.overriding)
+        oc = None
+        if s.on_conflict is not None:
+            from minidb.sql.onconflict import bind_on_conflict
+            oc = bind_on_conflict(self, s, entry)
+        ret = self.returning(s.returning, entry)
+        return BoundInsert(entry, attnos, rows, sel, defaults, dict(self.param_types), ret, oc)
 
     def update(self, s: ast.UpdateStmt) -> BoundUpdate:
         entry = self._entry(0, s.table, s.alias)
@@ -836,6 +848,9 @@ class Binder:
                                               sqlstate="42601")
             seen.add(a)
             name, t = entry.columns[a]
+            if entry.table.columns[a].identity:
+                from minidb.sql.identity import check_identity_update
+                check_identity_update(entry.table, a, isinstance(node, ast.DefaultE))
             if isinstance(node, ast.DefaultE):
                 if defaults is None:
                     defaults = self.defaults(entry)
@@ -844,12 +859,26 @@ class Binder:
                 e = self.expr(node, scope, ctx=t)
             assigns.append((a, self.assignable(e, t, name)))
         quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) if s.where is not None else []
-        return BoundUpdate(entry, assigns, quals, dict(self.param_types))
+        ret = self.returning(s.returning, entry)
+        return BoundUpdate(entry, assigns, quals, dict(self.param_types), ret)
 
     def delete(self, s: ast.DeleteStmt) -> BoundDelete:
         entry = self._entry(0, s.table, s.alias)
         quals = _conjuncts(self.boolean(s.where, [entry], "WHERE")) if s.where is not None else []
-        return BoundDelete(entry, quals, dict(self.param_types))
+        ret = self.returning(s.returning, entry)
+        return BoundDelete(entry, quals, dict(self.param_types), ret)
+
+    def returning(self, items, entry) -> list:
+        """RETURNING's list over the target table's row (``*`` expanded)."""
+        if not items:
+            return []
+        targets = self._targets(items, [entry])
+        for _, ex in targets:
+            if any(isinstance(n, (AggCall, WinCall)) for n in walk(ex)):
+                raise errors.GroupingError("aggregate functions are not allowed in RETURNING")
+            if any(isinstance(n, (SubLink, SubPlan)) for n in walk(ex)):
+                raise errors.NotSupportedError("subqueries in RETURNING are not supported")
+        return targets
 
     def defaults(self, entry: RangeEntry) -> dict:
         out = {}

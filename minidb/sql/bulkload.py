@@ -319,8 +319,9 @@ def executemany(engine, sql: str, seq_of_params) -> Result | None:
     from minidb.sql.parser.translate import parse_expression_text
     prepared = engine.prepare(sql)
     stmt = prepared._entry.stmt
-    if not isinstance(stmt, ast.InsertStmt) or stmt.values is None or len(stmt.values) != 1:
-        return None
+    if not isinstance(stmt, ast.InsertStmt) or stmt.values is None or len(stmt.values) != 1 \
+            or stmt.returning or getattr(stmt, "on_conflict", None) is not None:
+        return None   # RETURNING / ON CONFLICT: the general path, row by row
     rows = seq_of_params
     nparams = stmt.nparams
     if not rows or any(len(r) != nparams for r in rows):

@@ -46,7 +46,7 @@ import minidb.errors as errors
 from minidb.catalog import ColumnDef
 from minidb.config import SETTINGS
 from minidb.exec import indexam
-from minidb.sql import ast
+from minidb.sql import ast, sequences
 from minidb.sql.alter import alter_table, check_default, free_name, reindex
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
@@ -220,7 +220,9 @@ def _create_table_body(engine, st: ast.CreateTableStmt):
         if c.default is not None:
             check_default(engine, c, t)
         defs.append(ColumnDef(c.name, str(t), c.not_null or c.name in pk, c.default))
+    owned = sequences.serial_columns(engine, st, defs)
     catalog.create_table(st.name, defs)
+    sequences.create_owned(engine, st.name, owned)
     if pk:
         indexam.create_index(backend, st.name, free_name(catalog, f"{st.name}_pkey"), pk,
                              unique=True, primary=True)
@@ -261,6 +263,7 @@ def _drop_table_body(engine, st: ast.DropTableStmt):
                 continue
             locked.append(name)
     for name in locked:
+        sequences.drop_owned(engine, catalog.tables[name].oid)
         catalog.drop_table(name)
     return _result("DROP TABLE", messages=msgs)
 
@@ -429,4 +432,5 @@ _HANDLERS = {
     ast.TruncateStmt: _truncate, ast.VacuumStmt: _vacuum, ast.AnalyzeStmt: _analyze,
     ast.CheckpointStmt: _checkpoint, ast.CopyStmt: _copy, ast.LockStmt: _lock,
     ast.AlterTableStmt: alter_table, ast.ReindexStmt: reindex,
+    **sequences.HANDLERS,
 }

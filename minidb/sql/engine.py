@@ -203,7 +203,7 @@ class Engine:
             self._fail_block()
             raise _as_minidb_error(e) from (None if isinstance(e, errors.Error) else e)
         ptypes = {i: type_name(t) for i, t in plan.param_types.items()}
-        if plan.kind != "select":
+        if plan.kind != "select" and not plan.names:   # (RETURNING has names)
             return ptypes, None, None
         return ptypes, list(plan.names), [type_name(t) for t in plan.types]
 
@@ -402,8 +402,10 @@ class Engine:
         if fast is _UNSET:
             # compiled once per plan, so a re-plan drops it with the plan; the setting is
             # a plan setting (a SET makes the next use plan again)
+            # (RETURNING and ON CONFLICT: the plan nodes)
             fast = plan.point = (compile_point(plan) if session.settings.enable_fast_path
-                                 else None)
+                                 and (plan.kind == "select" or not plan.names)
+                                 and getattr(plan.root, "on_conflict", None) is None else None)
         if fast is not None:
             self.counters["fast_path"] += 1
             out = session.statement(lambda snap: fast(session, snap, params))
@@ -423,6 +425,11 @@ class Engine:
                 finally:
                     it.close()
                 return rows, ectx.wrote
+            if plan.names:   # INSERT / UPDATE / DELETE ... RETURNING
+                rows = []
+                for chunk in plan.root.run(ectx):
+                    rows.extend(chunk_to_rows(chunk, plan.types))
+                return (ectx.rows_affected, rows), ectx.rows_affected > 0
             for _ in plan.root.run(ectx):
                 pass
             return ectx.rows_affected, ectx.rows_affected > 0
@@ -430,6 +437,9 @@ class Engine:
         out = self._statement(body)
         if plan.kind == "select":
             return Result(_description(plan), out, len(out), f"SELECT {len(out)}")
+        if plan.names:
+            n, rows = out
+            return Result(_description(plan), rows, n, f"{_TAGS[plan.kind]} {n}")
         return Result(None, [], out, f"{_TAGS[plan.kind]} {out}")
 
     def _explain(self, stmt: ast.ExplainStmt, params: list) -> Result:

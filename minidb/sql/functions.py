@@ -309,6 +309,11 @@ _CATALOG = {
     "pg_indexes_size": ((_OID,), 1, "bigint"),
     "pg_size_pretty": ((_INT,), 1, "text"),
     "current_schema": ((), 0, "text"),
+    # sequences (minidb.catalog.sequence): the sequence by name (text) or OID (::regclass)
+    "nextval": ((_ANY,), 1, "bigint"),
+    "currval": ((_ANY,), 1, "bigint"),
+    "setval": ((_ANY, _INT, _BOOL), 2, "bigint"),
+    "lastval": ((), 0, "bigint"),
 }
 
 

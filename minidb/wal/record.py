@@ -36,8 +36,9 @@ from minidb.config import BLCKSZ
 
 # resource managers (PostgreSQL's ids)
 RM_XLOG, RM_XACT, RM_SMGR, RM_CLOG, RM_HEAP2, RM_HEAP, RM_BTREE = 0, 1, 2, 3, 9, 10, 11
+RM_SEQ = 15
 RM_NAMES = {RM_XLOG: "XLOG", RM_XACT: "Transaction", RM_SMGR: "Storage", RM_CLOG: "CLOG",
-            RM_HEAP2: "Heap2", RM_HEAP: "Heap", RM_BTREE: "Btree"}
+            RM_HEAP2: "Heap2", RM_HEAP: "Heap", RM_BTREE: "Btree", RM_SEQ: "Sequence"}
 
 # XLOG opcodes
 XLOG_CHECKPOINT_SHUTDOWN = 0x00
@@ -75,6 +76,8 @@ XLOG_BTREE_DELETE = 0x70
 XLOG_BTREE_NEWROOT = 0xA0
 XLOG_BTREE_VACUUM = 0xC0
 XLOG_BTREE_BUILD = 0xF0   # minidb: a page written by CREATE INDEX (PostgreSQL logs XLOG_FPI)
+# Sequence: the sequence's page, as the values it may hand out before the next record
+XLOG_SEQ_LOG = 0x00
 
 OPNAMES = {
     RM_XLOG: {0x00: "CHECKPOINT_SHUTDOWN", 0x10: "CHECKPOINT_ONLINE", 0x20: "NOOP",
@@ -87,6 +90,7 @@ OPNAMES = {
     RM_HEAP2: {0x10: "PRUNE", 0x20: "VACUUM", 0x50: "MULTI_INSERT"},
     RM_BTREE: {0x00: "INSERT_LEAF", 0x10: "INSERT_UPPER", 0x30: "SPLIT_L", 0x40: "SPLIT_R",
                0x70: "DELETE", 0xA0: "NEWROOT", 0xC0: "VACUUM", 0xF0: "BUILD"},
+    RM_SEQ: {0x00: "LOG"},
 }
 
 

@@ -28,6 +28,7 @@ from minidb.sql.parser.dialect import MinidbPostgres
 from minidb.sql.parser.lexer import (first_word, split_statements, strip_comments,
                                      syntax_error, _skip)
 from minidb.sql.parser.translate import number_placeholders, translate_statement, unsupported
+from minidb.sql.parser.sequence import is_sequence_statement, parse_sequence
 from minidb.sql.parser.utility import UTILITY_WORDS, parse_utility
 
 __all__ = ["parse", "parse_script", "split_statements"]
@@ -94,6 +95,8 @@ def _add(out, text, a, b):
 
 def parse_at(full: str, start: int, piece: str) -> ast.Statement:
     word, off = first_word(piece)
+    if word in ("create", "alter", "drop") and is_sequence_statement(piece):
+        return parse_sequence(full, start, piece)
     if word in UTILITY_WORDS:
         return parse_utility(word, piece, start, full, lambda t, pos: parse_at(full, pos, t))
     if word in _SQLGLOT_WORDS:
@@ -105,6 +108,9 @@ def parse_at(full: str, start: int, piece: str) -> ast.Statement:
 
 def _sqlglot(full: str, start: int, piece: str, word: str) -> ast.Statement:
     _stray_comma(full, start, piece)
+    overriding = None
+    if word == "insert":
+        piece, overriding = _overriding(piece)
     text, nq, nd = number_placeholders(piece)
     if nq and nd > nq:
         raise ProgrammingError("cannot mix ? and $n placeholders")
@@ -130,7 +136,28 @@ def _sqlglot(full: str, start: int, piece: str, word: str) -> ast.Statement:
         raise unsupported(tree)
     stmt = translate_statement(tree)
     stmt.nparams = max(nq, nd)
+    if overriding is not None:
+        stmt.overriding = overriding
     return stmt
+
+
+_OVERRIDING = re.compile(r"overriding\s+(system|user)\s+value\b", re.I)
+
+
+def _overriding(piece: str) -> tuple[str, str | None]:
+    """INSERT's OVERRIDING { SYSTEM | USER } VALUE (sqlglot does not read it): blanked out
+    of the text (positions unchanged), returned as "system" / "user"."""
+    i, n = 0, len(piece)
+    while i < n:
+        j, _ = _skip(piece, i)
+        if j != i:
+            i = j
+            continue
+        m = _OVERRIDING.match(piece, i)
+        if m and (i == 0 or not (piece[i - 1].isalnum() or piece[i - 1] == "_")):
+            return piece[:i] + " " * (m.end() - i) + piece[m.end():], m.group(1).lower()
+        i += 1
+    return piece, None
 
 
 _AFTER_LIST = {"from", "where", "group", "having", "order", "limit", "offset", "union",

@@ -411,12 +411,62 @@ def _target_table(t):
     return _table(t), None
 
 
+def _returning(node) -> list | None:
+    """RETURNING's list as [(expr, alias)] (``*`` as StarE), None without one."""
+    r = node.args.get("returning")
+    if r is None:
+        return None
+    _only(r, {"expressions"}, {"into": "RETURNING ... INTO"})
+    out = []
+    for e in r.expressions:
+        if isinstance(e, exp.Alias):
+            out.append((translate_expression(e.this), _ident(e.args["alias"])))
+        elif isinstance(e, exp.Star):
+            out.append((ast.StarE(None), None))
+        else:
+            out.append((translate_expression(e, star_ok=True), None))
+    return out
+
+
+def _on_conflict(c) -> ast.OnConflictClause:
+    _only(c, {"action", "conflict_keys", "constraint", "expressions", "where", "duplicate"})
+    if c.args.get("duplicate"):
+        raise unsupported("ON DUPLICATE KEY")
+    action = (c.args.get("action").name if c.args.get("action") is not None else "").upper()
+    if action not in ("DO NOTHING", "DO UPDATE"):
+        raise unsupported(f"ON CONFLICT {action or '...'}")
+    out = ast.OnConflictClause("nothing" if action == "DO NOTHING" else "update")
+    keys = c.args.get("conflict_keys")
+    if keys:
+        cols = []
+        for k in keys:
+            k = k.this if isinstance(k, exp.Ordered) else k
+            if not isinstance(k, exp.Column) or k.args.get("table") is not None:
+                raise unsupported("ON CONFLICT on an expression")
+            cols.append(_ident(k.this))
+        out.columns = cols
+    if c.args.get("constraint") is not None:
+        out.constraint = _ident(c.args["constraint"])
+    for a in c.args.get("expressions") or []:
+        if not isinstance(a, exp.EQ) or not isinstance(a.this, exp.Column) \
+                or a.this.args.get("table") is not None:
+            raise unsupported(a)
+        out.assignments.append((_ident(a.this.this),
+                                translate_expression(a.expression, default_ok=True)))
+    w = c.args.get("where")
+    if w is not None:
+        out.where = translate_expression(w.this)
+    return out
+
+
 def _insert(node: exp.Insert) -> ast.InsertStmt:
-    _only(node, {"this", "expression", "default", "with_"})
+    _only(node, {"this", "expression", "default", "with_", "returning", "conflict"})
     tab, cols = _target_table(node.this)
     if tab.alias:
         raise unsupported("an alias for the INSERT target")
-    st = ast.InsertStmt(table=tab.name, columns=cols)
+    st = ast.InsertStmt(table=tab.name, columns=cols, returning=_returning(node))
+    if node.args.get("conflict") is not None:
+        st.on_conflict = _on_conflict(node.args["conflict"])
     if node.args.get("default"):
         st.values = [[]]
         st.columns = []
@@ -441,7 +491,7 @@ def _insert(node: exp.Insert) -> ast.InsertStmt:
 
 
 def _update(node: exp.Update) -> ast.UpdateStmt:
-    _only(node, {"this", "expressions", "where"}, {"from_": "UPDATE ... FROM",
+    _only(node, {"this", "expressions", "where", "returning"}, {"from_": "UPDATE ... FROM",
                                                   "order": "UPDATE ... ORDER BY",
                                                   "limit": "UPDATE ... LIMIT"})
     tab = _table(node.this)
@@ -455,15 +505,17 @@ def _update(node: exp.Update) -> ast.UpdateStmt:
         assigns.append((_ident(col.this), translate_expression(a.expression, default_ok=True)))
     w = node.args.get("where")
     return ast.UpdateStmt(tab.name, tab.alias, assigns,
-                          translate_expression(w.this) if w is not None else None)
+                          translate_expression(w.this) if w is not None else None,
+                          returning=_returning(node))
 
 
 def _delete(node: exp.Delete) -> ast.DeleteStmt:
-    _only(node, {"this", "where"}, {"using": "DELETE ... USING"})
+    _only(node, {"this", "where", "returning"}, {"using": "DELETE ... USING"})
     tab = _table(node.this)
     w = node.args.get("where")
     return ast.DeleteStmt(tab.name, tab.alias,
-                          translate_expression(w.this) if w is not None else None)
+                          translate_expression(w.this) if w is not None else None,
+                          returning=_returning(node))
 
 
 def _type_text(dt_node) -> str:
@@ -561,8 +613,14 @@ def _column_def(cd: exp.ColumnDef) -> ast.ColumnSpec:
     if cd.args.get("kind") is None:
         raise unsupported(f'column "{_ident(cd.this)}" without a type')
     spec = ast.ColumnSpec(_ident(cd.this), _type_text(cd.args["kind"]))
+    from minidb.sql.sequences import SERIAL_TYPES
+    if spec.type_name in SERIAL_TYPES:
+        spec.type_name, spec.identity = SERIAL_TYPES[spec.type_name], "serial"
     for con in cd.args.get("constraints") or []:
         k = con.args.get("kind")
+        if isinstance(k, exp.GeneratedAsIdentityColumnConstraint):
+            spec.identity, spec.seq_options = _identity(k)
+            continue
         if isinstance(k, exp.NotNullColumnConstraint):
             if k.args.get("allow_null"):
                 continue                 # an explicit NULL
@@ -577,6 +635,27 @@ def _column_def(cd: exp.ColumnDef) -> ast.ColumnSpec:
         else:
             raise unsupported(f"column constraint {con.sql(dialect='postgres')}")
     return spec
+
+
+def _identity(k) -> tuple[str, dict]:
+    """GENERATED { ALWAYS | BY DEFAULT } AS IDENTITY [(options)]: the kind and the
+    sequence's options."""
+    if k.args.get("expression") is not None or k.args.get("this") is None:
+        raise unsupported("generated columns (GENERATED ... AS (expr))")
+    opts = {}
+    for key, name in (("start", "start"), ("increment", "increment"),
+                      ("minvalue", "minvalue"), ("maxvalue", "maxvalue"), ("cycle", "cycle")):
+        v = k.args.get(key)
+        if v is None:
+            continue
+        if key == "cycle":
+            opts["cycle"] = bool(v)
+            continue
+        c = translate_expression(v)
+        if not isinstance(c, ast.Lit) or not isinstance(c.value, int):
+            raise unsupported(f"identity option {key} {v.sql(dialect='postgres')}")
+        opts[name] = c.value
+    return ("a" if k.this else "d"), opts
 
 
 def _drop(node: exp.Drop) -> ast.Statement:

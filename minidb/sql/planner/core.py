@@ -57,6 +57,16 @@ class Plan:
     tables: list = field(default_factory=list)
 
 
+def _returning(plan: Plan, returning: list) -> Plan:
+    """INSERT / UPDATE / DELETE ... RETURNING: the node returns the rows (over the target
+    row: ``minidb.exec.modify``) and the plan has their names and types."""
+    if returning:
+        plan.root.returning = list(returning)
+        plan.names = [n for n, _ in returning]
+        plan.types = [e.type for _, e in returning]
+    return plan
+
+
 def _const_int(e):
     if isinstance(e, X.Const) and e.value is not None:
         return float(e.value)
@@ -284,16 +294,17 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
             self._plan_subqueries(b.select)
             child, _, _ = self.plan_query(b.select)
         node = InsertNode(b.entry, b.attnos, child, b.defaults)
+        node.on_conflict = b.on_conflict    # minidb.exec.onconflict runs it
         node.set_cost(child.startup_cost,
                       child.total_cost + child.rows * self.settings.cpu_tuple_cost, 0, 0)
         self.rel_pages[b.entry.table.relfilenode] = self._nblocks(b.entry.table.relfilenode)
-        return Plan("insert", node, [], [], b.param_types, dict(self.rel_pages), False,
-                    [b.entry.table.name])
+        return _returning(Plan("insert", node, [], [], b.param_types, dict(self.rel_pages),
+                               False, [b.entry.table.name]), b.returning)
 
     def plan_modify(self, b, kind) -> Plan:
         entry = b.entry
         br = self._base_rel(entry, b.quals)
-        if kind == "update":
+        if kind == "update" or b.returning:
             br.needed = set(range(len(entry.columns)))
         scan = self._best_scan(br, Estimator({entry.index: br.stats}), need_tids=True)
         if kind == "update":
@@ -302,8 +313,8 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
             node = DeleteNode(entry, scan, b.quals)
         node.set_cost(scan.startup_cost,
                       scan.total_cost + scan.rows * self.settings.cpu_tuple_cost, 0, 0)
-        return Plan(kind, node, [], [], b.param_types, dict(self.rel_pages), False,
-                    [entry.table.name])
+        return _returning(Plan(kind, node, [], [], b.param_types, dict(self.rel_pages), False,
+                               [entry.table.name]), b.returning)
 
     # -- SELECT ----------------------------------------------------------------------------------
     def plan_select(self, b: B.BoundSelect):

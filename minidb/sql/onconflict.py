@@ -1,0 +1,108 @@
+"""INSERT ... ON CONFLICT, bound: the arbiter indexes and the DO UPDATE expressions.
+
+``bind_on_conflict(binder, stmt, entry)`` returns an ``OnConflict`` for the executor
+(``minidb.exec.onconflict``, which runs the speculative insertion):
+
+* the **arbiter indexes**: ``ON CONSTRAINT name`` names one (a unique index of the table:
+  minidb's constraints are their indexes); ``(cols)`` infers every unique index whose
+  columns are exactly those, in any order (PostgreSQL's infer_arbiter_indexes, without
+  expression or partial indexes); no target (DO NOTHING only) means every unique index of
+  the table.  None found: 42P10; DO UPDATE without a target: 42601;
+* DO UPDATE's ``SET`` and ``WHERE``: bound over two range entries, the target table (its
+  name) and ``excluded`` (the row proposed for insertion, with its defaults); an
+  unqualified column that both have is ambiguous (42702), as in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import minidb.errors as errors
+from minidb.exec.expr import SubLink, SubPlan, walk
+from minidb.sql import ast
+
+__all__ = ["OnConflict", "bind_on_conflict"]
+
+
+@dataclass
+class OnConflict:
+    action: str                       # "nothing" / "update"
+    arbiters: list                    # unique index names
+    excluded_index: int = -1          # the range-table index of EXCLUDED
+    assignments: list = field(default_factory=list)   # [(attno, Expr over both rows)]
+    where: object = None              # Expr over both rows, or None
+
+
+def _arbiters(catalog, table, oc: ast.OnConflictClause) -> list:
+    uniques = [catalog.indexes[n] for n in table.indexes
+               if n in catalog.indexes and catalog.indexes[n].unique]
+    if oc.constraint is not None:
+        idx = catalog.indexes.get(oc.constraint)
+        if idx is None or idx.table != table.name:
+            raise errors.UndefinedObject(
+                f'constraint "{oc.constraint}" for table "{table.name}" does not exist')
+        if not idx.unique:
+            raise errors.ProgrammingError(
+                "ON CONFLICT DO UPDATE not supported with exclusion constraints",
+                sqlstate="42P10")
+        return [idx.name]
+    if oc.columns is not None:
+        for c in oc.columns:
+            if table.column_index(c) < 0:
+                raise errors.UndefinedColumn(f'column "{c}" does not exist')
+        want = set(oc.columns)
+        found = [i.name for i in uniques if set(i.columns) == want]
+        if not found:
+            raise errors.ProgrammingError(
+                "there is no unique or exclusion constraint matching the ON CONFLICT "
+                "specification", sqlstate="42P10")
+        return found
+    if oc.action == "update":
+        err = errors.SyntaxError_(
+            "ON CONFLICT DO UPDATE requires inference specification or constraint name")
+        err.hint = "For example, ON CONFLICT (column_name)."
+        raise err
+    return [i.name for i in uniques]
+
+
+def bind_on_conflict(b, stmt, entry) -> OnConflict:
+    oc = stmt.on_conflict
+    table = entry.table
+    out = OnConflict(oc.action, _arbiters(b.catalog, table, oc))
+    if oc.action != "update":
+        return out
+    ex = b._entry(0, table.name, "excluded")
+    out.excluded_index = ex.index
+    scope = [entry, ex]
+    defaults = None
+    seen = set()
+    for col, node in oc.assignments:
+        a = entry.attno(col)
+        if a < 0:
+            raise errors.UndefinedColumn(
+                f'column "{col}" of relation "{table.name}" does not exist')
+        if a in seen:
+            raise errors.ProgrammingError(f'multiple assignments to same column "{col}"',
+                                          sqlstate="42601")
+        seen.add(a)
+        name, t = entry.columns[a]
+        if table.columns[a].identity:
+            from minidb.sql.identity import check_identity_update
+            check_identity_update(table, a, isinstance(node, ast.DefaultE))
+        if isinstance(node, ast.DefaultE):
+            if defaults is None:
+                defaults = b.defaults(entry)
+            e = defaults.get(a)
+            if e is None:
+                from minidb.exec.expr import Const
+                e = Const(None, t)
+        else:
+            e = b.expr(node, scope, ctx=t)
+        out.assignments.append((a, b.assignable(e, t, name)))
+    if oc.where is not None:
+        out.where = b.boolean(oc.where, scope, "WHERE")
+    for e in [x for _, x in out.assignments] + ([out.where] if out.where is not None else []):
+        if any(isinstance(n, (SubLink, SubPlan)) for n in walk(e)):
+            raise errors.NotSupportedError("subqueries in ON CONFLICT DO UPDATE are not "
+                                           "supported")
+    return out
