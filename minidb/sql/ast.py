@@ -426,6 +426,7 @@ class ExplainStmt(Statement):
     summary: bool | None = None
     nparams: int = 0
     tag: str = "EXPLAIN"
+    format: str = "text"               # "text" or "json"
 
 
 @dataclass

@@ -111,7 +111,7 @@ def test_syntax_error_positions(sql, where):
     ("CREATE INDEX i ON t (a) WHERE a > 0", "partial"),
     ("GRANT SELECT ON t TO bob", "GRANT"),
     ("VACUUM FULL t", "FULL"),
-    ("EXPLAIN (FORMAT JSON) SELECT 1", "FORMAT JSON"),
+    ("EXPLAIN (FORMAT YAML) SELECT 1", "FORMAT YAML"),
     ("SET LOCAL a = 1", "SET LOCAL"),
     ("ROLLBACK TO SAVEPOINT s", "savepoints"),
     ("SAVEPOINT s", "SAVEPOINT"),
