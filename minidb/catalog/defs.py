@@ -30,6 +30,19 @@ class IndexDef:
     columns: list[str]
     unique: bool = False
     primary: bool = False
+    # pg_index.indoption per key column: 1 DESC, 2 NULLS FIRST (minidb.index.keys)
+    options: list[int] = field(default_factory=list)
+    # per key column: the SQL text of an expression column, None for a plain column (whose
+    # name is in ``columns``; an expression column's entry there is its display name)
+    exprs: list = field(default_factory=list)
+    predicate: str | None = None   # a partial index's WHERE, as SQL text
+
+    def option(self, i: int) -> int:
+        return self.options[i] if i < len(self.options) else 0
+
+    def is_plain(self) -> bool:
+        """No expression column and no predicate."""
+        return not any(self.exprs) and self.predicate is None
 
 
 @dataclass

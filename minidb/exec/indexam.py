@@ -23,8 +23,9 @@ __all__ = ["create_index", "drop_index", "rebuild_index", "insert_entries",
 
 
 def create_index(backend, table: str, name: str, columns, unique: bool = False,
-                 primary: bool = False):
-    return ix.create_index(backend, table, name, list(columns), unique=unique, primary=primary)
+                 primary: bool = False, options=None):
+    return ix.create_index(backend, table, name, list(columns), unique=unique, primary=primary,
+                           options=options)
 
 
 def drop_index(backend, name: str) -> None:
@@ -95,5 +96,6 @@ def scan_rows(backend, index_name: str, eq: list, lower, upper, snapshot, prepar
     scan = ix.IndexScan(backend, irel, low or None, high or None,
                         low_inclusive=True if lower is None else lower[1],
                         high_inclusive=True if upper is None else upper[1],
-                        direction=ix.BACKWARD if backward else ix.FORWARD)
+                        direction=ix.BACKWARD if backward else ix.FORWARD,
+                        skip_nulls=True)   # comparisons never match NULL
     return scan.visible_rows(snapshot, prepare_pages=prepare_pages), exact

@@ -12,8 +12,9 @@ were last found in) lives here too.
 ``open_index(backend, index)`` accepts an index name, the catalog's entry of an index or an
 ``IndexRel`` and returns the ``IndexRel`` of the catalog's current generation (one object per
 index per process, rebuilt when the catalog changes).  A catalog entry is read only through
-the fields ``name``, ``oid``, ``table``, ``relfilenode``, ``columns`` and ``unique`` (those of
-``catalog.IndexDef``), so this module needs nothing from the catalog's module.
+the fields ``name``, ``oid``, ``table``, ``relfilenode``, ``columns``, ``unique`` and
+``options`` (those of ``catalog.IndexDef``; ``options`` are the pg_index.indoption bits that
+``keys.KeyCodec`` applies), so this module needs nothing from the catalog's module.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from minidb.errors import InternalError
 from minidb.index.keys import KeyCodec
 from minidb.shmem import C
 
-__all__ = ["IndexRel", "open_index", "forget_index", "count", "trace"]
+__all__ = ["IndexRel", "open_index", "make_index_rel", "forget_index", "count", "trace"]
 
 
 @dataclass(eq=False)
@@ -69,18 +70,24 @@ def open_index(backend, index) -> IndexRel:
     key = (idef.name, idef.relfilenode, idef.table, tuple(idef.columns))
     irel = per_cat.get(key)
     if irel is None:
-        t = catalog.table(idef.table)
-        col_idx = [t.column_index(c) for c in idef.columns]
-        if any(i < 0 for i in col_idx):
-            raise InternalError(f'index "{idef.name}" names a column its table lacks')
-        types = [t.columns[i].type for i in col_idx]
-        irel = IndexRel(idef.name, idef.oid, idef.relfilenode, idef.table,
-                        list(idef.columns), col_idx, KeyCodec(types, idef.columns),
-                        bool(idef.unique), t.oid)
+        irel = make_index_rel(catalog, idef)
         if len(per_cat) > 256:
             per_cat.clear()
         per_cat[key] = irel
     return irel
+
+
+def make_index_rel(catalog, idef) -> IndexRel:
+    """A new ``IndexRel`` of catalog entry ``idef`` (not cached: ``open_index`` caches)."""
+    t = catalog.table(idef.table)
+    col_idx = [t.column_index(c) for c in idef.columns]
+    if any(i < 0 for i in col_idx):
+        raise InternalError(f'index "{idef.name}" names a column its table lacks')
+    types = [t.columns[i].type for i in col_idx]
+    options = list(getattr(idef, "options", None) or [])
+    return IndexRel(idef.name, idef.oid, idef.relfilenode, idef.table, list(idef.columns),
+                    col_idx, KeyCodec(types, idef.columns, options or None),
+                    bool(idef.unique), t.oid)
 
 
 def forget_index(backend, name: str, relfilenode: int) -> None:

@@ -325,6 +325,7 @@ class CreateIndexStmt(Statement):
     unique: bool = False
     if_not_exists: bool = False
     tag: str = "CREATE INDEX"
+    options: list = field(default_factory=list)   # pg_index.indoption bits per column
 
 
 @dataclass

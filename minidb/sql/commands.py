@@ -286,7 +286,8 @@ def _create_index_body(engine, st: ast.CreateIndexStmt):
             return _result("CREATE INDEX", messages=[
                 _notice(f'relation "{name}" already exists, skipping')])
         raise errors.DuplicateTable(f'relation "{name}" already exists')
-    indexam.create_index(backend, st.table, name, st.columns, unique=st.unique)
+    indexam.create_index(backend, st.table, name, st.columns, unique=st.unique,
+                         options=st.options or None)
     return _result("CREATE INDEX")
 
 

@@ -28,6 +28,7 @@ import sqlglot
 from sqlglot import exp
 
 from minidb.errors import NotSupportedError, SyntaxError_
+from minidb.index.keys import default_option
 from minidb.sql import ast
 from minidb.sql.parser.dialect import MinidbPostgres
 from minidb.sql.parser.lexer import _skip, unescape
@@ -537,21 +538,21 @@ def _create(node: exp.Create) -> ast.Statement:
         using = params.args.get("using")
         if using is not None:
             raise unsupported("USING (btree is the only index type)")
-        cols = []
+        cols, options = [], []
         for c in params.args.get("columns") or []:
+            desc, nulls_first = False, None
             if isinstance(c, exp.Ordered):
-                if c.args.get("desc"):
-                    raise unsupported("DESC index columns")
-                if c.args.get("nulls_first"):
-                    raise unsupported("NULLS FIRST index columns")
+                desc = bool(c.args.get("desc"))
+                nulls_first = c.args.get("nulls_first")
                 c = c.this
+            options.append(default_option(desc, nulls_first))
             if not isinstance(c, exp.Column) or c.args.get("table") is not None:
                 raise unsupported("expression indexes")
             cols.append(_ident(c.this))
         name = _ident(idx.this) if idx.this is not None else None
         tab = _table(idx.args["table"])
         return ast.CreateIndexStmt(name, tab.name, cols, bool(node.args.get("unique")),
-                                   bool(node.args.get("exists")))
+                                   bool(node.args.get("exists")), options=options)
     raise unsupported(f"CREATE {kind or node.sql(dialect='postgres')[:30]}")
 
 

@@ -215,33 +215,53 @@ class ScanPaths:
         return node
 
     def _index_order_paths(self, b) -> list:
-        """Index scans of a single table that return rows in ORDER BY's order (keys = a
-        prefix of the index's columns, all ASC NULLS LAST - the index's order - or all DESC
-        NULLS FIRST - scanned backward), so no Sort is needed: with a LIMIT, such a path
-        reads only the first rows (PostgreSQL's pathkeys, for the simple cases)."""
+        """Index scans of a single table that return rows in ORDER BY's order, so no Sort
+        is needed: with a LIMIT, such a path reads only the first rows (PostgreSQL's
+        pathkeys, for the simple cases).  The ORDER BY keys are index columns in index
+        order, each with the column's own direction and NULLS placement (pg_index.indoption)
+        - a forward scan - or each with both reversed - a backward scan; leading index
+        columns that WHERE fixes by an equality may be left out of the ORDER BY (``WHERE
+        a = 1 ORDER BY b`` on an index on (a, b)), as PostgreSQL drops such pathkeys."""
         if self._single is None or len(b.rtable) != 1:
             return []
         br, est, need_tids = self._single
         out = []
         for idef, ipages in br.indexes:
             cols = [br.entry.attno(c) for c in idef.columns]
-            if len(b.order_by) > len(cols):
-                continue
-            direction = None
-            ok = True
-            for (e, desc, nf), a in zip(b.order_by, cols):
-                if not (isinstance(e, X.ColRef) and e.key == (br.index, a)) or desc != nf \
-                        or (direction is not None and direction != desc):
-                    ok = False
-                    break
-                direction = desc
-            if not ok:
-                continue
             eq, lower, upper = self._match_index(br, idef, br.quals)
+            backward = _order_direction(b.order_by, br.index, cols, idef, len(eq))
+            if backward is None:
+                continue
             used = [q for q, _ in eq] + [q for q, _, _ in lower] + [q for q, _, _ in upper]
             rest = [q for q in br.quals if all(q is not u for u in used)]
             node = self._index_node(br, idef, ipages, est, eq, lower, upper, used, rest,
                                     need_tids, sel_idx=est.clauses(used) if used else 1.0)
-            node.backward = bool(direction)
+            node.backward = backward
             out.append(node)
         return out
+
+
+def _order_direction(order_by, rindex, cols, idef, n_eq: int):
+    """False (forward) / True (backward) if an index on ``cols`` returns rows in the order
+    ``order_by`` ([(expr, desc, nulls_first)]) asks for, else None.  The first ``n_eq``
+    index columns are fixed by equalities: ORDER BY may start at any of them or after."""
+    for skip in range(n_eq + 1):
+        keys = cols[skip:]
+        if len(order_by) > len(keys) or not order_by:
+            continue
+        direction = None
+        for j, ((e, desc, nf), a) in enumerate(zip(order_by, keys)):
+            opt = idef.option(skip + j)
+            if not (isinstance(e, X.ColRef) and e.key == (rindex, a)):
+                direction = None
+                break
+            fwd = desc == bool(opt & 1) and nf == bool(opt & 2)
+            back = desc != bool(opt & 1) and nf != bool(opt & 2)
+            d = False if fwd else True if back else None
+            if d is None or (j and d != direction):
+                direction = None
+                break
+            direction = d
+        if direction is not None:
+            return direction
+    return None
