@@ -332,3 +332,9 @@ class ObjectNotInPrerequisiteState(OperationalError):
     """The object is not in the state the command needs (COPY FREEZE on a table not new in
     this transaction)."""
     sqlstate = "55000"
+
+
+# -- index definitions (partial and expression indexes) ---------------------------------------
+class InvalidObjectDefinition(ProgrammingError):
+    """An object definition PostgreSQL refuses (a volatile function in an index predicate)."""
+    sqlstate = "42P17"

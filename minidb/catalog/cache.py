@@ -351,8 +351,8 @@ class Catalog:
         if t is None:
             raise UndefinedTable(f'relation "{name}" does not exist')
         cols = [Column(c.name, c.type, c.not_null) for c in t.columns]
-        indexed = frozenset(t.column_index(c) for i in t.indexes
-                            if i in st.indexes for c in st.indexes[i].columns)
+        indexed = frozenset(a for i in t.indexes if i in st.indexes
+                            for a in st.indexes[i].referenced_columns(t))
         rel = HeapRel(t.name, t.relfilenode, RowLayout(cols), t.oid, indexed)
         st.rels[name] = rel
         return rel

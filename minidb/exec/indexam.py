@@ -23,9 +23,9 @@ __all__ = ["create_index", "drop_index", "rebuild_index", "insert_entries",
 
 
 def create_index(backend, table: str, name: str, columns, unique: bool = False,
-                 primary: bool = False, options=None):
+                 primary: bool = False, options=None, predicate: str | None = None):
     return ix.create_index(backend, table, name, list(columns), unique=unique, primary=primary,
-                           options=options)
+                           options=options, predicate=predicate)
 
 
 def drop_index(backend, name: str) -> None:
@@ -45,17 +45,24 @@ def insert_entries_bulk(backend, index_names, layout, data: dict, nrows: int, bl
                         offsets) -> None:
     """The index entries of a bulk load: ``data`` maps column names to the rows' values
     (a missing column is NULL), ``blocks`` / ``offsets`` are the rows' heap TIDs."""
+    def column(i):
+        vals = data.get(layout.names[i])
+        if vals is None:
+            return [None] * nrows
+        return vals.tolist() if isinstance(vals, np.ndarray) else list(vals)
+
     for name in index_names:
         irel = ix.open_index(backend, name)
-        cols = []
-        for i in irel.col_idx:
-            vals = data.get(layout.names[i])
-            if vals is None:
-                vals = [None] * nrows
-            elif isinstance(vals, np.ndarray):
-                vals = vals.tolist()
-            cols.append(vals)
-        ix.insert_entries(backend, irel, cols, blocks, offsets)
+        cols = [column(i) for i in irel.col_idx]
+        blk, off = blocks, offsets
+        if irel.row_filter is not None:     # a partial index: the rows its WHERE accepts
+            every = [column(i) for i in range(len(layout.names))]
+            keep = np.flatnonzero(np.asarray(irel.row_filter(list(zip(*every))), dtype=bool))
+            cols = [[c[k] for k in keep.tolist()] for c in cols]
+            blk, off = np.asarray(blocks)[keep], np.asarray(offsets)[keep]
+            if not len(keep):
+                continue
+        ix.insert_entries(backend, irel, cols, blk, off)
 
 
 def vacuum_callbacks(backend, table: str) -> list:

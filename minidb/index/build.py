@@ -198,6 +198,12 @@ def collect_entries(backend, irel: IndexRel, hrel):
         if not keep.any():
             continue
         sel = np.flatnonzero(keep)
+        if irel.row_filter is not None:     # a partial index: only rows its WHERE accepts
+            blob = chunk.tobytes()
+            rows = [hrel.layout.decode(blob, s) for s in starts[sel].tolist()]
+            sel = sel[np.asarray(irel.row_filter(rows), dtype=bool)]
+            if not len(sel):
+                continue
         offs = (item_idx[sel] + 1).astype(np.int64)
         pidx = page_idx[sel]
         heap_only = (im2[sel] & HEAP_ONLY_TUPLE) != 0

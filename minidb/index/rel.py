@@ -14,7 +14,9 @@ were last found in) lives here too.
 index per process, rebuilt when the catalog changes).  A catalog entry is read only through
 the fields ``name``, ``oid``, ``table``, ``relfilenode``, ``columns``, ``unique`` and
 ``options`` (those of ``catalog.IndexDef``; ``options`` are the pg_index.indoption bits that
-``keys.KeyCodec`` applies), so this module needs nothing from the catalog's module.
+``keys.KeyCodec`` applies) and ``predicate`` (a partial index's WHERE: its rows filter,
+``row_filter``, comes from the compiler the SQL layer registers, ``set_predicate_compiler``),
+so this module needs nothing from the catalog's module.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from minidb.errors import InternalError
 from minidb.index.keys import KeyCodec
 from minidb.shmem import C
 
-__all__ = ["IndexRel", "open_index", "make_index_rel", "forget_index", "count", "trace"]
+__all__ = ["IndexRel", "open_index", "make_index_rel", "forget_index", "count", "trace",
+           "set_predicate_compiler"]
 
 
 @dataclass(eq=False)
@@ -46,6 +49,8 @@ class IndexRel:
     # buffer it was last found in (a ReadRecentBuffer hint)
     descent_cache: dict = field(default_factory=dict)
     buf_hints: dict = field(default_factory=dict)
+    # a partial index: rows -> [bool], which rows have an entry (``set_predicate_compiler``)
+    row_filter: object = None
 
     def key_of_row(self, row) -> tuple:
         return tuple(row[i] for i in self.col_idx)
@@ -77,9 +82,27 @@ def open_index(backend, index) -> IndexRel:
     return irel
 
 
+# A partial index's predicate is SQL, which only the layers above can bind and evaluate;
+# the SQL layer registers its compiler here when it is imported:
+# compiler(catalog, table_def, predicate_sql) -> callable(rows) -> [bool] (rows: tuples of
+# all the table's columns, Python values; NULL / false -> no entry).
+_PREDICATE_COMPILER = None
+
+
+def set_predicate_compiler(fn) -> None:
+    global _PREDICATE_COMPILER
+    _PREDICATE_COMPILER = fn
+
+
 def make_index_rel(catalog, idef) -> IndexRel:
     """A new ``IndexRel`` of catalog entry ``idef`` (not cached: ``open_index`` caches)."""
     t = catalog.table(idef.table)
+    predicate = getattr(idef, "predicate", None)
+    row_filter = None
+    if predicate is not None:
+        if _PREDICATE_COMPILER is None:
+            raise InternalError(f'partial index "{idef.name}" needs minidb.sql loaded')
+        row_filter = _PREDICATE_COMPILER(catalog, t, predicate)
     col_idx = [t.column_index(c) for c in idef.columns]
     if any(i < 0 for i in col_idx):
         raise InternalError(f'index "{idef.name}" names a column its table lacks')
@@ -87,7 +110,7 @@ def make_index_rel(catalog, idef) -> IndexRel:
     options = list(getattr(idef, "options", None) or [])
     return IndexRel(idef.name, idef.oid, idef.relfilenode, idef.table, list(idef.columns),
                     col_idx, KeyCodec(types, idef.columns, options or None),
-                    bool(idef.unique), t.oid)
+                    bool(idef.unique), t.oid, row_filter=row_filter)
 
 
 def forget_index(backend, name: str, relfilenode: int) -> None:

@@ -326,6 +326,7 @@ class CreateIndexStmt(Statement):
     if_not_exists: bool = False
     tag: str = "CREATE INDEX"
     options: list = field(default_factory=list)   # pg_index.indoption bits per column
+    where: str | None = None           # a partial index's predicate, as SQL text
 
 
 @dataclass

@@ -47,6 +47,7 @@ from minidb.catalog import ColumnDef
 from minidb.config import SETTINGS
 from minidb.exec import indexam
 from minidb.sql import ast
+from minidb.sql import indexpred
 from minidb.sql.alter import alter_table, check_default, free_name, reindex
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
@@ -286,8 +287,10 @@ def _create_index_body(engine, st: ast.CreateIndexStmt):
             return _result("CREATE INDEX", messages=[
                 _notice(f'relation "{name}" already exists, skipping')])
         raise errors.DuplicateTable(f'relation "{name}" already exists')
+    if st.where is not None:     # refused here if it does not bind (42703, 42804, ...)
+        indexpred.bind_predicate(catalog, t, st.where)
     indexam.create_index(backend, st.table, name, st.columns, unique=st.unique,
-                         options=st.options or None)
+                         options=st.options or None, predicate=st.where)
     return _result("CREATE INDEX")
 
 

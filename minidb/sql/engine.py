@@ -57,6 +57,7 @@ from minidb.sql import ast
 from minidb.sql.binder import Binder
 from minidb.sql.explain import explain_json, explain_lines
 from minidb.sql.locking import statement_lock_reqs
+from minidb.sql.indexpred import has_partial_index
 from minidb.sql.normalize import normalize, param_type_ok
 from minidb.sql.parser import parse, parse_script
 from minidb.sql.parser.lexer import split_statements as _split
@@ -265,6 +266,8 @@ class Engine:
         types = getattr(bound, "param_types", None) or {}
         if not all(param_type_ok(c, types.get(i)) for i, c in enumerate(classes)):
             return None
+        if has_partial_index(self.session.backend.catalog, bound):
+            return None              # a parameter would prove no index predicate
         self.counters["parses"] += 1
         return _Entry(text, stmt)
 

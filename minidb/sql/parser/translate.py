@@ -531,10 +531,11 @@ def _create(node: exp.Create) -> ast.Statement:
         params = idx.args.get("params")
         if params is None:
             raise unsupported("CREATE INDEX without columns")
-        _only(params, {"columns", "with_storage"}, {"using": "USING (index access methods "
-                                                    "other than btree)",
-                                                    "where": "partial indexes",
-                                                    "include": "INCLUDE columns"})
+        _only(params, {"columns", "with_storage", "where"},
+              {"using": "USING (index access methods other than btree)",
+               "include": "INCLUDE columns"})
+        where = params.args.get("where")
+        predicate = where.this.sql(dialect="postgres") if where is not None else None
         using = params.args.get("using")
         if using is not None:
             raise unsupported("USING (btree is the only index type)")
@@ -552,7 +553,8 @@ def _create(node: exp.Create) -> ast.Statement:
         name = _ident(idx.this) if idx.this is not None else None
         tab = _table(idx.args["table"])
         return ast.CreateIndexStmt(name, tab.name, cols, bool(node.args.get("unique")),
-                                   bool(node.args.get("exists")), options=options)
+                                   bool(node.args.get("exists")), options=options,
+                                   where=predicate)
     raise unsupported(f"CREATE {kind or node.sql(dialect='postgres')[:30]}")
 
 

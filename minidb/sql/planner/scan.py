@@ -11,7 +11,10 @@ table), and the columns needed above it.  Access paths, each costed:
   operators in the filter)``;
 * Index Scan, for each index whose leading column has a usable clause (``col op value``
   with op in = < <= > >= and a value that names no column): equalities on a prefix of the
-  index columns, then ranges on the next one; costed by ``costs.index_cost``.
+  index columns, then ranges on the next one; costed by ``costs.index_cost``.  A partial
+  index is considered only when the restriction clauses imply its predicate
+  (``indexpred.usable_partial_index``), and then also with no usable clause (a full scan
+  of the index: it holds only the rows of its predicate).
 * for one table with an ORDER BY, index scans that return rows in its order
   (``_index_order_paths``): they compete with Sort in ``core``.
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 from minidb.exec import expr as X
 from minidb.exec.datatypes import family
 from minidb.exec.scan import IndexScanNode, SeqScanNode
+from minidb.sql.indexpred import usable_partial_index
 from minidb.sql.planner.costs import clamp, index_cost, ops, ops_list, penalize
 from minidb.sql.stats import RelStats, rel_size
 
@@ -93,7 +97,7 @@ class ScanPaths:
         idx = []
         for iname in t.indexes:
             idef = self.catalog.indexes.get(iname)
-            if idef is None:
+            if idef is None or not usable_partial_index(self.catalog, idef, entry, quals):
                 continue
             idx.append((idef, self._nblocks(idef.relfilenode)))
             if idef.unique and len(idef.columns) == 1:
@@ -185,12 +189,17 @@ class ScanPaths:
         out = []
         for idef, ipages in br.indexes:
             eq, lower, upper = self._match_index(br, idef, br.quals)
-            if not eq and not lower and not upper:
+            partial = getattr(idef, "predicate", None) is not None
+            if not eq and not lower and not upper and not partial:
                 continue
             used = [q for q, _ in eq] + [q for q, _, _ in lower] + [q for q, _, _ in upper]
             rest = [q for q in br.quals if all(q is not u for u in used)]
+            # a partial index whose predicate WHERE implies is a path even without a clause
+            # on its columns (a full scan of it reads only its rows, as PostgreSQL's
+            # predOK indexes); its selectivity is then taken as the whole WHERE's
             node = self._index_node(br, idef, ipages, est, eq, lower, upper, used, rest,
-                                    need_tids)
+                                    need_tids, sel_idx=None if used else
+                                    est.clauses(br.quals) if br.quals else 1.0)
             out.append(node)
         return out
 
