@@ -23,9 +23,10 @@ __all__ = ["create_index", "drop_index", "rebuild_index", "insert_entries",
 
 
 def create_index(backend, table: str, name: str, columns, unique: bool = False,
-                 primary: bool = False, options=None, predicate: str | None = None):
+                 primary: bool = False, options=None, predicate: str | None = None,
+                 exprs=None):
     return ix.create_index(backend, table, name, list(columns), unique=unique, primary=primary,
-                           options=options, predicate=predicate)
+                           options=options, predicate=predicate, exprs=exprs)
 
 
 def drop_index(backend, name: str) -> None:
@@ -53,15 +54,19 @@ def insert_entries_bulk(backend, index_names, layout, data: dict, nrows: int, bl
 
     for name in index_names:
         irel = ix.open_index(backend, name)
-        cols = [column(i) for i in irel.col_idx]
         blk, off = blocks, offsets
-        if irel.row_filter is not None:     # a partial index: the rows its WHERE accepts
-            every = [column(i) for i in range(len(layout.names))]
-            keep = np.flatnonzero(np.asarray(irel.row_filter(list(zip(*every))), dtype=bool))
-            cols = [[c[k] for k in keep.tolist()] for c in cols]
-            blk, off = np.asarray(blocks)[keep], np.asarray(offsets)[keep]
-            if not len(keep):
-                continue
+        if irel.row_filter is None and irel.key_fn is None:
+            cols = [column(i) for i in irel.col_idx]
+        else:                  # partial / expression index: the whole rows are needed
+            rows = list(zip(*[column(i) for i in range(len(layout.names))]))
+            if irel.row_filter is not None:     # the rows its WHERE accepts
+                keep = np.flatnonzero(np.asarray(irel.row_filter(rows), dtype=bool))
+                rows = [rows[k] for k in keep.tolist()]
+                blk, off = np.asarray(blocks)[keep], np.asarray(offsets)[keep]
+                if not len(keep):
+                    continue
+            keys = irel.keys_of_rows(rows)
+            cols = [list(c) for c in zip(*keys)] if keys else [[] for _ in irel.col_idx]
         ix.insert_entries(backend, irel, cols, blk, off)
 
 

@@ -3,7 +3,7 @@
 Public interface (for the executor and the SQL layer):
 
   create_index(backend, table, name, columns, unique=False, primary=False, options=None,
-               predicate=None)
+               predicate=None, exprs=None)
                                                catalog entry + build by sorting
   drop_index(backend, name)                 catalog rows; the file goes at commit
   rebuild_index(backend, index_def)         fill a new (empty) index file from its table
@@ -36,17 +36,20 @@ __all__ = ["create_index", "drop_index", "rebuild_index", "insert_entry", "inser
 
 
 def create_index(backend, table_name: str, index_name: str, columns, unique: bool = False,
-                 primary: bool = False, options=None, predicate: str | None = None):
+                 primary: bool = False, options=None, predicate: str | None = None,
+                 exprs=None):
     """CREATE [UNIQUE] INDEX index_name ON table_name (columns): build the index from the
     table's current rows, then publish it in the catalog.  Returns its ``IndexRel``.
     ``primary`` (a PRIMARY KEY's index) implies ``unique``; NOT NULL is the caller's.
     ``options``: per column the pg_index.indoption bits (``keys.INDOPTION_DESC``,
     ``keys.INDOPTION_NULLS_FIRST``); ``predicate``: a partial index's WHERE as SQL text (its
-    rows are filtered by the compiler the SQL layer registers: ``rel.set_predicate_compiler``)."""
+    rows are filtered by the compiler the SQL layer registers: ``rel.set_predicate_compiler``);
+    ``exprs``: per column the SQL of an expression column or None (``rel.set_expression_compiler``)."""
     unique = unique or primary
     catalog = backend.catalog
     idef = catalog.create_index(index_name, table_name, list(columns), unique=unique,
                                 primary=primary, options=options, predicate=predicate,
+                                exprs=exprs,
                                 build=lambda idef: rebuild_index(backend, idef))
     return open_index(backend, idef)
 

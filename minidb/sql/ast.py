@@ -327,6 +327,7 @@ class CreateIndexStmt(Statement):
     tag: str = "CREATE INDEX"
     options: list = field(default_factory=list)   # pg_index.indoption bits per column
     where: str | None = None           # a partial index's predicate, as SQL text
+    exprs: list = field(default_factory=list)     # per column: expression SQL or None
 
 
 @dataclass

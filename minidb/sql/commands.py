@@ -274,11 +274,16 @@ def _create_index_body(engine, st: ast.CreateIndexStmt):
     backend = engine.session.backend
     catalog = backend.catalog
     t = lock_table(engine, st.table, ShareLock)
-    for c in st.columns:
+    exprs = st.exprs or [None] * len(st.columns)
+    plain = [c for c, e in zip(st.columns, exprs) if e is None]
+    for c in plain:
         if t.column_index(c) < 0:
             raise errors.UndefinedColumn(f'column "{c}" does not exist')
-    if len(set(st.columns)) != len(st.columns):
+    if len(set(plain)) != len(plain):
         raise errors.DuplicateColumn("an index column is named more than once")
+    for e in exprs:              # refused here if it does not bind or is volatile
+        if e is not None:
+            indexpred.bind_index_expr(catalog, t, e)
     name = st.name
     if name is None:
         name = free_name(catalog, f"{st.table}_{'_'.join(st.columns)}_idx")
@@ -290,7 +295,8 @@ def _create_index_body(engine, st: ast.CreateIndexStmt):
     if st.where is not None:     # refused here if it does not bind (42703, 42804, ...)
         indexpred.bind_predicate(catalog, t, st.where)
     indexam.create_index(backend, st.table, name, st.columns, unique=st.unique,
-                         options=st.options or None, predicate=st.where)
+                         options=st.options or None, predicate=st.where,
+                         exprs=st.exprs or None)
     return _result("CREATE INDEX")
 
 

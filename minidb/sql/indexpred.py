@@ -1,5 +1,16 @@
-"""Partial indexes: a predicate's SQL bound to its table, evaluated on rows, and proved
-implied by a query's WHERE (PostgreSQL's ``predtest.c``, for the common cases).
+"""Partial and expression indexes: a predicate's SQL bound to its table, evaluated on
+rows, and proved implied by a query's WHERE (PostgreSQL's ``predtest.c``, for the common
+cases); an expression column's SQL bound, evaluated on rows for the index's keys, and
+matched against a query's expressions.
+
+**Expression columns** (``CREATE INDEX ON t (lower(name))``, ``pg_index.indexprs``) are
+registered with the index layer the same way (``set_expression_compiler``): an expression
+index's ``IndexRel`` gets a ``key_fn`` that computes the key tuples of rows (plain columns
+copied, expressions evaluated), and the key codec gets the expressions' result types.  The
+planner binds the expressions to the query's range entry (``index_targets``) and treats a
+clause ``expr op value`` whose ``expr`` equals an index expression (the same bound tree:
+``lower(name) = 'x'``) as it treats ``col op value`` on a plain column.  The expressions
+must be immutable (random(), now() ... are refused with 42P17, as PostgreSQL does).
 
 ``CREATE INDEX ... WHERE pred`` stores ``pred`` as SQL text (``pg_index.indpred``).  The
 index layer cannot evaluate SQL, so this module registers a compiler with it at import
@@ -31,17 +42,19 @@ from __future__ import annotations
 
 import numpy as np
 
+import minidb.errors as errors
+
 from minidb.exec import datatypes as dtm
 from minidb.exec.chunk import rows_to_chunk
 from minidb.exec.compile import K, compile_expr, evaluate
 from minidb.exec.expr import ColRef, Compare, IsNull, Param, column_keys, conjuncts, walk
-from minidb.index.rel import set_predicate_compiler
+from minidb.index.rel import set_expression_compiler, set_predicate_compiler
 from minidb.sql.binder import Binder, RangeEntry
 from minidb.sql.parser.translate import parse_expression_text
 from minidb.types import parse_type
 
 __all__ = ["bind_predicate", "predicate_implied", "predicate_filter", "has_partial_index",
-           "usable_partial_index"]
+           "usable_partial_index", "bind_index_expr", "index_targets", "expression_keys"]
 
 
 def _entry(table, index: int = 0, alias: str | None = None) -> RangeEntry:
@@ -53,19 +66,29 @@ def bind_predicate(catalog, table, text: str, index: int = 0, alias: str | None 
     """The bound boolean expression of predicate ``text`` on ``table`` (range-table
     ``index``).  Refuses what PostgreSQL refuses in an index predicate: subqueries,
     aggregates, parameters, volatile functions (random(), now())."""
-    import minidb.errors as errors
     node = parse_expression_text(text)
     e = Binder(catalog).boolean(node, [_entry(table, index, alias)], "index predicate")
+    _check_immutable(e, "index predicate")
+    return e
+
+
+def bind_index_expr(catalog, table, text: str, index: int = 0, alias: str | None = None):
+    """The bound expression of index column ``text`` on ``table`` (immutable only)."""
+    e = Binder(catalog).expr(parse_expression_text(text), [_entry(table, index, alias)])
+    _check_immutable(e, "index expression")
+    return e
+
+
+def _check_immutable(e, what: str) -> None:
     for n in walk(e):
         kind = type(n).__name__
         if kind in ("SubLink", "AggCall", "WinCall", "SRFCall", "OuterRef") or isinstance(n, Param):
             raise errors.NotSupportedError(
                 f"cannot use {'subquery' if kind == 'SubLink' else 'this expression'} in "
-                "index predicate")
+                f"{what}")
         if kind == "Func" and n.name in _VOLATILE:
             raise errors.InvalidObjectDefinition(
-                "functions in index predicate must be marked IMMUTABLE")
-    return e
+                f"functions in {what} must be marked IMMUTABLE")
 
 
 _VOLATILE = frozenset({"random", "now", "current_timestamp", "current_date", "clock_timestamp",
@@ -97,6 +120,62 @@ def predicate_filter(catalog, table, text: str):
 
 
 set_predicate_compiler(predicate_filter)
+
+
+def expression_keys(catalog, table, columns, exprs):
+    """(type spellings, rows -> [key tuple]) of an index with expression columns."""
+    from minidb.exec.chunk import column_to_list
+    ncols = len(table.columns)
+    layout = {(0, a): a for a in range(ncols)}
+    types = [parse_type(c.type) for c in table.columns]
+    parts = []          # per key column: ("col", position) or ("expr", compiled, type)
+    out_types = []
+    for c, text in zip(columns, exprs):
+        if text is None:
+            a = table.column_index(c)
+            parts.append(("col", a))
+            out_types.append(table.columns[a].type)
+        else:
+            e = bind_index_expr(catalog, table, text)
+            parts.append(("expr", compile_expr(e, layout), e.type))
+            out_types.append(str(e.type))
+
+    def key_fn(rows) -> list:
+        if not rows:
+            return []
+        chunk = rows_to_chunk(list(rows), types)
+        cols = []
+        for p in parts:
+            if p[0] == "col":
+                cols.append([r[p[1]] for r in rows])
+            elif isinstance(p[1], K):
+                cols.append([dtm.from_repr(p[1].value, p[2])] * len(rows))
+            else:
+                vals, mask = evaluate(p[1], chunk)
+                cols.append(column_to_list(vals, mask, p[2]))
+        return list(zip(*cols))
+
+    return out_types, key_fn
+
+
+set_expression_compiler(expression_keys)
+
+
+def index_targets(catalog, idef, entry) -> list:
+    """Per index column, what a clause must compare for the index to search it: the
+    column's position in ``entry`` (an int) or the bound expression; None when an
+    expression does not bind (a column renamed since: the index is then not used)."""
+    exprs = getattr(idef, "exprs", None) or [None] * len(idef.columns)
+    out = []
+    for c, text in zip(idef.columns, exprs):
+        if text is None:
+            out.append(entry.attno(c))
+            continue
+        try:
+            out.append(bind_index_expr(catalog, entry.table, text, entry.index, entry.alias))
+        except Exception:
+            return None
+    return out
 
 
 # -- implication -------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from __future__ import annotations
 from minidb.exec import expr as X
 from minidb.exec.datatypes import family
 from minidb.exec.scan import IndexScanNode, SeqScanNode
-from minidb.sql.indexpred import usable_partial_index
+from minidb.sql.indexpred import index_targets, usable_partial_index
 from minidb.sql.planner.costs import clamp, index_cost, ops, ops_list, penalize
 from minidb.sql.stats import RelStats, rel_size
 
@@ -61,16 +61,24 @@ def key_type_ok(coltype, valtype) -> bool:
     return fc == fv
 
 
+def _is_target(e, rindex, target) -> bool:
+    """Is ``e`` the index column ``target`` (a column position or a bound expression)?"""
+    if isinstance(target, int):
+        return isinstance(e, X.ColRef) and e.key == (rindex, target)
+    return e == target
+
+
 def _indexable(q, rindex, attno, coltype):
-    """(op, value expr) if ``q`` is ``column op value`` on (rindex, attno)."""
+    """(op, value expr) if ``q`` is ``column op value`` on (rindex, attno); ``attno`` may
+    be an expression column's bound expression (``indexpred.index_targets``)."""
     if not isinstance(q, X.Compare) or q.op not in ("=", "<", "<=", ">", ">="):
         return None
     op = q.op
     col, val = q.left, q.right
-    if not (isinstance(col, X.ColRef) and col.key == (rindex, attno)):
+    if not _is_target(col, rindex, attno):
         col, val = q.right, q.left
         op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
-        if not (isinstance(col, X.ColRef) and col.key == (rindex, attno)):
+        if not _is_target(col, rindex, attno):
             return None
     if X.column_keys(val) or not key_type_ok(coltype, val.type):
         return None             # the value must be a pseudo-constant
@@ -100,7 +108,7 @@ class ScanPaths:
             if idef is None or not usable_partial_index(self.catalog, idef, entry, quals):
                 continue
             idx.append((idef, self._nblocks(idef.relfilenode)))
-            if idef.unique and len(idef.columns) == 1:
+            if idef.unique and len(idef.columns) == 1 and not getattr(idef, "exprs", None):
                 a = entry.attno(idef.columns[0])
                 if a >= 0:
                     unique_cols.add(a)
@@ -162,13 +170,14 @@ class ScanPaths:
     def _match_index(self, br, idef, quals):
         """(eq [(qual, value)], lower [(qual, value, incl)], upper [...]) for an index."""
         entry = br.entry
-        cols = [entry.attno(c) for c in idef.columns]
+        cols = index_targets(self.catalog, idef, entry)
         eq, lower, upper = [], [], []
-        for attno in cols:
+        for attno in cols or ():
             found_eq = None
             rng_lo, rng_hi = [], []
+            coltype = entry.columns[attno][1] if isinstance(attno, int) else attno.type
             for q in quals:
-                m = _indexable(q, br.index, attno, entry.columns[attno][1])
+                m = _indexable(q, br.index, attno, coltype)
                 if m is None:
                     continue
                 op, val = m
@@ -236,7 +245,9 @@ class ScanPaths:
         br, est, need_tids = self._single
         out = []
         for idef, ipages in br.indexes:
-            cols = [br.entry.attno(c) for c in idef.columns]
+            cols = index_targets(self.catalog, idef, br.entry)
+            if cols is None:
+                continue
             eq, lower, upper = self._match_index(br, idef, br.quals)
             backward = _order_direction(b.order_by, br.index, cols, idef, len(eq))
             if backward is None:
@@ -261,7 +272,7 @@ def _order_direction(order_by, rindex, cols, idef, n_eq: int):
         direction = None
         for j, ((e, desc, nf), a) in enumerate(zip(order_by, keys)):
             opt = idef.option(skip + j)
-            if not (isinstance(e, X.ColRef) and e.key == (rindex, a)):
+            if not _is_target(e, rindex, a):
                 direction = None
                 break
             fwd = desc == bool(opt & 1) and nf == bool(opt & 2)
