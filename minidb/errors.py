@@ -353,3 +353,9 @@ class GeneratedAlways(ProgrammingError):
 class CardinalityViolation(ProgrammingError):
     """ON CONFLICT DO UPDATE would change one row twice in one statement."""
     sqlstate = "21000"
+
+
+# -- index definitions (partial and expression indexes) ---------------------------------------
+class InvalidObjectDefinition(ProgrammingError):
+    """An object definition PostgreSQL refuses (a volatile function in an index predicate)."""
+    sqlstate = "42P17"

@@ -14,6 +14,9 @@ pg_class           1259  relation (table ``r``, index ``i``, sequence ``S``): oi
 pg_attribute       1249  column: attrelid, attname, atttypid, atttypmod, attnum,
                          attnotnull, atthasdef, atttypname, attdefault
 pg_index           2610  index: indexrelid, indrelid, indisunique, indisprimary, indkey
+                         (0 for an expression column), indoption (per column: 1 DESC,
+                         2 NULLS FIRST), indexprs (JSON list of the expression columns'
+                         SQL), indpred (a partial index's WHERE as SQL)
 pg_statistic       2619  (table, column) ANALYZE measured: stanullfrac, stawidth,
                          stadistinct, stacorrelation, stavalues
 =================  ====  ================================================================

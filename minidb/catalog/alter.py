@@ -203,12 +203,14 @@ def _rewrite_table(cat, b, table: str, columns: list[ColumnDef], source: list, c
     for iname in t.indexes:
         idef = st.indexes[iname]
         olds = [t.column_index(c) for c in idef.columns]
-        if any(i not in new_pos for i in olds):
+        if any(i not in new_pos for i in idef.referenced_columns(t)):
             cat._drop_index_rows(b, st, idef)
             dropped.append(iname)
             continue
         irow = cat._fetch(b, PG_INDEX, st.index_tid[idef.oid])
-        indkey = " ".join(str(new_pos[i] + 1) for i in olds)
+        exprs = idef.exprs or [None] * len(olds)
+        indkey = " ".join("0" if e is not None else str(new_pos[i] + 1)
+                          for i, e in zip(olds, exprs))
         if indkey != irow[5]:
             cat._write(b, PG_INDEX, st.index_tid[idef.oid], _set(PG_INDEX, irow, indkey=indkey))
         irfn = cat._new_file(b)

@@ -80,7 +80,10 @@ PG_ATTRIBUTE = CatalogDesc(1249, "pg_attribute", (
 PG_INDEX = CatalogDesc(2610, "pg_index", (
     ("indexrelid", "integer", True), ("indrelid", "integer", True),
     ("indnatts", "integer", True), ("indisunique", "boolean", True),
-    ("indisprimary", "boolean", True), ("indkey", "text", True)))
+    ("indisprimary", "boolean", True), ("indkey", "text", True),
+    # minidb keeps these three as text: the per-column option bits ("0 3", NULL = all 0),
+    # the SQL of the expression columns (a JSON list, one per indkey 0) and of the predicate
+    ("indoption", "text", False), ("indexprs", "text", False), ("indpred", "text", False)))
 PG_STATISTIC = CatalogDesc(2619, "pg_statistic", (
     ("starelid", "integer", True), ("staattnum", "integer", True),
     ("stainherit", "boolean", True), ("stanullfrac", "double precision", True),

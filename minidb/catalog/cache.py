@@ -158,12 +158,29 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
         t = by_oid.get(r[1]) if r is not None else None
         if t is None:
             continue  # an index row without its table: the checker reports it
-        attnums = [int(x) for x in r[5].split()]
-        cols = [t.columns[a - 1].name for a in attnums]
-        st.indexes[name] = IndexDef(oid, name, t.name, rfn, cols, bool(r[3]), bool(r[4]))
+        st.indexes[name] = _index_def(oid, name, t, rfn, r)
         t.indexes.append(name)
         st.by_rfn[rfn] = name
     return st
+
+
+def _index_def(oid: int, name: str, t: TableDef, rfn: int, r: tuple) -> IndexDef:
+    """The relcache entry of an index from its pg_index row ``r``."""
+    attnums = [int(x) for x in r[5].split()]
+    options = [int(x) for x in r[6].split()] if r[6] else [0] * len(attnums)
+    texts = iter(json.loads(r[7]) if r[7] else [])
+    exprs = [next(texts) if a == 0 else None for a in attnums]
+    cols = [t.columns[a - 1].name if a else index_expr_name(e)
+            for a, e in zip(attnums, exprs)]
+    return IndexDef(oid, name, t.name, rfn, cols, bool(r[3]), bool(r[4]), options,
+                    exprs if any(exprs) else [], r[8])
+
+
+def index_expr_name(text: str) -> str:
+    """The column name PostgreSQL gives an index's expression column: the function's name
+    for a function call, else ``expr``."""
+    head = text.strip().split("(", 1)[0].strip().lower()
+    return head if head.isidentifier() and "(" in text else "expr"
 
 
 def _column_stats(cols, rows: dict) -> dict:
@@ -342,8 +359,8 @@ class Catalog:
         if t is None:
             raise UndefinedTable(f'relation "{name}" does not exist')
         cols = [Column(c.name, c.type, c.not_null) for c in t.columns]
-        indexed = frozenset(t.column_index(c) for i in t.indexes
-                            if i in st.indexes for c in st.indexes[i].columns)
+        indexed = frozenset(a for i in t.indexes if i in st.indexes
+                            for a in st.indexes[i].referenced_columns(t))
         rel = HeapRel(t.name, t.relfilenode, RowLayout(cols), t.oid, indexed)
         st.rels[name] = rel
         return rel
@@ -512,11 +529,16 @@ class Catalog:
         return self._run("truncate_table", name, build_index)
 
     def create_index(self, name: str, table: str, columns: list[str], *, unique: bool = False,
-                     primary: bool = False, build=None) -> IndexDef:
+                     primary: bool = False, build=None, options=None, exprs=None,
+                     predicate: str | None = None) -> IndexDef:
         """Add an index on ``table``: its catalog rows and file, then ``build(index_def)``
-        fills the file.  Nobody else sees it before commit; an error aborts all of it."""
+        fills the file.  Nobody else sees it before commit; an error aborts all of it.
+        ``options``: pg_index.indoption bits per column; ``exprs``: per column the SQL
+        text of an expression column (its ``columns`` entry is then ignored) or None;
+        ``predicate``: a partial index's WHERE as SQL text."""
         return self._run("create_index", name, table, columns, unique=unique,
-                         primary=primary, build=build)
+                         primary=primary, build=build, options=options, exprs=exprs,
+                         predicate=predicate)
 
     def drop_index(self, name: str) -> IndexDef:
         return self._run("drop_index", name)
@@ -618,7 +640,8 @@ class Catalog:
         return st.tables[name]
 
     def _create_index(self, b, name: str, table: str, columns: list[str], *, unique=False,
-                      primary=False, build=None) -> IndexDef:
+                      primary=False, build=None, options=None, exprs=None,
+                      predicate=None) -> IndexDef:
         st = self._state()
         t = st.tables.get(table)
         if t is None:
@@ -628,16 +651,25 @@ class Catalog:
             raise UndefinedTable(f'relation "{table}" does not exist')
         if not columns:
             raise UndefinedColumn("an index needs at least one column")
+        exprs = list(exprs) if exprs else [None] * len(columns)
         attnums = []
-        for c in columns:
+        for c, e in zip(columns, exprs):
+            if e is not None:
+                attnums.append(0)
+                continue
             i = t.column_index(c)
             if i < 0:
                 raise UndefinedColumn(f'column "{c}" does not exist')
             attnums.append(i + 1)
         oid = self._claim_name(b, name, lambda oid: class_row(
             oid, name, RELKIND_INDEX, oid, len(columns)))
+        opts = [int(o) for o in options] if options else []
         self._insert(b, PG_INDEX, (oid, t.oid, len(columns), bool(unique or primary),
-                                   bool(primary), " ".join(map(str, attnums))))
+                                   bool(primary), " ".join(map(str, attnums)),
+                                   " ".join(map(str, opts)) if any(opts) else None,
+                                   json.dumps([e for e in exprs if e is not None])
+                                   if any(e is not None for e in exprs) else None,
+                                   predicate))
         if not t.indexes:
             self._update_class(b, st, t.oid, relhasindex=True)
         st = self._changed(b)

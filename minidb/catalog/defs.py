@@ -8,6 +8,7 @@ never written by callers (a change is a catalog change: see ``Catalog``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 FIRST_OID = 16384  # FirstNormalObjectId: OIDs below are the system catalogs' own
@@ -31,6 +32,45 @@ class IndexDef:
     columns: list[str]
     unique: bool = False
     primary: bool = False
+    # pg_index.indoption per key column: 1 DESC, 2 NULLS FIRST (minidb.index.keys)
+    options: list[int] = field(default_factory=list)
+    # per key column: the SQL text of an expression column, None for a plain column (whose
+    # name is in ``columns``; an expression column's entry there is its display name)
+    exprs: list = field(default_factory=list)
+    predicate: str | None = None   # a partial index's WHERE, as SQL text
+
+    def option(self, i: int) -> int:
+        return self.options[i] if i < len(self.options) else 0
+
+    def is_plain(self) -> bool:
+        """No expression column and no predicate."""
+        return not any(self.exprs) and self.predicate is None
+
+    def referenced_columns(self, table: "TableDef") -> set[int]:
+        """Positions of the table's columns the index reads: its plain key columns and
+        every column its expressions or predicate name (by identifier; a superset is safe:
+        these decide HOT updates and what a dropped column takes with it)."""
+        out = {table.column_index(c) for c, e in zip(self.columns, self.exprs or
+                                                     [None] * len(self.columns)) if e is None}
+        for text in [e for e in self.exprs if e is not None] + [self.predicate or ""]:
+            out |= sql_identifiers(text, table)
+        out.discard(-1)
+        return out
+
+
+_STRING = re.compile(r"'(?:[^']|'')*'")
+_IDENT = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*)')
+
+
+def sql_identifiers(text: str, table: "TableDef") -> set[int]:
+    """Positions of ``table``'s columns named in SQL ``text`` (string literals skipped)."""
+    out = set()
+    for m in _IDENT.finditer(_STRING.sub("''", text)):
+        name = m.group(1).replace('""', '"') if m.group(1) else m.group(2).lower()
+        i = table.column_index(name)
+        if i >= 0:
+            out.add(i)
+    return out
 
 
 @dataclass

@@ -32,6 +32,8 @@ and what the catalog functions need (``format_type``, ``index_def``, ``type_by_n
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 
 from minidb.catalog.bootstrap import (BY_NAME, PG_CATALOG_NAMESPACE, PUBLIC_NAMESPACE,
@@ -136,10 +138,42 @@ def index_def(catalog, oid) -> str | None:
         return None
     for ix in catalog.indexes.values():
         if ix.oid == oid:
-            cols = ", ".join(_qident(c) for c in ix.columns)
+            cols = ", ".join(index_column_def(ix, i) for i in range(len(ix.columns)))
+            where = f" WHERE ({ix.predicate})" if ix.predicate is not None else ""
             return (f"CREATE {'UNIQUE ' if ix.unique else ''}INDEX {_qident(ix.name)} ON "
-                    f"public.{_qident(ix.table)} USING btree ({cols})")
+                    f"public.{_qident(ix.table)} USING btree ({cols}){where}")
     return None
+
+
+def index_column_def(ix, i: int) -> str:
+    """Column ``i`` of index ``ix`` as pg_get_indexdef prints it: the column's name or the
+    expression (a function call as it is, anything else in parentheses), then DESC /
+    NULLS FIRST / NULLS LAST where they differ from the defaults."""
+    e = ix.exprs[i] if i < len(ix.exprs) else None
+    if e is None:
+        out = _qident(ix.columns[i])
+    else:
+        out = e if _is_call(e) else f"({e})"
+    opt = ix.option(i)
+    if opt & 1:
+        out += " DESC" if opt & 2 else " DESC NULLS LAST"
+    elif opt & 2:
+        out += " NULLS FIRST"
+    return out
+
+
+def _is_call(text: str) -> bool:
+    """Is ``text`` one function call, ``f(...)``, with nothing after its closing paren?"""
+    head, paren, _ = text.partition("(")
+    if not paren or not head.strip().isidentifier() or not text.endswith(")"):
+        return False
+    depth = 0
+    for k, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and ch == ")":
+            return k == len(text) - 1
+    return False
 
 
 def relation_name(catalog, oid):
@@ -212,7 +246,8 @@ def _attribute_rows(cat):
     for ix in cat.indexes.values():
         table = cat.tables.get(ix.table)
         for n, name in enumerate(ix.columns, 1):
-            c = table.columns[table.column_index(name)] if table is not None else None
+            plain = table is not None and not (ix.exprs and ix.exprs[n - 1] is not None)
+            c = table.columns[table.column_index(name)] if plain else None
             typid, typmod = type_oid_mod(c.type) if c is not None else (0, -1)
             out.append((ix.oid, name, typid, typmod, n, False, False,
                         c.type if c is not None else "", None, 0, "", "", False, True, 0))
@@ -225,8 +260,13 @@ def _index_rows(cat):
         table = cat.tables.get(ix.table)
         if table is None:
             continue
-        key = " ".join(str(table.column_index(c) + 1) for c in ix.columns)
+        exprs = ix.exprs or [None] * len(ix.columns)
+        key = " ".join("0" if e is not None else str(table.column_index(c) + 1)
+                       for c, e in zip(ix.columns, exprs))
+        option = " ".join(str(ix.option(i)) for i in range(len(ix.columns)))
+        texts = [e for e in exprs if e is not None]
         out.append((ix.oid, table.oid, len(ix.columns), ix.unique, ix.primary, key,
+                    option, json.dumps(texts) if texts else None, ix.predicate,
                     len(ix.columns), False, True, True, False, True, True, False))
     return out
 

@@ -25,8 +25,10 @@ __all__ = ["create_index", "drop_index", "rebuild_index", "insert_entries",
 
 
 def create_index(backend, table: str, name: str, columns, unique: bool = False,
-                 primary: bool = False):
-    return ix.create_index(backend, table, name, list(columns), unique=unique, primary=primary)
+                 primary: bool = False, options=None, predicate: str | None = None,
+                 exprs=None):
+    return ix.create_index(backend, table, name, list(columns), unique=unique, primary=primary,
+                           options=options, predicate=predicate, exprs=exprs)
 
 
 def drop_index(backend, name: str) -> None:
@@ -58,17 +60,28 @@ def insert_entries_bulk(backend, index_names, layout, data: dict, nrows: int, bl
                         offsets) -> None:
     """The index entries of a bulk load: ``data`` maps column names to the rows' values
     (a missing column is NULL), ``blocks`` / ``offsets`` are the rows' heap TIDs."""
+    def column(i):
+        vals = data.get(layout.names[i])
+        if vals is None:
+            return [None] * nrows
+        return vals.tolist() if isinstance(vals, np.ndarray) else list(vals)
+
     for name in index_names:
         irel = ix.open_index(backend, name)
-        cols = []
-        for i in irel.col_idx:
-            vals = data.get(layout.names[i])
-            if vals is None:
-                vals = [None] * nrows
-            elif isinstance(vals, np.ndarray):
-                vals = vals.tolist()
-            cols.append(vals)
-        ix.insert_entries(backend, irel, cols, blocks, offsets)
+        blk, off = blocks, offsets
+        if irel.row_filter is None and irel.key_fn is None:
+            cols = [column(i) for i in irel.col_idx]
+        else:                  # partial / expression index: the whole rows are needed
+            rows = list(zip(*[column(i) for i in range(len(layout.names))]))
+            if irel.row_filter is not None:     # the rows its WHERE accepts
+                keep = np.flatnonzero(np.asarray(irel.row_filter(rows), dtype=bool))
+                rows = [rows[k] for k in keep.tolist()]
+                blk, off = np.asarray(blocks)[keep], np.asarray(offsets)[keep]
+                if not len(keep):
+                    continue
+            keys = irel.keys_of_rows(rows)
+            cols = [list(c) for c in zip(*keys)] if keys else [[] for _ in irel.col_idx]
+        ix.insert_entries(backend, irel, cols, blk, off)
 
 
 def vacuum_callbacks(backend, table: str) -> list:
@@ -109,5 +122,6 @@ def scan_rows(backend, index_name: str, eq: list, lower, upper, snapshot, prepar
     scan = ix.IndexScan(backend, irel, low or None, high or None,
                         low_inclusive=True if lower is None else lower[1],
                         high_inclusive=True if upper is None else upper[1],
-                        direction=ix.BACKWARD if backward else ix.FORWARD)
+                        direction=ix.BACKWARD if backward else ix.FORWARD,
+                        skip_nulls=True)   # comparisons never match NULL
     return scan.visible_rows(snapshot, prepare_pages=prepare_pages), exact

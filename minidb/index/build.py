@@ -198,6 +198,16 @@ def collect_entries(backend, irel: IndexRel, hrel):
         if not keep.any():
             continue
         sel = np.flatnonzero(keep)
+        rows = None
+        if irel.row_filter is not None or irel.key_fn is not None:
+            blob = chunk.tobytes()
+            rows = [hrel.layout.decode(blob, s) for s in starts[sel].tolist()]
+        if irel.row_filter is not None:     # a partial index: only rows its WHERE accepts
+            ok = np.asarray(irel.row_filter(rows), dtype=bool)
+            sel = sel[ok]
+            rows = [r for r, k in zip(rows, ok.tolist()) if k]
+            if not len(sel):
+                continue
         offs = (item_idx[sel] + 1).astype(np.int64)
         pidx = page_idx[sel]
         heap_only = (im2[sel] & HEAP_ONLY_TUPLE) != 0
@@ -211,12 +221,20 @@ def collect_entries(backend, irel: IndexRel, hrel):
                             f'failed to find parent tuple for heap-only tuple at '
                             f'({first + p},{int(offs[j])}) in table "{hrel.name}"')
                     offs[j] = r
-        cols = hrel.layout.gather(v, starts[sel], irel.col_idx, infomask=hdr["infomask"][sel])
-        keys_parts.append(irel.codec.encode_batch(cols, len(sel)))
-        nulls = np.zeros(len(sel), dtype=bool)
-        for _vals, mask in cols:
-            if mask is not None:
-                nulls |= np.asarray(mask, dtype=bool)
+        if irel.key_fn is not None:         # expression columns: computed, encoded one by one
+            kv = irel.keys_of_rows(rows)
+            enc = [irel.codec.encode(k) for k in kv]
+            keys_parts.append(np.frombuffer(b"".join(enc), dtype=np.uint8).reshape(
+                len(enc), irel.codec.fixed_width) if fixed else enc)
+            nulls = np.array([any(x is None for x in k) for k in kv], dtype=bool)
+        else:
+            cols = hrel.layout.gather(v, starts[sel], irel.col_idx,
+                                      infomask=hdr["infomask"][sel])
+            keys_parts.append(irel.codec.encode_batch(cols, len(sel)))
+            nulls = np.zeros(len(sel), dtype=bool)
+            for _vals, mask in cols:
+                if mask is not None:
+                    nulls |= np.asarray(mask, dtype=bool)
         null_parts.append(nulls)
         blk_parts.append((first + pidx).astype(np.int64))
         off_parts.append(offs)

@@ -76,8 +76,11 @@ _NEWROOT_MAIN = struct.Struct("<II")     # root block, its level
 
 
 def insert_entry(backend, index, row, tid) -> None:
-    """Insert the index entry of heap row ``row`` (all the table's columns) at ``tid``."""
+    """Insert the index entry of heap row ``row`` (all the table's columns) at ``tid``
+    (none when the row does not satisfy a partial index's predicate)."""
     irel = open_index(backend, index)
+    if irel.row_filter is not None and not irel.row_filter([row])[0]:
+        return
     keyvals = irel.key_of_row(row)
     key, itup, sortkey, has_null = _entry(irel, keyvals, int(tid[0]), int(tid[1]))
     b, blk, _data, stack, pos = _find_leaf(backend, irel, key, keyvals, sortkey, has_null,

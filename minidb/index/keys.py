@@ -43,6 +43,16 @@ Encoding, per column, concatenated in index column order::
                                equal.
     ==================  =====  =======================================================
 
+**Column options** (``options``, one int per column, PostgreSQL's ``pg_index.indoption``
+bits: ``INDOPTION_DESC`` = 1, ``INDOPTION_NULLS_FIRST`` = 2).  ASC NULLS LAST (0) is the
+encoding above.  NULLS FIRST swaps the two flag bytes (0x00 NULL, 0x01 value), so a NULL
+sorts before every value of its column.  DESC complements every byte of the value's
+encoding (its flag byte excepted): a column's encodings are prefix-free (fixed width or
+self-terminated: the string escape and terminator become 0xFF 0x00 and 0xFF 0xFF), so
+the first differing byte of two complemented encodings is the complement of the first
+differing byte of the originals, and their order is exactly reversed.  Invariant 2 below
+holds for every combination; ``decode`` complements a DESC column back before reading it.
+
 Why the string form sorts right: inside a string a 0x00 is always followed by 0xFF, and
 the terminator is 0x00 0x00, so a string that ends first compares below any longer string
 with the same prefix (0x00 0x00 < 0x00 0xFF and < any other byte pair).  The order is
@@ -63,7 +73,7 @@ Invariants:
      display scale (1.00 as 1) and an interval as days and microseconds of the same span
      (equal under SQL's ``=`` in both cases).
 
-Interface: ``KeyCodec(types, names)`` with ``encode(values)``, ``encode_prefix(values)``,
+Interface: ``KeyCodec(types, names, options=None)`` with ``encode(values)``, ``encode_prefix(values)``,
 ``encode_stored(stored_values)``, ``decode(data)``, ``encode_batch(columns, n)`` (numpy,
 an index build's worth at once) and ``fixed_width`` (the key length when every column is
 fixed-width, else None).
@@ -82,11 +92,23 @@ import minidb.errors as errors
 from minidb.types import (Interval, SqlType, from_storage, int_to_timestamp, parse_type,
                           storage_converter)
 
-__all__ = ["KeyCodec", "NULL_FLAG", "VALUE_FLAG"]
+__all__ = ["KeyCodec", "NULL_FLAG", "VALUE_FLAG", "INDOPTION_DESC", "INDOPTION_NULLS_FIRST",
+           "default_option"]
 
-VALUE_FLAG = b"\x00"
+VALUE_FLAG = b"\x00"      # the flags of an ASC / DESC NULLS LAST column
 NULL_FLAG = b"\x01"
 _TERMINATOR = b"\x00\x00"
+INDOPTION_DESC = 1        # PostgreSQL's pg_index.indoption bits
+INDOPTION_NULLS_FIRST = 2
+_COMPLEMENT = bytes(range(255, -1, -1))
+
+
+def default_option(desc: bool, nulls_first: bool | None) -> int:
+    """The indoption bits of ``col [ASC|DESC] [NULLS FIRST|LAST]``; NULLS FIRST is the
+    default of DESC, NULLS LAST of ASC (PostgreSQL's rule)."""
+    if nulls_first is None:
+        nulls_first = desc
+    return (INDOPTION_DESC if desc else 0) | (INDOPTION_NULLS_FIRST if nulls_first else 0)
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -208,12 +230,15 @@ _NUMERIC_T = parse_type("numeric")
 class KeyCodec:
     """Encoder/decoder of the keys of one index (see the module docstring)."""
 
-    def __init__(self, types, names=None):
+    def __init__(self, types, names=None, options=None):
         self.types: list[SqlType] = [parse_type(t) for t in types]
         if not self.types:
             raise errors.InternalError("an index needs at least one key column")
         self.names = list(names) if names is not None else [f"column{i + 1}"
                                                             for i in range(len(self.types))]
+        self.options = [int(o) for o in options] if options else [0] * len(self.types)
+        if len(self.options) != len(self.types):
+            raise errors.InternalError("an index needs one option per key column")
         widths = [_WIDTH[t.name] for t in self.types]
         self.fixed_width = (None if any(w is None for w in widths)
                             else sum(1 + w for w in widths))
@@ -223,7 +248,21 @@ class KeyCodec:
         self._conv = [storage_converter(_SEARCH_TYPE.get(t.name, _NUMERIC_T
                                                          if t.name == "numeric" else t), n)
                       for t, n in zip(self.types, self.names)]
-        self._enc = [self._encoder(t) for t in self.types]
+        self._enc = [self._with_option(self._encoder(t), o)
+                     for t, o in zip(self.types, self.options)]
+        # the flag bytes of each column: (value present, NULL)
+        self._flags = [(b"\x01", b"\x00") if o & INDOPTION_NULLS_FIRST else (b"\x00", b"\x01")
+                       for o in self.options]
+
+    @staticmethod
+    def _with_option(enc, option: int):
+        """A column encoder with its DESC / NULLS FIRST option applied (module docstring)."""
+        if not option:
+            return enc
+        flag = b"\x01" if option & INDOPTION_NULLS_FIRST else b"\x00"
+        if option & INDOPTION_DESC:
+            return lambda v: flag + enc(v)[1:].translate(_COMPLEMENT)
+        return lambda v: flag + enc(v)[1:]
 
     @staticmethod
     def _encoder(t: SqlType):
@@ -254,7 +293,15 @@ class KeyCodec:
 
     def _null(self, i: int) -> bytes:
         w = _WIDTH[self.types[i].name]
-        return NULL_FLAG + bytes(w or 0)
+        return self._flags[i][1] + bytes(w or 0)
+
+    def null_flag(self, i: int) -> bytes:
+        """The flag byte a NULL of key column ``i`` has (0x01, or 0x00 with NULLS FIRST)."""
+        return self._flags[i][1]
+
+    def value_flag(self, i: int) -> bytes:
+        """The flag byte a value of key column ``i`` has (0x00, or 0x01 with NULLS FIRST)."""
+        return self._flags[i][0]
 
     # -- one key ---------------------------------------------------------------------------------
     def encode(self, values) -> bytes:
@@ -296,16 +343,24 @@ class KeyCodec:
         data = bytes(data)
         pos = 0
         out = []
-        for t in self.types:
-            flag = data[pos]
+        flipped = False   # the bytes after pos are complemented (the last column was DESC)
+        for t, o, (vflag, nflag) in zip(self.types, self.options, self._flags):
+            if flipped:
+                data = data[:pos] + data[pos:].translate(_COMPLEMENT)
+                flipped = False
+            flag = data[pos:pos + 1]
             pos += 1
             w = _WIDTH[t.name]
-            if flag == 1:
+            if flag == nflag:
                 out.append(None)
                 pos += w or 0
                 continue
-            if flag != 0:
-                raise errors.DataCorrupted(f"invalid null flag {flag} in index key {data.hex()}")
+            if flag != vflag:
+                raise errors.DataCorrupted(f"invalid null flag {data[pos - 1]} in index key "
+                                           f"{data.hex()}")
+            if o & INDOPTION_DESC:   # complement the rest back (this column's bytes matter)
+                data = data[:pos] + data[pos:].translate(_COMPLEMENT)
+                flipped = True
             name = t.name
             if name == "integer":
                 out.append(_U32.unpack_from(data, pos)[0] - _SIGN32)
@@ -357,13 +412,16 @@ class KeyCodec:
             return self._encode_batch_var(columns, n)
         out = np.zeros((n, self.fixed_width), dtype=np.uint8)
         pos = 0
-        for t, (vals, mask) in zip(self.types, columns):
+        for t, o, (vals, mask) in zip(self.types, self.options, columns):
             w = _WIDTH[t.name]
-            payload = self._fixed_payload(t, np.asarray(vals), n)
-            out[:, pos + 1:pos + 1 + w] = payload.view(np.uint8).reshape(n, w)
+            payload = self._fixed_payload(t, np.asarray(vals), n).view(np.uint8).reshape(n, w)
+            out[:, pos + 1:pos + 1 + w] = (255 - payload) if o & INDOPTION_DESC else payload
+            nulls_first = bool(o & INDOPTION_NULLS_FIRST)
+            if nulls_first:
+                out[:, pos] = 1
             if mask is not None:
                 m = np.asarray(mask, dtype=bool)
-                out[m, pos] = 1
+                out[m, pos] = 0 if nulls_first else 1
                 out[m, pos + 1:pos + 1 + w] = 0
             pos += 1 + w
         return out
@@ -410,13 +468,21 @@ class KeyCodec:
                 if t.name in ("numeric", "bytea"):
                     f = self._enc[i]
                     enc = [null_bytes if nl else f(v) for v, nl in zip(vals, nulls.tolist())]
+                elif self.options[i]:
+                    f = self._enc[i]
+                    enc = [null_bytes if nl else f(v.encode("utf-8"))
+                           for v, nl in zip(vals, nulls.tolist())]
                 else:
                     enc = [null_bytes if nl else b"\x00" + _escape(v.encode("utf-8"))
                            for v, nl in zip(vals, nulls.tolist())]
             else:
                 payload = self._fixed_payload(t, np.asarray(vals), n)
                 raw = payload.view(np.uint8).reshape(n, w)
+                if self.options[i] & INDOPTION_DESC:
+                    raw = 255 - raw
                 flag = nulls.astype(np.uint8)[:, None]
+                if self.options[i] & INDOPTION_NULLS_FIRST:
+                    flag = 1 - flag
                 m = np.concatenate([flag, np.where(nulls[:, None], 0, raw)], axis=1)
                 m = np.ascontiguousarray(m, dtype=np.uint8)
                 blob = m.tobytes()

@@ -13,8 +13,20 @@ high K, inclusive      hi = enc(K) + FF * 7         same
 high K, exclusive      hi = enc(K)
 no high, a low         hi = 0x01                    a comparison never matches NULL: stop at
                                                     the first column's NULLs (sorted last)
+high P (a prefix)      hi = enc(P) + FF * 7         the rest of P's group, NULLs included
+                       (skip_nulls: enc(P) + 0x01)  (skip_nulls: up to the group's NULLs)
 no bound               unbounded                    a full scan returns NULLs too
+low = high, inclusive  [enc(K), enc(K) + FF * 7)    equality on a prefix (None: IS NULL)
 =====================  ===========================  ===========================
+
+Both bounds are values of a prefix of the index columns: equal values P on the leading
+columns, then (on one side or both) a bound on the next column, the *range column*.  A DESC
+range column has its key order reversed (``keys``: complemented bytes), so its low value
+bound becomes the high sort-key bound and the other way round; a NULLS FIRST range column
+keeps its NULLs out from below (lo = enc(P) + 0x01, its value flag: the first value)
+instead of from above.  ``skip_nulls`` (what the executor asks for: its bounds come from
+comparisons, which never match NULL) leaves the range column's NULLs out of a side bounded
+only by the prefix too.
 
 (After a complete column encoding the next byte is a null flag, 0x00 or 0x01, and a TID
 is 6 bytes, so 7 bytes of 0xFF are above all continuations.)  A key with None searches
@@ -59,10 +71,11 @@ the executor's), array keys, mark/restore, holding the pin for non-MVCC scans.
 
 from __future__ import annotations
 
-from minidb.errors import DataCorrupted
+from minidb.errors import DataCorrupted, InternalError
 from minidb.heap.mvcc import heap_hot_search
 from minidb.heap.prune import heap_page_prune_opt
 from minidb.index import btpage as bt
+from minidb.index.keys import INDOPTION_DESC, INDOPTION_NULLS_FIRST
 from minidb.index.rel import IndexRel, count, open_index, trace
 from minidb.index.search import MAX_BOUND, lock_block, release, search
 from minidb.storage import page as pg
@@ -79,19 +92,51 @@ def _as_tuple(v) -> tuple:
     return tuple(v) if isinstance(v, (tuple, list)) else (v,)
 
 
-def scan_bounds(codec, low, high, low_inclusive: bool = True, high_inclusive: bool = True
-                ) -> tuple[bytes | None, bytes | None]:
-    """Sort-key bounds [lo, hi) of a scan (see the module docstring)."""
-    lo = hi = None
-    if low is not None:
-        low = _as_tuple(low)
-        enc = codec.encode_prefix(low)
+def scan_bounds(codec, low, high, low_inclusive: bool = True, high_inclusive: bool = True,
+                skip_nulls: bool = False) -> tuple[bytes | None, bytes | None]:
+    """Sort-key bounds [lo, hi) of a scan (see the module docstring).  ``low`` and ``high``
+    are values of a prefix of the index columns; when both are given, one's columns but
+    the last are the other's (equal values on a prefix, a range on the next column)."""
+    if low is None and high is None:
+        return None, None
+    low = _as_tuple(low) if low is not None else None
+    high = _as_tuple(high) if high is not None else None
+    if low is not None and high is not None and low == high and low_inclusive \
+            and high_inclusive:
+        enc = codec.encode_prefix(low)        # equality (or IS NULL) on a prefix
+        return enc, enc + _ABOVE
+    longer = low if high is None or (low is not None and len(low) >= len(high)) else high
+    col = len(longer) - 1                     # the range column
+    prefix = longer[:col]
+    for b in (low, high):
+        if b is not None and tuple(b[:col]) != tuple(prefix):
+            raise InternalError("index scan bounds must share their leading columns")
+    # a side that bounds only the prefix (or, with no prefix, is absent) covers the rest of
+    # the prefix's group; its NULLs of the range column are left out when asked, and always
+    # for an absent side of a range on the first column (a comparison never matches NULL)
+    skip = skip_nulls or not prefix
+    lv = low if low is not None and len(low) == col + 1 else None
+    hv = high if high is not None and len(high) == col + 1 else None
+    option = codec.options[col]
+    if option & INDOPTION_DESC:               # the key order of this column is reversed
+        lv, hv = hv, lv
+        low_inclusive, high_inclusive = high_inclusive, low_inclusive
+    nulls_first = bool(option & INDOPTION_NULLS_FIRST)
+    enc_prefix = codec.encode_prefix(prefix)
+    if lv is not None:
+        enc = codec.encode_prefix(lv)
         lo = enc if low_inclusive else enc + _ABOVE
-    if high is not None:
-        enc = codec.encode_prefix(_as_tuple(high))
+    elif skip and nulls_first:
+        lo = enc_prefix + codec.value_flag(col)   # the group's first value
+    else:
+        lo = enc_prefix or None
+    if hv is not None:
+        enc = codec.encode_prefix(hv)
         hi = enc + _ABOVE if high_inclusive else enc
-    elif low is not None and low and low[0] is not None:
-        hi = b"\x01"
+    elif skip and not nulls_first:
+        hi = enc_prefix + codec.null_flag(col)    # the group's first NULL
+    else:
+        hi = enc_prefix + _ABOVE if enc_prefix else None
     return lo, hi
 
 
@@ -103,14 +148,15 @@ class IndexScan:
     """
 
     def __init__(self, backend, index, low=None, high=None, *, low_inclusive: bool = True,
-                 high_inclusive: bool = True, direction: str = FORWARD):
+                 high_inclusive: bool = True, direction: str = FORWARD,
+                 skip_nulls: bool = False):
         if direction not in (FORWARD, BACKWARD):
             raise ValueError(f"direction must be {FORWARD!r} or {BACKWARD!r}")
         self.backend = backend
         self.bm = backend.bufmgr
         self.irel: IndexRel = open_index(backend, index)
         self.lo, self.hi = scan_bounds(self.irel.codec, low, high, low_inclusive,
-                                       high_inclusive)
+                                       high_inclusive, skip_nulls)
         self.forward = direction == FORWARD
         self.kill = bool(backend.settings.kill_index_tuples)
         self.hints = bool(backend.settings.btree_descent_cache)  # read_recent for leaves
@@ -297,11 +343,14 @@ class IndexScan:
 
 
 def index_scan(backend, index, low=None, high=None, *, low_inclusive: bool = True,
-               high_inclusive: bool = True, direction: str = FORWARD) -> IndexScan:
+               high_inclusive: bool = True, direction: str = FORWARD,
+               skip_nulls: bool = False) -> IndexScan:
     """An ``IndexScan`` of ``index`` between ``low`` and ``high`` (values of a prefix of
-    the index columns; a scalar for the first column; None = unbounded)."""
+    the index columns; a scalar for the first column; None = unbounded); ``skip_nulls``:
+    the range column's NULLs are not returned (``scan_bounds``)."""
     return IndexScan(backend, index, low, high, low_inclusive=low_inclusive,
-                     high_inclusive=high_inclusive, direction=direction)
+                     high_inclusive=high_inclusive, direction=direction,
+                     skip_nulls=skip_nulls)
 
 
 def lookup_visible(backend, index, key, snapshot=None) -> list[tuple[tuple[int, int], tuple]]:

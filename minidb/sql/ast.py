@@ -342,6 +342,9 @@ class CreateIndexStmt(Statement):
     unique: bool = False
     if_not_exists: bool = False
     tag: str = "CREATE INDEX"
+    options: list = field(default_factory=list)   # pg_index.indoption bits per column
+    where: str | None = None           # a partial index's predicate, as SQL text
+    exprs: list = field(default_factory=list)     # per column: expression SQL or None
 
 
 @dataclass
@@ -443,6 +446,7 @@ class ExplainStmt(Statement):
     summary: bool | None = None
     nparams: int = 0
     tag: str = "EXPLAIN"
+    format: str = "text"               # "text" or "json"
 
 
 @dataclass

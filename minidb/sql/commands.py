@@ -46,7 +46,7 @@ import minidb.errors as errors
 from minidb.catalog import ColumnDef
 from minidb.config import SETTINGS
 from minidb.exec import indexam
-from minidb.sql import ast, sequences
+from minidb.sql import ast, indexpred, sequences
 from minidb.sql.alter import alter_table, check_default, free_name, reindex
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
@@ -276,11 +276,16 @@ def _create_index_body(engine, st: ast.CreateIndexStmt):
     backend = engine.session.backend
     catalog = backend.catalog
     t = lock_table(engine, st.table, ShareLock)
-    for c in st.columns:
+    exprs = st.exprs or [None] * len(st.columns)
+    plain = [c for c, e in zip(st.columns, exprs) if e is None]
+    for c in plain:
         if t.column_index(c) < 0:
             raise errors.UndefinedColumn(f'column "{c}" does not exist')
-    if len(set(st.columns)) != len(st.columns):
+    if len(set(plain)) != len(plain):
         raise errors.DuplicateColumn("an index column is named more than once")
+    for e in exprs:              # refused here if it does not bind or is volatile
+        if e is not None:
+            indexpred.bind_index_expr(catalog, t, e)
     name = st.name
     if name is None:
         name = free_name(catalog, f"{st.table}_{'_'.join(st.columns)}_idx")
@@ -289,7 +294,11 @@ def _create_index_body(engine, st: ast.CreateIndexStmt):
             return _result("CREATE INDEX", messages=[
                 _notice(f'relation "{name}" already exists, skipping')])
         raise errors.DuplicateTable(f'relation "{name}" already exists')
-    indexam.create_index(backend, st.table, name, st.columns, unique=st.unique)
+    if st.where is not None:     # refused here if it does not bind (42703, 42804, ...)
+        indexpred.bind_predicate(catalog, t, st.where)
+    indexam.create_index(backend, st.table, name, st.columns, unique=st.unique,
+                         options=st.options or None, predicate=st.where,
+                         exprs=st.exprs or None)
     return _result("CREATE INDEX")
 
 

@@ -55,8 +55,9 @@ from minidb.exec.nodes import ExecContext
 from minidb.exec.point import compile_point
 from minidb.sql import ast
 from minidb.sql.binder import Binder
-from minidb.sql.explain import explain_lines
+from minidb.sql.explain import explain_json, explain_lines
 from minidb.sql.locking import statement_lock_reqs
+from minidb.sql.indexpred import has_partial_index
 from minidb.sql.normalize import normalize, param_type_ok
 from minidb.sql.parser import parse, parse_script
 from minidb.sql.parser.lexer import split_statements as _split
@@ -265,6 +266,8 @@ class Engine:
         types = getattr(bound, "param_types", None) or {}
         if not all(param_type_ok(c, types.get(i)) for i, c in enumerate(classes)):
             return None
+        if has_partial_index(self.session.backend.catalog, bound):
+            return None              # a parameter would prove no index predicate
         self.counters["parses"] += 1
         return _Entry(text, stmt)
 
@@ -449,6 +452,8 @@ class Engine:
         plan, _ = self._plan(stmt.stmt, tuple(type(p) for p in params))   # locks taken
         planning = time.perf_counter() - t0
         lines: list[str]
+        if stmt.format == "json":
+            return self._explain_json(stmt, params, plan, planning, implicit)
         if not stmt.analyze:
             lines = explain_lines(plan.root, qualify=plan.qualify, costs=stmt.costs)
             if stmt.summary:
@@ -456,20 +461,7 @@ class Engine:
             if implicit and xact.state != IDLE and not xact.explicit:
                 xact.commit()   # the implicit transaction that held the locks
         else:
-            session = self.session
-
-            def body(snap):
-                ectx = ExecContext(session, snap, params, analyze=True, timing=stmt.timing)
-                t1 = time.perf_counter()
-                it = plan.root.run(ectx)
-                try:
-                    for _ in it:
-                        pass
-                finally:
-                    it.close()
-                return (ectx, time.perf_counter() - t1), (ectx.rows_affected > 0 or ectx.wrote)
-
-            ectx, execution = self._statement(body)
+            ectx, execution = self._run_analyzed(stmt, params, plan)
             lines = explain_lines(plan.root, qualify=plan.qualify, costs=stmt.costs,
                                   analyze=True, buffers=stmt.buffers, wal=stmt.wal,
                                   timing=stmt.timing,
@@ -479,6 +471,41 @@ class Engine:
                 lines.append(f"Execution Time: {execution * 1000:.3f} ms")
         return Result([("QUERY PLAN", "text", None, None, None, None, None)],
                       [(ln,) for ln in lines], len(lines), "EXPLAIN")
+
+    def _run_analyzed(self, stmt, params, plan):
+        """EXPLAIN ANALYZE's run of the plan: (its ExecContext with the nodes' Instr, seconds)."""
+        session = self.session
+
+        def body(snap):
+            ectx = ExecContext(session, snap, params, analyze=True, timing=stmt.timing)
+            t1 = time.perf_counter()
+            it = plan.root.run(ectx)
+            try:
+                for _ in it:
+                    pass
+            finally:
+                it.close()
+            return (ectx, time.perf_counter() - t1), (ectx.rows_affected > 0 or ectx.wrote)
+
+        return self._statement(body)
+
+    def _explain_json(self, stmt, params, plan, planning, implicit) -> Result:
+        """EXPLAIN (FORMAT JSON): one row holding the document (``explain.explain_json``)."""
+        xact = self.session.xact
+        opts = dict(qualify=plan.qualify, costs=stmt.costs)
+        if not stmt.analyze:
+            doc = explain_json(plan.root, planning=planning if stmt.summary else None, **opts)
+            if implicit and xact.state != IDLE and not xact.explicit:
+                xact.commit()
+        else:
+            ectx, execution = self._run_analyzed(stmt, params, plan)
+            summary = stmt.summary is not False
+            doc = explain_json(plan.root, analyze=True, buffers=stmt.buffers, wal=stmt.wal,
+                               timing=stmt.timing, instr=ectx.instr,
+                               planning=planning if summary else None,
+                               execution=execution if summary else None, **opts)
+        return Result([("QUERY PLAN", "json", None, None, None, None, None)],
+                      [(doc,)], 1, "EXPLAIN")
 
 
 _TAGS = {"insert": "INSERT 0", "update": "UPDATE", "delete": "DELETE"}

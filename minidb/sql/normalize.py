@@ -19,8 +19,9 @@ the text meant:
   and before any ORDER BY, GROUP BY, HAVING, LIMIT, OFFSET, FETCH, FOR, RETURNING, ON,
   UNION / INTERSECT / EXCEPT, WINDOW or a nested SELECT: a plan depends on LIMIT / OFFSET
   counts and ORDER BY / GROUP BY ordinals, and a select list's literal names and types
-  its column, so those stay in the text (minidb has no partial indexes, whose predicates
-  a plan would also be matched against);
+  its column, so those stay in the text (and the engine keeps every literal of a statement
+  on a table with a partial index, whose predicate a plan is matched against:
+  ``indexpred.has_partial_index``);
 * only a literal after ``=``, ``<>``, ``!=``, an element of an IN or VALUES list, or after ``+``, ``-``, ``*``
   whose left operand is a column or a parenthesized expression (not another literal:
   ``1 + 2`` keeps its types); never one followed by ``::`` or ``(`` (a cast, a typed

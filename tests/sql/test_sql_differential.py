@@ -5,7 +5,8 @@ Generated: WHERE clauses with AND / OR / NOT, NULLs, comparisons, BETWEEN, IN li
 NULL), IS [NOT] NULL, LIKE, integer and float arithmetic; aggregates with and without GROUP
 BY (and HAVING); ORDER BY + LIMIT / OFFSET; DISTINCT; inner joins (ON equality, ON
 inequality, comma joins with WHERE).  Each query also runs in minidb with sequential scans
-and hash joins disabled, so index scans and nested loops must give the same answer.
+and hash joins disabled, so index scans and nested loops must give the same answer (the
+indexes include DESC and NULLS FIRST columns, a partial and an expression index).
 
 Semantic differences between the two, avoided or normalized explicitly:
   * integer division and %: both truncate toward zero and take the dividend's sign; the
@@ -208,6 +209,13 @@ def both(tmp_path_factory):
     e.execute("CREATE INDEX t1_a ON t1 (a)")
     e.execute("CREATE INDEX t1_b_a ON t1 (b, a)")
     e.execute("CREATE INDEX t2_a ON t2 (a)")
+    # descending / NULLS FIRST columns: range scans and ORDER BY through reversed key orders
+    e.execute("CREATE INDEX t1_c_desc ON t1 (c DESC)")
+    e.execute("CREATE INDEX t1_s_a ON t1 (s DESC NULLS LAST, a NULLS FIRST)")
+    # a partial index: used only when a query's WHERE implies b > 0
+    e.execute("CREATE INDEX t1_a_bpos ON t1 (a) WHERE b > 0")
+    # an expression index: used for clauses on a + b
+    e.execute("CREATE INDEX t1_a_plus_b ON t1 ((a + b))")
     con = sqlite3.connect(":memory:")
     con.execute("CREATE TABLE t1 (id INTEGER PRIMARY KEY, a INTEGER, b INTEGER, c REAL, s TEXT)")
     con.execute("CREATE TABLE t2 (id INTEGER PRIMARY KEY, a INTEGER, d INTEGER)")

@@ -28,6 +28,8 @@ import sqlglot
 from sqlglot import exp
 
 from minidb.errors import NotSupportedError, SyntaxError_
+from minidb.catalog.cache import index_expr_name
+from minidb.index.keys import default_option
 from minidb.sql import ast
 from minidb.sql.parser.dialect import MinidbPostgres
 from minidb.sql.parser.lexer import _skip, unescape
@@ -583,28 +585,38 @@ def _create(node: exp.Create) -> ast.Statement:
         params = idx.args.get("params")
         if params is None:
             raise unsupported("CREATE INDEX without columns")
-        _only(params, {"columns", "with_storage"}, {"using": "USING (index access methods "
-                                                    "other than btree)",
-                                                    "where": "partial indexes",
-                                                    "include": "INCLUDE columns"})
+        _only(params, {"columns", "with_storage", "where"},
+              {"using": "USING (index access methods other than btree)",
+               "include": "INCLUDE columns"})
+        where = params.args.get("where")
+        predicate = where.this.sql(dialect="postgres", normalize_functions="lower") \
+            if where is not None else None
         using = params.args.get("using")
         if using is not None:
             raise unsupported("USING (btree is the only index type)")
-        cols = []
+        cols, options, exprs = [], [], []
         for c in params.args.get("columns") or []:
+            desc, nulls_first = False, None
             if isinstance(c, exp.Ordered):
-                if c.args.get("desc"):
-                    raise unsupported("DESC index columns")
-                if c.args.get("nulls_first"):
-                    raise unsupported("NULLS FIRST index columns")
+                desc = bool(c.args.get("desc"))
+                nulls_first = c.args.get("nulls_first")
                 c = c.this
-            if not isinstance(c, exp.Column) or c.args.get("table") is not None:
-                raise unsupported("expression indexes")
-            cols.append(_ident(c.this))
+            options.append(default_option(desc, nulls_first))
+            if isinstance(c, exp.Column) and c.args.get("table") is None:
+                cols.append(_ident(c.this))
+                exprs.append(None)
+                continue
+            if isinstance(c, exp.Paren):          # (a + 1): PostgreSQL's spelling
+                c = c.this
+            text = c.sql(dialect="postgres", normalize_functions="lower")
+            cols.append(index_expr_name(text))
+            exprs.append(text)
         name = _ident(idx.this) if idx.this is not None else None
         tab = _table(idx.args["table"])
         return ast.CreateIndexStmt(name, tab.name, cols, bool(node.args.get("unique")),
-                                   bool(node.args.get("exists")))
+                                   bool(node.args.get("exists")), options=options,
+                                   where=predicate,
+                                   exprs=exprs if any(e is not None for e in exprs) else [])
     raise unsupported(f"CREATE {kind or node.sql(dialect='postgres')[:30]}")
 
 

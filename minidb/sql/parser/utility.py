@@ -488,8 +488,9 @@ def _explain(p: _P, parse_any) -> ast.Statement:
             o = opt.value
             if o == "format":
                 f = p.next().value.lower()
-                if f != "text":
+                if f not in ("text", "json"):
                     raise NotSupportedError(f"EXPLAIN (FORMAT {f.upper()}) is not supported")
+                opts["format"] = f
             elif o in ("analyze", "buffers", "wal", "costs", "verbose", "timing", "summary"):
                 opts[o] = _opt_bool(p)
             elif o in ("settings", "generic_plan", "memory", "serialize"):
@@ -517,7 +518,8 @@ def _explain(p: _P, parse_any) -> ast.Statement:
                            buffers=opts.get("buffers", False), wal=opts.get("wal", False),
                            costs=opts.get("costs", True),
                            verbose=opts.get("verbose", False), timing=opts.get("timing", True),
-                           summary=opts.get("summary"), nparams=inner.nparams)
+                           summary=opts.get("summary"), nparams=inner.nparams,
+                           format=opts.get("format", "text"))
 
 
 def _copy(p: _P) -> ast.Statement:

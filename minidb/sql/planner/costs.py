@@ -107,7 +107,9 @@ def index_cost(s, br, idef, ipages, sel, n_index_quals, filter_ops, loop_count=1
         max_io = pf * rpc
         min_io = rpc + (pages_sel - 1) * s.seq_page_cost if pages_sel >= 1 else 0.0
     corr = 0.0
-    st = br.stats.col(br.entry.attno(idef.columns[0]))
+    first = br.entry.attno(idef.columns[0])
+    st = br.stats.col(first) if first >= 0 and not (
+        getattr(idef, "exprs", None) and idef.exprs[0] is not None) else None
     if st is not None:
         corr = st.get("correlation", 0.0) or 0.0
     io = max_io + corr * corr * (min_io - max_io)

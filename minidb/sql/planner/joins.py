@@ -517,6 +517,8 @@ class JoinPaths:
         s = self.settings
         out = []
         for idef, ipages in rbr.indexes:
+            if getattr(idef, "exprs", None) and idef.exprs[0] is not None:
+                continue        # an expression column first: no join key binds it
             first = rbr.entry.attno(idef.columns[0])
             key = None
             for q, lexpr, rexpr in pairs:

@@ -11,7 +11,10 @@ table), and the columns needed above it.  Access paths, each costed:
   operators in the filter)``;
 * Index Scan, for each index whose leading column has a usable clause (``col op value``
   with op in = < <= > >= and a value that names no column): equalities on a prefix of the
-  index columns, then ranges on the next one; costed by ``costs.index_cost``.
+  index columns, then ranges on the next one; costed by ``costs.index_cost``.  A partial
+  index is considered only when the restriction clauses imply its predicate
+  (``indexpred.usable_partial_index``), and then also with no usable clause (a full scan
+  of the index: it holds only the rows of its predicate).
 * for one table with an ORDER BY, index scans that return rows in its order
   (``_index_order_paths``): they compete with Sort in ``core``.
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 from minidb.exec import expr as X
 from minidb.exec.datatypes import family
 from minidb.exec.scan import IndexScanNode, SeqScanNode
+from minidb.sql.indexpred import index_targets, usable_partial_index
 from minidb.sql.planner.costs import clamp, index_cost, ops, ops_list, penalize
 from minidb.sql.stats import RelStats, rel_size
 
@@ -57,16 +61,24 @@ def key_type_ok(coltype, valtype) -> bool:
     return fc == fv
 
 
+def _is_target(e, rindex, target) -> bool:
+    """Is ``e`` the index column ``target`` (a column position or a bound expression)?"""
+    if isinstance(target, int):
+        return isinstance(e, X.ColRef) and e.key == (rindex, target)
+    return e == target
+
+
 def _indexable(q, rindex, attno, coltype):
-    """(op, value expr) if ``q`` is ``column op value`` on (rindex, attno)."""
+    """(op, value expr) if ``q`` is ``column op value`` on (rindex, attno); ``attno`` may
+    be an expression column's bound expression (``indexpred.index_targets``)."""
     if not isinstance(q, X.Compare) or q.op not in ("=", "<", "<=", ">", ">="):
         return None
     op = q.op
     col, val = q.left, q.right
-    if not (isinstance(col, X.ColRef) and col.key == (rindex, attno)):
+    if not _is_target(col, rindex, attno):
         col, val = q.right, q.left
         op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
-        if not (isinstance(col, X.ColRef) and col.key == (rindex, attno)):
+        if not _is_target(col, rindex, attno):
             return None
     if X.column_keys(val) or not key_type_ok(coltype, val.type):
         return None             # the value must be a pseudo-constant
@@ -93,10 +105,10 @@ class ScanPaths:
         idx = []
         for iname in t.indexes:
             idef = self.catalog.indexes.get(iname)
-            if idef is None:
+            if idef is None or not usable_partial_index(self.catalog, idef, entry, quals):
                 continue
             idx.append((idef, self._nblocks(idef.relfilenode)))
-            if idef.unique and len(idef.columns) == 1:
+            if idef.unique and len(idef.columns) == 1 and not getattr(idef, "exprs", None):
                 a = entry.attno(idef.columns[0])
                 if a >= 0:
                     unique_cols.add(a)
@@ -158,13 +170,14 @@ class ScanPaths:
     def _match_index(self, br, idef, quals):
         """(eq [(qual, value)], lower [(qual, value, incl)], upper [...]) for an index."""
         entry = br.entry
-        cols = [entry.attno(c) for c in idef.columns]
+        cols = index_targets(self.catalog, idef, entry)
         eq, lower, upper = [], [], []
-        for attno in cols:
+        for attno in cols or ():
             found_eq = None
             rng_lo, rng_hi = [], []
+            coltype = entry.columns[attno][1] if isinstance(attno, int) else attno.type
             for q in quals:
-                m = _indexable(q, br.index, attno, entry.columns[attno][1])
+                m = _indexable(q, br.index, attno, coltype)
                 if m is None:
                     continue
                 op, val = m
@@ -185,12 +198,17 @@ class ScanPaths:
         out = []
         for idef, ipages in br.indexes:
             eq, lower, upper = self._match_index(br, idef, br.quals)
-            if not eq and not lower and not upper:
+            partial = getattr(idef, "predicate", None) is not None
+            if not eq and not lower and not upper and not partial:
                 continue
             used = [q for q, _ in eq] + [q for q, _, _ in lower] + [q for q, _, _ in upper]
             rest = [q for q in br.quals if all(q is not u for u in used)]
+            # a partial index whose predicate WHERE implies is a path even without a clause
+            # on its columns (a full scan of it reads only its rows, as PostgreSQL's
+            # predOK indexes); its selectivity is then taken as the whole WHERE's
             node = self._index_node(br, idef, ipages, est, eq, lower, upper, used, rest,
-                                    need_tids)
+                                    need_tids, sel_idx=None if used else
+                                    est.clauses(br.quals) if br.quals else 1.0)
             out.append(node)
         return out
 
@@ -215,33 +233,55 @@ class ScanPaths:
         return node
 
     def _index_order_paths(self, b) -> list:
-        """Index scans of a single table that return rows in ORDER BY's order (keys = a
-        prefix of the index's columns, all ASC NULLS LAST - the index's order - or all DESC
-        NULLS FIRST - scanned backward), so no Sort is needed: with a LIMIT, such a path
-        reads only the first rows (PostgreSQL's pathkeys, for the simple cases)."""
+        """Index scans of a single table that return rows in ORDER BY's order, so no Sort
+        is needed: with a LIMIT, such a path reads only the first rows (PostgreSQL's
+        pathkeys, for the simple cases).  The ORDER BY keys are index columns in index
+        order, each with the column's own direction and NULLS placement (pg_index.indoption)
+        - a forward scan - or each with both reversed - a backward scan; leading index
+        columns that WHERE fixes by an equality may be left out of the ORDER BY (``WHERE
+        a = 1 ORDER BY b`` on an index on (a, b)), as PostgreSQL drops such pathkeys."""
         if self._single is None or len(b.rtable) != 1:
             return []
         br, est, need_tids = self._single
         out = []
         for idef, ipages in br.indexes:
-            cols = [br.entry.attno(c) for c in idef.columns]
-            if len(b.order_by) > len(cols):
-                continue
-            direction = None
-            ok = True
-            for (e, desc, nf), a in zip(b.order_by, cols):
-                if not (isinstance(e, X.ColRef) and e.key == (br.index, a)) or desc != nf \
-                        or (direction is not None and direction != desc):
-                    ok = False
-                    break
-                direction = desc
-            if not ok:
+            cols = index_targets(self.catalog, idef, br.entry)
+            if cols is None:
                 continue
             eq, lower, upper = self._match_index(br, idef, br.quals)
+            backward = _order_direction(b.order_by, br.index, cols, idef, len(eq))
+            if backward is None:
+                continue
             used = [q for q, _ in eq] + [q for q, _, _ in lower] + [q for q, _, _ in upper]
             rest = [q for q in br.quals if all(q is not u for u in used)]
             node = self._index_node(br, idef, ipages, est, eq, lower, upper, used, rest,
                                     need_tids, sel_idx=est.clauses(used) if used else 1.0)
-            node.backward = bool(direction)
+            node.backward = backward
             out.append(node)
         return out
+
+
+def _order_direction(order_by, rindex, cols, idef, n_eq: int):
+    """False (forward) / True (backward) if an index on ``cols`` returns rows in the order
+    ``order_by`` ([(expr, desc, nulls_first)]) asks for, else None.  The first ``n_eq``
+    index columns are fixed by equalities: ORDER BY may start at any of them or after."""
+    for skip in range(n_eq + 1):
+        keys = cols[skip:]
+        if len(order_by) > len(keys) or not order_by:
+            continue
+        direction = None
+        for j, ((e, desc, nf), a) in enumerate(zip(order_by, keys)):
+            opt = idef.option(skip + j)
+            if not _is_target(e, rindex, a):
+                direction = None
+                break
+            fwd = desc == bool(opt & 1) and nf == bool(opt & 2)
+            back = desc != bool(opt & 1) and nf != bool(opt & 2)
+            d = False if fwd else True if back else None
+            if d is None or (j and d != direction):
+                direction = None
+                break
+            direction = d
+        if direction is not None:
+            return direction
+    return None
