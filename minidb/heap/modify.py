@@ -201,7 +201,7 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str):
             h = decode_header(item)
             result, hints = vis.satisfies_update(
                 h["xmin"], h["xmax"], h["cmin"], h["cmax"], h["infomask"], cid, xid,
-                procarray, clog, ctid_is_self=(h["ctid"] == (block, off)))
+                procarray, clog, ctid_is_self=(h["ctid"] == (block, off)), mine=xact.mine_xids)
             if hints:
                 _put16(item, _OFF_INFOMASK, h["infomask"] | hints)
                 h["infomask"] |= hints
