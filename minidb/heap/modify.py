@@ -245,7 +245,7 @@ def heap_delete(backend, rel: HeapRel, tid, snapshot) -> tuple[int, tuple | None
     bm = backend.bufmgr
     try:
         page = bm.page(b)
-        xid = backend.xact.xid
+        xid = backend.xact.xid_for_write()   # assigned by _acquire: a level's subxid
         wr = PageRecord(bm).add(b)
         _set_xmax(item, xid, snapshot.curcid, 0)
         _put16(item, _OFF_INFOMASK2,
@@ -270,7 +270,7 @@ def heap_lock_tuple(backend, rel: HeapRel, tid, snapshot) -> tuple[int, tuple | 
         return result, _newer(result, h)
     bm = backend.bufmgr
     try:
-        xid = backend.xact.xid
+        xid = backend.xact.xid_for_write()   # assigned by _acquire: a level's subxid
         if h["xmax"] != xid or not h["infomask"] & HEAP_XMAX_LOCK_ONLY:
             wr = PageRecord(bm).add(b)
             _set_xmax(item, xid, None, HEAP_XMAX_LOCK_ONLY)

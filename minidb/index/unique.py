@@ -43,7 +43,8 @@ from __future__ import annotations
 import struct
 
 from minidb.errors import UniqueViolation
-from minidb.storage.htup import HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_LOCK_ONLY
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_INVALID,
+                                 HEAP_XMAX_LOCK_ONLY)
 from minidb.index import btpage as bt
 from minidb.index.rel import IndexRel, count, trace
 from minidb.index.search import release
@@ -125,8 +126,13 @@ def _chain_verdict(page, block: int, off: int, nitems: int, procarray, clog, myx
             return True, 0, False
         if state == vis.INSERT_IN_PROGRESS:
             if xmin in myxid:
-                return True, 0, False
-            return False, xmin, False
+                if (xmax in myxid and xmax != xmin and not im & HEAP_XMAX_LOCK_ONLY
+                        and not im & HEAP_XMAX_INVALID):
+                    all_dead = False  # inserted and deleted by my subtransactions
+                else:
+                    return True, 0, False
+            else:
+                return False, xmin, False
         if state == vis.DELETE_IN_PROGRESS:
             if xmin not in myxid and procarray.is_in_progress(xmin):
                 return False, xmin, False
