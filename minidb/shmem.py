@@ -196,6 +196,8 @@ CTL_NEXT_OID = 2          # catalog lock: the next OID / relfilenode to hand out
 CTL_NEXT_XID = 4          # procarray lock: the next xid to assign
 CTL_LATEST_COMPLETED = 5  # procarray lock: newest xid that committed or aborted
 CTL_XACT_COMPLETION = 6   # procarray lock: bumped by every end of a transaction with an xid
+CTL_SUBXIDS = 7           # procarray lock: live subtransaction xids over all slots (the sum
+                          # of proc_nsubxids: 0 lets the xid lookups skip proc_subxids)
 N_CONTROL = 16
 
 # proc_flags[] bits

@@ -16,6 +16,8 @@ ProcArrayLock and XidGenLock in one):
 ``CTL_LATEST_COMPLETED``  the newest xid that committed or aborted
 ``CTL_XACT_COMPLETION``   how many transactions with an xid have left the proc array
                           (PostgreSQL 14's xactCompletionCount)
+``CTL_SUBXIDS``        live subtransaction xids over all slots (0: the lookups skip
+                       ``proc_subxids``)
 =====================  ==================================================================
 
 Protocols (PostgreSQL's, ``procarray.c``):
@@ -76,7 +78,7 @@ import time
 import numpy as np
 
 from minidb.errors import LockNotAvailable, ProgramLimitExceeded
-from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID, CTL_XACT_COMPLETION
+from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID, CTL_SUBXIDS, CTL_XACT_COMPLETION
 from minidb.txn import deadlock
 from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID, IN_PROGRESS
 
@@ -183,6 +185,7 @@ class ProcArray:
             ctl[CTL_NEXT_XID] = xid + 1
             seg.proc_subxids[slot, n] = xid
             seg.proc_nsubxids[slot] = n + 1
+            ctl[CTL_SUBXIDS] += 1
         return xid
 
     def subxids_of(self, slot: int) -> list[int]:
@@ -202,6 +205,7 @@ class ProcArray:
             seg.proc_subxids[slot, :len(keep)] = keep
             seg.proc_subxids[slot, len(keep):n] = 0
             seg.proc_nsubxids[slot] = len(keep)
+            seg.control[CTL_SUBXIDS] -= n - len(keep)
             top = max(gone)
             if top > seg.control[CTL_LATEST_COMPLETED]:
                 seg.control[CTL_LATEST_COMPLETED] = top
@@ -232,13 +236,15 @@ class ProcArray:
                 s = Snapshot.__new__(Snapshot)
                 s.xmin, s.xmax, s.xip, s._xip_set = xmin, xmax, last[4], last[5]
                 s.curcid, s.myxid = curcid, myxid
-                n = seg.proc_nsubxids[slot]
-                s.subxids = (frozenset(seg.proc_subxids[slot, :n].tolist())
-                             if myxid and n else _NO_SUBXIDS)
+                s.subxids = _NO_SUBXIDS
+                if myxid and ctl[CTL_SUBXIDS]:
+                    n = seg.proc_nsubxids[slot]
+                    if n:
+                        s.subxids = frozenset(seg.proc_subxids[slot, :n].tolist())
                 return s
             xids = seg.proc_xid[seg.proc_xid != 0]
             nsub = seg.proc_nsubxids
-            if nsub.any():
+            if ctl[CTL_SUBXIDS]:
                 subs = seg.proc_subxids[np.arange(seg.proc_subxids.shape[1]) < nsub[:, None]]
                 xids = np.concatenate([xids, subs])
             running = xids[xids < xmax]
@@ -248,7 +254,7 @@ class ProcArray:
             if seg.proc_xmin[slot] == 0:
                 seg.proc_xmin[slot] = xmin
             own = (frozenset(seg.proc_subxids[slot, :nsub[slot]].tolist())
-                   if myxid and nsub[slot] else _NO_SUBXIDS)
+                   if myxid and ctl[CTL_SUBXIDS] and nsub[slot] else _NO_SUBXIDS)
         self.snapshots_taken += 1
         mine = running != myxid
         if own:
@@ -311,12 +317,12 @@ class ProcArray:
         seg = self.seg
         if (seg.proc_xid == xid).any():
             return True
-        return bool(seg.proc_nsubxids.any() and (seg.proc_subxids == xid).any())
+        return bool(seg.control[CTL_SUBXIDS] and (seg.proc_subxids == xid).any())
 
     def in_progress_vec(self, xids: np.ndarray) -> np.ndarray:
         seg = self.seg
         running = seg.proc_xid[seg.proc_xid != 0]
-        if seg.proc_nsubxids.any():
+        if seg.control[CTL_SUBXIDS]:
             running = np.concatenate([running, seg.proc_subxids[seg.proc_subxids != 0]])
         return np.isin(xids, running)
 
@@ -327,7 +333,7 @@ class ProcArray:
         holders = np.flatnonzero(seg.proc_xid == xid)
         if holders.size:
             return int(holders[0]), xid
-        if seg.proc_nsubxids.any():
+        if seg.control[CTL_SUBXIDS]:
             rows = np.flatnonzero((seg.proc_subxids == xid).any(axis=1))
             if rows.size:
                 h = int(rows[0])
@@ -362,6 +368,7 @@ class ProcArray:
                     seg.control[CTL_LATEST_COMPLETED] = top
                 seg.proc_subxids[slot, :n] = 0
                 seg.proc_nsubxids[slot] = 0
+                seg.control[CTL_SUBXIDS] -= n
             seg.proc_xmin[slot] = 0
             seg.proc_wait_xid[slot] = 0
             if xid and xid > seg.control[CTL_LATEST_COMPLETED]:

@@ -22,7 +22,10 @@ ROLLBACK TO name          the levels inside it end and it restarts empty (the sa
                           are aborted at once: an ABORT record naming the level's xid and
                           its children, then ABORTED in the commit log, then the xids
                           leave the proc array's cache, waking whoever waits on the slot
-                          (a row lock taken in the subtree is free now)
+                          (a row lock taken in the subtree is free now); the heavyweight
+                          locks first taken in the subtree are released
+                          (``LockManager.release_keys``; a lock the level re-requested
+                          that was held before it stays)
 error in a block          with savepoints defined, the innermost level is aborted as by
                           ROLLBACK TO, and the block is FAILED (25P02) until ROLLBACK TO
                           (any live savepoint) or ROLLBACK; without savepoints the whole
@@ -50,9 +53,6 @@ Departures from PostgreSQL, and why:
   instead of an overflow into pg_subtrans.  Subxids that were rolled back leave the cache,
   so only subtransactions that wrote and are still live count.  Without the overflow no
   snapshot ever needs the parent lookup.
-* **Heavyweight locks** taken inside a rolled-back level are kept to the end of the
-  transaction (PostgreSQL releases them with the subtransaction's resource owner): the
-  lock manager releases all locks at once.  Row locks do go with the level.
 * **A row lock upgrade** in a level (a row locked by the parent, then updated in the
   level) replaces the parent's lock; rolling the level back leaves the row unlocked
   (PostgreSQL keeps both in a MultiXact).
@@ -77,6 +77,7 @@ class Level:
     xid: int = 0                        # assigned at the level's first write
     children: list = field(default_factory=list)  # subxids of released inner levels
     pending_mark: int = 0               # len(pending_deletes) when the level started
+    locks_mark: frozenset = frozenset()  # the heavyweight locks held when it started
 
     def tree(self) -> list[int]:
         """The level's xid and its absorbed children: what its rollback aborts."""

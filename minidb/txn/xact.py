@@ -248,7 +248,9 @@ class Transaction:
         if self.state == FAILED:
             raise InFailedSqlTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block")
-        self.levels.append(Level(name, pending_mark=len(self.pending_deletes)))
+        held = frozenset(self.lockmgr.local) if self.lockmgr is not None else frozenset()
+        self.levels.append(Level(name, pending_mark=len(self.pending_deletes),
+                                 locks_mark=held))
         self._trace(f"savepoint {name} (level {len(self.levels)})")
 
     def release(self, name: str) -> None:
@@ -298,8 +300,14 @@ class Transaction:
         for level in levels[i:]:
             level.xid = 0
             level.children = []
-        if xids and self.catalog_changed and self.on_subabort is not None:
-            self.on_subabort()
+        try:
+            if xids and self.catalog_changed and self.on_subabort is not None:
+                self.on_subabort()
+        finally:   # the level's heavyweight locks, last (as at the top-level end)
+            lm = self.lockmgr
+            if lm is not None:
+                held = levels[i].locks_mark
+                lm.release_keys([k for k in lm.local if k not in held])
 
     def command_done(self, wrote: bool) -> None:
         """End of a statement: later statements see its writes; RC drops the snapshot."""

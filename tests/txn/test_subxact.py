@@ -517,3 +517,85 @@ def test_waldump_lists_subxacts(tmp_path):
     r = rec.Record.__new__(rec.Record)
     r.main = data
     assert _xact_desc(r).endswith("; rels: base/16384; subxacts: 7 9")
+
+
+def test_ddl_in_a_rolled_back_level(conns):
+    c = conns()
+    cur = _setup(c)
+    cur.execute("insert into t values (1, 1)")
+    cur.execute("begin")
+    cur.execute("savepoint a")
+    cur.execute("create table u (x int)")
+    cur.execute("insert into u values (1)")
+    cur.execute("drop table t")
+    cur.execute("rollback to a")
+    with pytest.raises(db.Error) as e:
+        cur.execute("select * from u")
+    assert e.value.sqlstate == "42P01"
+    cur.execute("rollback to a")
+    assert _rows(cur) == [(1, 1)]                # the drop went with the level
+    cur.execute("savepoint b")
+    cur.execute("create table w (x int)")
+    cur.execute("release b")
+    cur.execute("commit")
+    assert _rows(cur) == [(1, 1)]                # t's file was kept at commit
+    cur.execute("insert into w values (7)")
+    assert _rows(cur, "select x from w") == [(7,)]
+    assert _rows(conns().cursor()) == [(1, 1)]
+
+
+def test_commit_log_tree_across_pages(tmp_path):
+    from minidb.txn.clog import SUB_COMMITTED, XACTS_PER_PAGE
+    c = _connect(tmp_path / "data")
+    try:
+        clog = c._instance.clog
+        base = XACTS_PER_PAGE - 2            # top on page 0, two subxids on page 1
+        top, same, far = base, base + 1, XACTS_PER_PAGE + 5
+        clog.zero_page(1)
+        seen = []
+        real = clog.set_status
+
+        def spy(xid, status, lsn=0):
+            seen.append((xid, status, clog.status(top)))
+            real(xid, status, lsn)
+        clog.set_status = spy
+        clog.set_tree(top, [same, far], COMMITTED)
+        assert seen[0] == (far, SUB_COMMITTED, IN_PROGRESS)   # before the top commits
+        assert seen[-1] == (far, COMMITTED, COMMITTED)
+        assert clog.status(top) == clog.status(same) == clog.status(far) == COMMITTED
+    finally:
+        c.close()
+
+
+def test_rollback_to_releases_the_levels_relation_locks(conns):
+    c, o = conns(), conns(lock_timeout=60000)
+    cur = _setup(c)
+    cur.execute("create table u (x int)")
+    cur.execute("begin")
+    cur.execute("select * from u")               # AccessShare on u before the savepoint
+    cur.execute("savepoint a")
+    cur.execute("lock table t in access exclusive mode")
+    cur.execute("insert into u values (1)")      # RowExclusive on u: taken in the level
+    lm = c._session._backend.lockmgr
+    modes = {(tag[1], mode) for tag, mode in lm.local}
+    assert len(modes) >= 3
+    th, out = _update_in_thread(o, "insert into t values (9, 9)")
+    assert _waiting_for_lock(o)
+    cur.execute("rollback to a")                 # t's AccessExclusive goes: o inserts
+    th.join(60)
+    assert "done" in out and "error" not in out
+    left = {(tag[1], mode) for tag, mode in lm.local}
+    assert len(left) == 1                        # only the AccessShare on u from before
+    cur.execute("commit")
+    assert _rows(cur) == [(9, 9)]
+
+
+def _waiting_for_lock(o, timeout=60.0) -> bool:
+    seg = o._instance.seg
+    slot = o._session._backend.slot
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if seg.proc_wait_lock[slot] >= 0:
+            return True
+        time.sleep(0.01)
+    return False
