@@ -212,6 +212,14 @@ class ProcArray:
             seg.control[CTL_XACT_COMPLETION] += 1
             waiters = int(seg.proc_xact_waiters[slot])
             seg.proc_xact_waiters[slot] = 0
+            # the woken no longer wait (they name the top-level xid, which still runs)
+            # until they find their xid running again and sleep anew
+            w, s = waiters, 0
+            while w:
+                if w & 1:
+                    seg.proc_wait_xid[s] = 0
+                w >>= 1
+                s += 1
         self._wake(waiters)
 
     def next_xid(self) -> int:
