@@ -41,9 +41,10 @@ via the backend) consumes both once the end is visible in the proc array.
 
 The end of a transaction with an xid, in order (RecordTransactionCommit, then
 CommitTransaction's steps): (1) the commit (abort) record, carrying the relation files to
-drop and the live subtransaction xids, is written to the WAL and - for a commit, unless synchronous_commit is off - flushed;
-(2) the commit log gets the status (of the whole tree at once), with the commit record's LSN as its page's group LSN
-(the page is not written before that WAL is); (3) the xid leaves the proc array; (4) the
+drop and the live subtransaction xids, is written to the WAL and - for a commit, unless
+synchronous_commit is off - flushed; (2) the commit log gets the status (of the whole tree
+at once), with the commit record's LSN as its page's group LSN (the page is not written
+before that WAL is); (3) the xid leaves the proc array; (4) the
 ``on_end`` callback: catalog invalidation, pending deletes, statistics; (5) the relation
 locks are released.  A checkpoint that takes its redo point between (1) and (2) waits
 for (2) before it writes the commit log (``delay_chkpt``): otherwise neither replay (the

@@ -138,7 +138,7 @@ def parse_utility(word: str, text: str, base: int, full: str, parse_any) -> ast.
         return ast.CommitStmt()
     if word in ("rollback", "abort"):
         p.word("work", "transaction")
-        if p.word("to"):   # ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name
+        if word == "rollback" and p.word("to"):   # ROLLBACK [WORK] TO [SAVEPOINT] name
             p.word("savepoint")
             name = p.name()
             p.end()
