@@ -291,7 +291,9 @@ class Catalog:
         """A savepoint level that changed the catalog rolled back: its rows are aborted now,
         so the overlay is read again (``minidb.txn.subxact``)."""
         if self._local is not None:
-            self._rebuild_local()
+            st = self._rebuild_local()
+            # a drop the level made is undone: that table's statistics stay at commit
+            self.dropped_oids = [o for o in self.dropped_oids if o not in st.class_tid]
 
     def end_of_xact(self) -> None:
         """The transaction ended: back to the committed state."""

@@ -599,3 +599,17 @@ def _waiting_for_lock(o, timeout=60.0) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+def test_rolled_back_drop_keeps_the_tables_statistics(conns):
+    c = conns()
+    cur = _setup(c)
+    cur.execute("insert into t values (1, 1)")
+    cur.execute("begin")
+    cur.execute("savepoint a")
+    cur.execute("drop table t")
+    cat = c._session._backend.catalog
+    assert cat.dropped_oids
+    cur.execute("rollback to a")
+    assert cat.dropped_oids == []
+    cur.execute("commit")
