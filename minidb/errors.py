@@ -236,6 +236,12 @@ class InFailedSqlTransaction(InternalError):
     sqlstate = "25P02"
 
 
+# -- savepoints (minidb.txn.subxact) -----------------------------------------------------------
+class InvalidSavepointSpecification(InternalError):
+    """RELEASE / ROLLBACK TO a savepoint that does not exist."""
+    sqlstate = "3B001"
+
+
 class CharacterNotInRepertoire(DataError):
     sqlstate = "22021"
 

@@ -110,6 +110,7 @@ import weakref
 import numpy as np
 
 from minidb.catalog import Catalog, CatalogCache, at_xact_end, bootstrap
+from minidb.catalog.storage import at_subxact_abort
 from minidb.catalog.bootstrap import PG_CLASS
 from minidb.catalog.cache import temp_backend
 from minidb.config import SETTINGS, Settings
@@ -801,6 +802,7 @@ class Backend:
         self.xact = Transaction(instance.procarray, slot, settings, on_end=self._at_xact_end,
                                 lockmgr=self.lockmgr)
         self.xact.wal = self.wal
+        self.xact.on_subabort = lambda: at_subxact_abort(self)
         self.closed = False
 
     @property

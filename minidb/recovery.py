@@ -72,7 +72,8 @@ from minidb.errors import OperationalError
 from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_OID, CTL_NEXT_XID
 from minidb.storage.bufmgr import BufferManager
 from minidb.storage.xloginsert import SMGR_CREATE, SMGR_TRUNCATE, redo_blocks
-from minidb.txn.clog import ABORTED, COMMITTED, IN_PROGRESS
+from minidb.txn.clog import ABORTED, COMMITTED, IN_PROGRESS, SUB_COMMITTED
+from minidb.txn.xact import XACT, unpack_xact  # noqa: F401 (XACT: the layout, for tests)
 from minidb.wal import control as ctlfile
 from minidb.wal import record as rec
 from minidb.wal.reader import EndOfWal, MissingSegment, WalReader
@@ -80,16 +81,6 @@ from minidb.wal.xlog import (WAL_CKPT_IMMEDIATE, WAL_CKPT_REQUEST, WAL_RECOVERY,
                              first_lsn)
 
 CHECKPOINT = struct.Struct("<QQQBd")   # redo, next_xid, next_oid, full_page_writes, time
-XACT = struct.Struct("<qI")            # commit time (us since the epoch), number of relations
-
-
-def pack_xact(when_us: int, rels: list[int]) -> bytes:
-    return XACT.pack(when_us, len(rels)) + struct.pack(f"<{len(rels)}Q", *rels)
-
-
-def unpack_xact(data: bytes) -> tuple[int, list[int]]:
-    when, n = XACT.unpack_from(data, 0)
-    return when, list(struct.unpack_from(f"<{n}Q", data, XACT.size))
 
 
 class StartupError(OperationalError):
@@ -244,10 +235,19 @@ def replay(inst, bm, r: rec.Record, invalid: dict) -> None:
             _advance_xid(inst, next_xid - 1)
             _advance_oid(inst, next_oid)
     elif rmid == rec.RM_XACT:
-        _when, rels = unpack_xact(r.main)
+        _when, rels, subxids = unpack_xact(r.main)
         op = r.info & 0x70
         clog = inst.clog
-        if op == rec.XLOG_XACT_COMMIT:
+        if subxids:   # the subtransactions end with the record's xid (their tree)
+            _advance_xid(inst, max(subxids))
+            status, lsn = ((COMMITTED, r.end) if op == rec.XLOG_XACT_COMMIT else (ABORTED, 0))
+            todo = [x for x in subxids if clog.status(x) in (IN_PROGRESS, SUB_COMMITTED)]
+            if clog.status(r.xid) == IN_PROGRESS:
+                clog.set_tree(r.xid, todo, status, lsn=lsn)
+            else:   # the top-level page reached the disk, another page did not
+                for x in todo:
+                    clog.set_status(x, status, lsn=lsn)
+        elif op == rec.XLOG_XACT_COMMIT:
             if clog.status(r.xid) == IN_PROGRESS:
                 clog.set_status(r.xid, COMMITTED, lsn=r.end)
         elif op == rec.XLOG_XACT_ABORT:

@@ -20,6 +20,10 @@ inside a block          the statement's error moves the block to FAILED
                         (``xact.fail()``) and re-raises; every later statement
                         raises InFailedSqlTransaction (25P02) until ``rollback()``
                         (or ``commit()``, which then rolls back and returns False)
+with savepoints         (``xact.savepoint(name)`` / ``release`` / ``rollback_to``,
+                        ``minidb.txn.subxact``) the error aborts the innermost
+                        savepoint level only, and ``xact.rollback_to(name)`` ends
+                        the FAILED state
 ``begin("serializable")``  NotSupportedError (no SSI; REPEATABLE READ is snapshot
                         isolation)
 ======================  ===========================================================

@@ -7,7 +7,7 @@ valid in every process and nothing shared is ever created after a fork.
 
 Regions (``N`` = shared_buffers, ``S`` = backend slots = max_connections +
 max_worker_processes + 1 auxiliary (the checkpointer), at most 64 so a wait set fits in one
-uint64 bitmask,
+uint64 bitmask, ``X`` = ``MAX_CACHED_SUBXIDS``,
 ``B`` = mapping buckets, a power of two >= max(2N, 16 * partitions)):
 
 =================  ==============  =========  ============================================
@@ -34,6 +34,10 @@ proc_xmin          (S,)            int64      procarray lock (published snapshot
 proc_wait_xid      (S,)            int64      procarray lock (xid this backend waits for)
 proc_xact_waiters  (S,)            uint64     procarray lock (slots waiting for this
                                               backend's transaction to end)
+proc_subxids       (S, X)          int64      procarray lock (the live subtransaction xids
+                                              of the slot's transaction, PGPROC's subxids
+                                              cache; ``minidb.txn.subxact``)
+proc_nsubxids      (S,)            int32      procarray lock (how many of them)
 table_stats_oid    (T,)            int64      stats lock (oid owning each row, 0: free)
 table_stats        (T, K2)         int64      stats lock (pg_stat_user_tables counters)
 stats              (S + 1, K)      int64      only the owning backend writes its row; the
@@ -181,6 +185,9 @@ from minidb.config import BLCKSZ, Settings
 from minidb.errors import CrashShutdown, LWLockHolderDied, LWLockTimeout
 
 MAX_SLOTS = 64  # waiter sets are uint64 bitmasks over backend slots
+# PGPROC_MAX_CACHED_SUBXIDS: subtransaction xids one transaction may hold at once (minidb
+# has no pg_subtrans to fall back on, so one more is 54000; ``minidb.txn.subxact``)
+MAX_CACHED_SUBXIDS = 64
 
 # control[] entries
 CTL_CLOCK_HAND = 0        # strategy lock: next buffer the clock sweep looks at
@@ -189,6 +196,8 @@ CTL_NEXT_OID = 2          # catalog lock: the next OID / relfilenode to hand out
 CTL_NEXT_XID = 4          # procarray lock: the next xid to assign
 CTL_LATEST_COMPLETED = 5  # procarray lock: newest xid that committed or aborted
 CTL_XACT_COMPLETION = 6   # procarray lock: bumped by every end of a transaction with an xid
+CTL_SUBXIDS = 7           # procarray lock: live subtransaction xids over all slots (the sum
+                          # of proc_nsubxids: 0 lets the xid lookups skip proc_subxids)
 N_CONTROL = 16
 
 # proc_flags[] bits
@@ -349,6 +358,8 @@ def regions(settings: Settings) -> list[Region]:
         Region("proc_xmin", (s,), "<i8", "procarray lock"),
         Region("proc_wait_xid", (s,), "<i8", "procarray lock"),
         Region("proc_xact_waiters", (s,), "<u8", "procarray lock"),
+        Region("proc_subxids", (s, MAX_CACHED_SUBXIDS), "<i8", "procarray lock"),
+        Region("proc_nsubxids", (s,), "<i4", "procarray lock"),
         Region("table_stats_oid", (MAX_TABLE_STATS,), "<i8", "stats lock"),
         Region("table_stats", (MAX_TABLE_STATS, len(TABLE_COUNTERS)), "<i8", "stats lock"),
         Region("stats", (s + 1, len(COUNTERS)), "<i8", "owning backend / proc lock"),

@@ -308,6 +308,14 @@ class Catalog:
         self._local = load_state(self._backend, ("x", next(_overlay_serial)), gen, own=True)
         return self._local
 
+    def after_subxact_abort(self) -> None:
+        """A savepoint level that changed the catalog rolled back: its rows are aborted now,
+        so the overlay is read again (``minidb.txn.subxact``)."""
+        if self._local is not None:
+            st = self._rebuild_local()
+            # a drop the level made is undone: that table's statistics stay at commit
+            self.dropped_oids = [o for o in self.dropped_oids if o not in st.class_tid]
+
     def end_of_xact(self) -> None:
         """The transaction ended: back to the committed state."""
         self._local = None
@@ -505,13 +513,13 @@ class Catalog:
                                                 h["infomask"], snap, clog)
                 xmax = h["xmax"]
                 if visible:
-                    if (xmax and xmax != snap.myxid and not h["infomask"] & HEAP_XMAX_INVALID
+                    if (xmax and not snap.is_mine(xmax) and not h["infomask"] & HEAP_XMAX_INVALID
                             and not h["infomask"] & HEAP_XMAX_LOCK_ONLY
                             and procarray.is_in_progress(xmax)):
                         return xmax  # being dropped: wait for the dropper
                     return -1
                 xmin = h["xmin"]
-                if xmin != snap.myxid and procarray.is_in_progress(xmin):
+                if not snap.is_mine(xmin) and procarray.is_in_progress(xmin):
                     return xmin  # being created: wait for the creator
         return 0
 

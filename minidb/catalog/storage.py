@@ -73,6 +73,14 @@ def drop_relation_storage(backend, rfn: int) -> None:
         pass
 
 
+def at_subxact_abort(backend) -> None:
+    """A rolled-back savepoint level changed the catalog: this backend's own view of it is
+    rebuilt (the level's rows carry an aborted xid now)."""
+    cat = backend.__dict__.get("_catalog")
+    if cat is not None:
+        cat.after_subxact_abort()
+
+
 def at_xact_end(backend, committed: bool) -> None:
     """The catalog's and the files' part of ending a transaction (see the docstring)."""
     xact = backend.xact

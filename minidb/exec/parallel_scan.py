@@ -292,8 +292,9 @@ def run_worker_task(backend, results, task_id: int, spec: dict) -> None:
                                 "the worker started")
         rel = HeapRel(spec["rel_name"], spec["rfn"], RowLayout(spec["rel_columns"]),
                       spec["rel_oid"])
-        xmin, xmax, xip, curcid, myxid = spec["snapshot"]
-        snapshot = Snapshot(xmin, xmax, np.array(xip, dtype=np.int64), curcid, myxid)
+        xmin, xmax, xip, curcid, myxid, subxids = spec["snapshot"]
+        snapshot = Snapshot(xmin, xmax, np.array(xip, dtype=np.int64), curcid, myxid,
+                            frozenset(subxids))
         aggs = spec.get("aggregates")
         partial = PartialAggregates(aggs) if aggs else None
         for columns, n, blocks, offsets in participant_batches(backend, rel, spec["cols"],

@@ -201,7 +201,7 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str):
             h = decode_header(item)
             result, hints = vis.satisfies_update(
                 h["xmin"], h["xmax"], h["cmin"], h["cmax"], h["infomask"], cid, xid,
-                procarray, clog, ctid_is_self=(h["ctid"] == (block, off)))
+                procarray, clog, ctid_is_self=(h["ctid"] == (block, off)), mine=xact.mine_xids)
             if hints:
                 _put16(item, _OFF_INFOMASK, h["infomask"] | hints)
                 h["infomask"] |= hints
@@ -245,7 +245,7 @@ def heap_delete(backend, rel: HeapRel, tid, snapshot) -> tuple[int, tuple | None
     bm = backend.bufmgr
     try:
         page = bm.page(b)
-        xid = backend.xact.xid
+        xid = backend.xact.xid_for_write()   # assigned by _acquire: a level's subxid
         wr = PageRecord(bm).add(b)
         _set_xmax(item, xid, snapshot.curcid, 0)
         _put16(item, _OFF_INFOMASK2,
@@ -270,7 +270,7 @@ def heap_lock_tuple(backend, rel: HeapRel, tid, snapshot) -> tuple[int, tuple | 
         return result, _newer(result, h)
     bm = backend.bufmgr
     try:
-        xid = backend.xact.xid
+        xid = backend.xact.xid_for_write()   # assigned by _acquire: a level's subxid
         if h["xmax"] != xid or not h["infomask"] & HEAP_XMAX_LOCK_ONLY:
             wr = PageRecord(bm).add(b)
             _set_xmax(item, xid, None, HEAP_XMAX_LOCK_ONLY)

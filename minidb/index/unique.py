@@ -43,7 +43,8 @@ from __future__ import annotations
 import struct
 
 from minidb.errors import UniqueViolation
-from minidb.storage.htup import HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_LOCK_ONLY
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_INVALID,
+                                 HEAP_XMAX_LOCK_ONLY)
 from minidb.index import btpage as bt
 from minidb.index.rel import IndexRel, count, trace
 from minidb.index.search import release
@@ -58,7 +59,7 @@ _U16 = struct.Struct("<H")
 _T_INFOMASK = 32
 
 
-def heap_dirty_check(bm, hrel, tid, procarray, clog, myxid: int, horizon_box: list
+def heap_dirty_check(bm, hrel, tid, procarray, clog, myxid, horizon_box: list
                      ) -> tuple[bool, int, bool]:
     """(conflict, xid to wait for or 0, all_dead) for the HOT chain at heap ``tid``."""
     return heap_dirty_check_block(bm, hrel, int(tid[0]), [int(tid[1])], procarray, clog,
@@ -66,11 +67,12 @@ def heap_dirty_check(bm, hrel, tid, procarray, clog, myxid: int, horizon_box: li
 
 
 def heap_dirty_check_block(bm, hrel, block: int, offsets: list, procarray, clog,
-                           myxid: int, horizon_box: list) -> list:
+                           myxid, horizon_box: list) -> list:
     """``heap_dirty_check`` for several chains on one heap page, with one pin and one
     share lock: a verdict (conflict, xid to wait for or 0, all_dead) per offset.  The
     block is checked against the relation's size without a system call once it is known
-    to be inside (``Smgr.has_block``)."""
+    to be inside (``Smgr.has_block``).  ``myxid``: the checker's live xids (its top-level
+    xid and live subtransaction xids), a collection."""
     none = (False, 0, False)
     if not bm.smgr.has_block(hrel.relfilenode, block):
         return [none] * len(offsets)
@@ -87,7 +89,7 @@ def heap_dirty_check_block(bm, hrel, block: int, offsets: list, procarray, clog,
         bm.unlock_unpin(b)
 
 
-def _chain_verdict(page, block: int, off: int, nitems: int, procarray, clog, myxid: int,
+def _chain_verdict(page, block: int, off: int, nitems: int, procarray, clog, myxid,
                    horizon_box: list, hinted: list) -> tuple[bool, int, bool]:
     """The verdict for the HOT chain at ``off`` of the share-locked ``page``."""
     if not 1 <= off <= nitems:
@@ -123,13 +125,18 @@ def _chain_verdict(page, block: int, off: int, nitems: int, procarray, clog, myx
         if state == vis.LIVE:
             return True, 0, False
         if state == vis.INSERT_IN_PROGRESS:
-            if xmin == myxid:
-                return True, 0, False
-            return False, xmin, False
-        if state == vis.DELETE_IN_PROGRESS:
-            if xmin != myxid and procarray.is_in_progress(xmin):
+            if xmin in myxid:
+                if (xmax in myxid and xmax != xmin and not im & HEAP_XMAX_LOCK_ONLY
+                        and not im & HEAP_XMAX_INVALID):
+                    all_dead = False  # inserted and deleted by my subtransactions
+                else:
+                    return True, 0, False
+            else:
                 return False, xmin, False
-            if xmax != myxid or im & HEAP_XMAX_LOCK_ONLY:
+        if state == vis.DELETE_IN_PROGRESS:
+            if xmin not in myxid and procarray.is_in_progress(xmin):
+                return False, xmin, False
+            if xmax not in myxid or im & HEAP_XMAX_LOCK_ONLY:
                 return False, xmax, False
             all_dead = False  # deleted by me: not a conflict, not dead either
         elif state == vis.RECENTLY_DEAD:
@@ -151,7 +158,8 @@ def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes,
     bm = backend.bufmgr
     inst = backend.instance
     procarray, clog = inst.procarray, inst.clog
-    myxid = backend.xact.xid
+    xact = backend.xact
+    myxid = xact.mine_xids or (xact.xid,)   # the inserter's live xids (subtransactions)
     kill = backend.settings.kill_index_tuples
     horizon_box: list = []
     _prev, nxt, _lvl, _fl, _c = bt.opaque(data)

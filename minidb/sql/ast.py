@@ -413,6 +413,25 @@ class RollbackStmt(Statement):
     tag: str = "ROLLBACK"
 
 
+# savepoints (minidb.sql.savepoint, minidb.txn.subxact)
+@dataclass
+class SavepointStmt(Statement):
+    name: str = ""
+    tag: str = "SAVEPOINT"
+
+
+@dataclass
+class ReleaseStmt(Statement):
+    name: str = ""
+    tag: str = "RELEASE"
+
+
+@dataclass
+class RollbackToStmt(Statement):
+    name: str = ""
+    tag: str = "ROLLBACK"
+
+
 @dataclass
 class SetTransactionStmt(Statement):
     isolation: str

@@ -6,6 +6,8 @@ statement                   what happens
 BEGIN / START TRANSACTION   ``session.begin(isolation)``; inside a block: WARNING, no change
 COMMIT / END                ``session.commit()``; a failed block rolls back (tag ROLLBACK)
 ROLLBACK / ABORT            ``session.rollback()``; outside a block: WARNING
+SAVEPOINT / RELEASE /       ``minidb.sql.savepoint`` (subtransactions, ``minidb.txn.subxact``)
+  ROLLBACK TO
 SET TRANSACTION ISOLATION   ``xact.set_isolation`` (before the block's first query)
 SET / RESET / SHOW          the backend's session settings (``minidb.config``); instance
                             settings cannot change (55P02); SHOW ALL lists every setting
@@ -46,7 +48,7 @@ import minidb.errors as errors
 from minidb.catalog import ColumnDef
 from minidb.config import SETTINGS
 from minidb.exec import indexam
-from minidb.sql import ast, indexpred, sequences
+from minidb.sql import ast, indexpred, savepoint, sequences
 from minidb.sql.alter import alter_table, check_default, free_name, reindex
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
@@ -442,4 +444,5 @@ _HANDLERS = {
     ast.CheckpointStmt: _checkpoint, ast.CopyStmt: _copy, ast.LockStmt: _lock,
     ast.AlterTableStmt: alter_table, ast.ReindexStmt: reindex,
     **sequences.HANDLERS,
+    **savepoint.HANDLERS,
 }

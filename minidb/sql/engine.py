@@ -292,7 +292,8 @@ class Engine:
         set_timezone(self.session.settings.timezone)   # casts of timestamptz read it
         self.session.check_interrupts()  # 57P01 / 57P02 (minidb.instance)
         xact = self.session.xact
-        if xact.state == FAILED and not isinstance(stmt, (ast.CommitStmt, ast.RollbackStmt)):
+        if xact.state == FAILED and not isinstance(stmt, (ast.CommitStmt, ast.RollbackStmt,
+                                                          ast.RollbackToStmt)):
             raise errors.InFailedSqlTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block")
         if len(params) != stmt.nparams:

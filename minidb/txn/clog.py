@@ -6,6 +6,8 @@ status        bits   meaning
 IN_PROGRESS   0      running, or crashed before it could record anything
 COMMITTED     1      committed
 ABORTED       2      rolled back, or found dead by the instance
+SUB_COMMITTED 3      a subtransaction whose top-level transaction is committing
+                     (transient: only while the tree's statuses spread over pages)
 ============  =====  ===========================================================
 
 Layout (PostgreSQL's ``clog.c``, with 64-bit xids): four xids share a byte, lowest bits
@@ -97,12 +99,21 @@ versions) is converted once at open: renamed to ``pg_xact.sparse``, its non-zero
 copied into segment files, fsynced, then removed.  A conversion interrupted by a crash
 starts over at the next open (``pg_xact.sparse`` still exists).
 
+**Trees** (``set_tree``, TransactionIdSetTreeStatus): a transaction with subtransactions
+gets its statuses and its subxids' together.  The ones on the top-level xid's page are set
+under one hold of the control lock; a commit whose subxids lie on other pages first marks
+those SUB_COMMITTED, then sets the top-level page, then the others COMMITTED, so no reader
+of the log alone ever sees part of the tree committed.  (Readers ask the proc array first
+anyway, where the whole tree is still running until all of it is set.)  SUB_COMMITTED is
+not final: the page copies are not trusted for it.
+
 Departures from PostgreSQL: an eviction write fsyncs at once (PostgreSQL before 14; since
-14 the checkpointer's sync queue does it); no sub-committed status (no subtransactions).
+14 the checkpointer's sync queue does it); no pg_subtrans (``minidb.txn.subxact``).
 
 Invariants:
-  1. A status moves IN_PROGRESS -> COMMITTED or IN_PROGRESS -> ABORTED, never back, never
-     between the final states (asserted in ``set_status``).
+  1. A status moves IN_PROGRESS -> COMMITTED or IN_PROGRESS -> ABORTED (or, a subxid,
+     IN_PROGRESS -> SUB_COMMITTED -> COMMITTED), never back, never between the final states
+     (asserted in ``set_status``).
   2. xids below ``FIRST_NORMAL_XID`` are special: 0 invalid reads as ABORTED, 1 bootstrap
      and 2 frozen read as COMMITTED; their bits are never set.
   3. A slot is EMPTY iff its ``clog_pageno`` is -1; at most one slot holds a page.
@@ -128,7 +139,7 @@ from minidb.shmem import (CLOG_CTL_CLOCK, CLOG_CTL_LATEST_PAGE, CLOG_CTL_OLDEST_
 from minidb.wal import record as walrec
 from minidb.wal.xlog import WAL_ASYNC, WAL_FLUSHED, WAL_RECOVERY
 
-IN_PROGRESS, COMMITTED, ABORTED = 0, 1, 2
+IN_PROGRESS, COMMITTED, ABORTED, SUB_COMMITTED = 0, 1, 2, 3
 INVALID_XID, BOOTSTRAP_XID, FROZEN_XID, FIRST_NORMAL_XID = 0, 1, 2, 3
 MAX_XID = 1 << 62            # page numbers and file offsets stay in int64
 CLOG_DIR = "pg_xact"
@@ -290,7 +301,7 @@ class CommitLog:
         data = self._local.get(xid >> PAGE_SHIFT)
         if data is not None:
             s = (data[(xid & PAGE_MASK) >> 2] >> ((xid & 3) << 1)) & 3
-            if s:
+            if s and s != SUB_COMMITTED:
                 return s
         data = self._copy_page(xid >> PAGE_SHIFT, xid)
         self._local_put(xid >> PAGE_SHIFT, data)
@@ -313,7 +324,7 @@ class CommitLog:
             st = self._rows_flat[idx]
             st >>= shift
             st &= 3
-            zero = st == 0
+            zero = st % 3 == 0   # in progress or sub-committed: not final
             if zero.any():
                 special = xids < FIRST_NORMAL_XID
                 if special.any():
@@ -352,7 +363,7 @@ class CommitLog:
             if r is None:
                 r = self._row_put(p, self._copy_page(p, int(xids[on][0])))
             s = (self._rows[r][byte[on]] >> shift[on]) & 3
-            zero = (s == 0) & (xids[on] >= FIRST_NORMAL_XID)
+            zero = (s % 3 == 0) & (xids[on] >= FIRST_NORMAL_XID)
             if zero.any():
                 r = self._row_put(p, self._copy_page(p, int(xids[on][0])))
                 s[zero] = (self._rows[r][byte[on][zero]] >> shift[on][zero]) & 3
@@ -457,28 +468,48 @@ class CommitLog:
     def set_status(self, xid: int, status: int, lsn: int = 0) -> None:
         """Record ``xid``'s outcome; ``lsn`` (its commit record's end, 0 if none) raises the
         page's group LSN, so the page is not written before the WAL up to it is flushed."""
-        if xid >= MAX_XID:
-            raise ProgramLimitExceeded(f"transaction id {xid} beyond the commit log's "
-                                       f"{MAX_XID} entries")
-        assert xid >= FIRST_NORMAL_XID, f"xid {xid} has a fixed status"
-        page = xid >> PAGE_SHIFT
-        byte = (xid & PAGE_MASK) >> 2
-        shift = (xid & 3) << 1
+        self._set_page_statuses([xid], status, lsn)
+
+    def _set_page_statuses(self, xids, status: int, lsn: int) -> None:
+        """Set the status of ``xids`` (all on one page) under one hold of the control lock."""
+        for xid in xids:
+            if xid >= MAX_XID:
+                raise ProgramLimitExceeded(f"transaction id {xid} beyond the commit log's "
+                                           f"{MAX_XID} entries")
+            assert xid >= FIRST_NORMAL_XID, f"xid {xid} has a fixed status"
+        page = xids[0] >> PAGE_SHIFT
         with self.ctl_lock:
             slot = self._read_page(page)
-            at = slot * BLCKSZ + byte
-            old_byte = self._flat[at]
-            old = (old_byte >> shift) & 3
-            assert old in (IN_PROGRESS, status), \
-                f"xid {xid}: status {old} -> {status} is not a legal transition"
-            self._flat[at] = (old_byte & ~(3 << shift) & 0xFF) | (status << shift)
+            for xid in xids:
+                byte = (xid & PAGE_MASK) >> 2
+                shift = (xid & 3) << 1
+                at = slot * BLCKSZ + byte
+                old_byte = self._flat[at]
+                old = (old_byte >> shift) & 3
+                assert old in (IN_PROGRESS, status) or (old, status) == (SUB_COMMITTED,
+                                                                         COMMITTED), \
+                    f"xid {xid}: status {old} -> {status} is not a legal transition"
+                self._flat[at] = (old_byte & ~(3 << shift) & 0xFF) | (status << shift)
+                if lsn:
+                    g = slot * CLOG_LSNS_PER_PAGE + ((xid & PAGE_MASK) >> GROUP_SHIFT)
+                    if lsn > self._group_lsn[g]:
+                        self._group_lsn[g] = lsn
             self._dirty[slot] = 1
-            if lsn:
-                g = slot * CLOG_LSNS_PER_PAGE + ((xid & PAGE_MASK) >> GROUP_SHIFT)
-                if lsn > self._group_lsn[g]:
-                    self._group_lsn[g] = lsn
 
     set = set_status  # the name callers used before the SLRU
+
+    def set_tree(self, xid: int, subxids, status: int, lsn: int = 0) -> None:
+        """Record the outcome of ``xid`` and its ``subxids`` together (see "Trees" in the
+        module docstring)."""
+        page = xid >> PAGE_SHIFT
+        same = [x for x in subxids if x >> PAGE_SHIFT == page]
+        other = [x for x in subxids if x >> PAGE_SHIFT != page]
+        if other and status == COMMITTED:
+            for x in other:
+                self.set_status(x, SUB_COMMITTED, lsn=lsn)
+        self._set_page_statuses(same + [xid], status, lsn)  # the top-level page at once
+        for x in other:
+            self.set_status(x, status, lsn=lsn)
 
     def extend(self, xid: int, slot: int | None = None) -> None:
         """ExtendCLOG: called as ``xid`` is assigned (by the backend in ``slot``, under the

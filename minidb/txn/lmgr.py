@@ -72,7 +72,9 @@ one to release them at transaction end.
 
 Release (``release_all``) happens at transaction end (``minidb.txn.xact``), after the
 transaction has left the proc array, as in PostgreSQL.  There is no early release of one
-lock: every lock here is transaction-scoped.  A crashed backend's locks (its fast-path row
+lock: every lock here is transaction-scoped, except that a savepoint rolled back releases
+the locks its subtransaction took (``release_keys``, after its xids are aborted; as
+PostgreSQL's subtransaction resource owner).  A crashed backend's locks (its fast-path row
 and its column of ``lock_hold``) are released by ``release_slot``, which the instance's
 reaper runs, waking the waiters.
 
@@ -618,6 +620,47 @@ class LockManager:
                         shared = []
                     shared.append(key)
         local.clear()
+        if shared:
+            self._release_shared(shared)
+
+    def release_keys(self, keys) -> None:
+        """LockRelease of several held ``(tag, mode)`` keys before transaction end: the
+        locks a rolled-back subtransaction took (``minidb.txn.subxact``).  A fast-path
+        lock is cleared in this backend's row unless a strong locker moved it into the
+        shared table meanwhile; shared-table locks go as at ``release_all`` (waking)."""
+        local = self.local
+        keys = [k for k in keys if k in local]
+        if not keys:
+            return
+        shared = []
+        fast = []
+        for key in keys:
+            if local[key] == _FASTPATH:
+                fast.append(key)
+            else:
+                shared.append(key)
+                self._nshared -= 1
+            del local[key]
+        if fast:
+            sem = self._fp_sem
+            sem.acquire(True, _shmem.LWLOCK_TIMEOUT_S)
+            try:
+                bits = self._fp_mv_bits
+                expect = self._fp_expect
+                base = self._fp_base
+                for key in fast:
+                    (tag, mode) = key
+                    j = self._fp_of[tag[1]]
+                    bit = 1 << mode
+                    if bits[base + j] & bit:
+                        bits[base + j] = bits[base + j] & ~bit
+                    else:   # moved into the shared table by a strong locker
+                        shared.append(key)
+                    expect[j] &= ~bit
+                    if not expect[j]:
+                        self._fp_live &= ~(1 << j)
+            finally:
+                sem.release()
         if shared:
             self._release_shared(shared)
 

@@ -9,10 +9,15 @@ ProcArrayLock and XidGenLock in one):
                        others know which old versions it may still read
 ``proc_wait_xid``      the xid the slot sleeps on (0: not waiting) - the wait-for graph
 ``proc_xact_waiters``  per slot, the slots sleeping until its transaction ends
+``proc_subxids[slot]`` the live subtransaction xids of the slot's transaction (the first
+                       ``proc_nsubxids[slot]`` entries; PGPROC's subxids cache, see
+                       ``minidb.txn.subxact``)
 ``CTL_NEXT_XID``       the next xid to hand out
 ``CTL_LATEST_COMPLETED``  the newest xid that committed or aborted
 ``CTL_XACT_COMPLETION``   how many transactions with an xid have left the proc array
                           (PostgreSQL 14's xactCompletionCount)
+``CTL_SUBXIDS``        live subtransaction xids over all slots (0: the lookups skip
+                       ``proc_subxids``)
 =====================  ==================================================================
 
 Protocols (PostgreSQL's, ``procarray.c``):
@@ -28,7 +33,17 @@ Protocols (PostgreSQL's, ``procarray.c``):
   is handed out, under the same lock (ExtendCLOG).
 * **snapshot**: ``xmax = latest_completed + 1``; ``xip`` = running xids below xmax except
   the caller's own; ``xmin`` = the smallest running xid (the caller's own included), or
-  xmax.  The slot's ``proc_xmin`` is set if it had none.
+  xmax.  The slot's ``proc_xmin`` is set if it had none.  Running xids are the top-level
+  xids and the subtransaction xids of every slot (PostgreSQL's xip and subxip in one
+  array); the caller's own subtransaction xids are left out of ``xip`` and listed in
+  ``Snapshot.subxids`` instead: they are "me" to the visibility rules
+  (TransactionIdIsCurrentTransactionId).
+* **subtransactions** (``add_subxid`` / ``remove_subxids``): a subxid is published in the
+  slot's cache under the same lock that hands it out; one that aborts (ROLLBACK TO) leaves
+  the cache after the commit log says aborted, advancing ``latest_completed`` and the
+  completion counter and waking the slot's waiters (a waiter on that subxid finds it gone;
+  the others sleep again) - XidCacheRemoveRunningXids.  At the top-level end the whole
+  tree leaves together.
 * **end of transaction**: the commit log is written *first* (commit or abort), then the
   xid leaves the proc array and ``latest_completed`` advances, under the lock.  So a reader
   that asks "is xid still running?" checks the proc array (or its snapshot) *before* the
@@ -62,24 +77,33 @@ import time
 
 import numpy as np
 
-from minidb.errors import LockNotAvailable
-from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID, CTL_XACT_COMPLETION
+from minidb.errors import LockNotAvailable, ProgramLimitExceeded
+from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID, CTL_SUBXIDS, CTL_XACT_COMPLETION
 from minidb.txn import deadlock
 from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID, IN_PROGRESS
+
+
+_NO_SUBXIDS: frozenset = frozenset()
 
 
 class Snapshot:
     """An MVCC snapshot: which transactions had committed when it was taken."""
 
-    __slots__ = ("xmin", "xmax", "xip", "_xip_set", "curcid", "myxid")
+    __slots__ = ("xmin", "xmax", "xip", "_xip_set", "curcid", "myxid", "subxids")
 
-    def __init__(self, xmin: int, xmax: int, xip: np.ndarray, curcid: int = 0, myxid: int = 0):
+    def __init__(self, xmin: int, xmax: int, xip: np.ndarray, curcid: int = 0, myxid: int = 0,
+                 subxids: frozenset = frozenset()):
         self.xmin = xmin
         self.xmax = xmax
         self.xip = xip  # sorted int64
         self._xip_set = frozenset(xip.tolist())
         self.curcid = curcid
-        self.myxid = myxid
+        self.myxid = myxid      # the top-level xid of the snapshot's own transaction
+        self.subxids = subxids  # its live subtransaction xids (also "me")
+
+    def is_mine(self, xid: int) -> bool:
+        """TransactionIdIsCurrentTransactionId for the snapshot's own transaction."""
+        return bool(xid) and (xid == self.myxid or xid in self.subxids)
 
     def xid_running(self, xid: int) -> bool:
         """XidInMVCCSnapshot: does this snapshot consider ``xid`` still running?"""
@@ -104,12 +128,13 @@ class Snapshot:
     def with_cid(self, curcid: int) -> "Snapshot":
         s = Snapshot.__new__(Snapshot)
         s.xmin, s.xmax, s.xip, s._xip_set = self.xmin, self.xmax, self.xip, self._xip_set
-        s.curcid, s.myxid = curcid, self.myxid
+        s.curcid, s.myxid, s.subxids = curcid, self.myxid, self.subxids
         return s
 
     def __repr__(self) -> str:
         return (f"Snapshot(xmin={self.xmin}, xmax={self.xmax}, xip={self.xip.tolist()}, "
-                f"curcid={self.curcid}, myxid={self.myxid})")
+                f"curcid={self.curcid}, myxid={self.myxid}"
+                + (f", subxids={sorted(self.subxids)})" if self.subxids else ")"))
 
 
 class ProcArray:
@@ -142,6 +167,61 @@ class ProcArray:
             self.seg.proc_xid[slot] = xid
         return xid
 
+    def add_subxid(self, slot: int, parent: int) -> int:
+        """Assign a subtransaction xid to the transaction of ``slot`` (whose top-level xid
+        ``parent`` is) and publish it in the slot's subxids cache (54000 when full: minidb
+        has no pg_subtrans to overflow into)."""
+        seg = self.seg
+        ctl = seg.control
+        with self.lock:
+            n = int(seg.proc_nsubxids[slot])
+            if n >= seg.proc_subxids.shape[1]:
+                raise ProgramLimitExceeded(
+                    f"too many subtransactions with an xid in one transaction (at most "
+                    f"{seg.proc_subxids.shape[1]})")
+            assert seg.proc_xid[slot] == parent
+            xid = int(ctl[CTL_NEXT_XID])
+            self.clog.extend(xid, slot)
+            ctl[CTL_NEXT_XID] = xid + 1
+            seg.proc_subxids[slot, n] = xid
+            seg.proc_nsubxids[slot] = n + 1
+            ctl[CTL_SUBXIDS] += 1
+        return xid
+
+    def subxids_of(self, slot: int) -> list[int]:
+        n = int(self.seg.proc_nsubxids[slot])
+        return self.seg.proc_subxids[slot, :n].tolist() if n else []
+
+    def remove_subxids(self, slot: int, xids) -> None:
+        """Aborted subtransactions leave the slot's cache (their commit-log status is
+        already ABORTED): XidCacheRemoveRunningXids, then wake the slot's waiters."""
+        if not xids:
+            return
+        seg = self.seg
+        gone = set(xids)
+        with self.lock:
+            n = int(seg.proc_nsubxids[slot])
+            keep = [x for x in seg.proc_subxids[slot, :n].tolist() if x not in gone]
+            seg.proc_subxids[slot, :len(keep)] = keep
+            seg.proc_subxids[slot, len(keep):n] = 0
+            seg.proc_nsubxids[slot] = len(keep)
+            seg.control[CTL_SUBXIDS] -= n - len(keep)
+            top = max(gone)
+            if top > seg.control[CTL_LATEST_COMPLETED]:
+                seg.control[CTL_LATEST_COMPLETED] = top
+            seg.control[CTL_XACT_COMPLETION] += 1
+            waiters = int(seg.proc_xact_waiters[slot])
+            seg.proc_xact_waiters[slot] = 0
+            # the woken no longer wait (they name the top-level xid, which still runs)
+            # until they find their xid running again and sleep anew
+            w, s = waiters, 0
+            while w:
+                if w & 1:
+                    seg.proc_wait_xid[s] = 0
+                w >>= 1
+                s += 1
+        self._wake(waiters)
+
     def next_xid(self) -> int:
         return int(self.seg.control[CTL_NEXT_XID])
 
@@ -164,17 +244,31 @@ class ProcArray:
                 s = Snapshot.__new__(Snapshot)
                 s.xmin, s.xmax, s.xip, s._xip_set = xmin, xmax, last[4], last[5]
                 s.curcid, s.myxid = curcid, myxid
+                s.subxids = _NO_SUBXIDS
+                if myxid and ctl[CTL_SUBXIDS]:
+                    n = seg.proc_nsubxids[slot]
+                    if n:
+                        s.subxids = frozenset(seg.proc_subxids[slot, :n].tolist())
                 return s
             xids = seg.proc_xid[seg.proc_xid != 0]
+            nsub = seg.proc_nsubxids
+            if ctl[CTL_SUBXIDS]:
+                subs = seg.proc_subxids[np.arange(seg.proc_subxids.shape[1]) < nsub[:, None]]
+                xids = np.concatenate([xids, subs])
             running = xids[xids < xmax]
             xmin = int(running.min()) if running.size else xmax
             if myxid:
                 xmin = min(xmin, myxid)
             if seg.proc_xmin[slot] == 0:
                 seg.proc_xmin[slot] = xmin
+            own = (frozenset(seg.proc_subxids[slot, :nsub[slot]].tolist())
+                   if myxid and ctl[CTL_SUBXIDS] and nsub[slot] else _NO_SUBXIDS)
         self.snapshots_taken += 1
-        xip = np.sort(running[running != myxid])
-        snap = Snapshot(xmin, xmax, xip, curcid, myxid)
+        mine = running != myxid
+        if own:
+            mine &= ~np.isin(running, list(own))
+        xip = np.sort(running[mine])
+        snap = Snapshot(xmin, xmax, xip, curcid, myxid, own)
         self._last_snapshot[slot] = (count, xmax, myxid, xmin, xip, snap._xip_set)
         return snap
 
@@ -224,19 +318,42 @@ class ProcArray:
         return self.global_xmin()
 
     def is_in_progress(self, xid: int) -> bool:
-        """TransactionIdIsInProgress: is ``xid`` in the proc array now?"""
+        """TransactionIdIsInProgress: is ``xid`` (top-level or subtransaction) in the proc
+        array now?"""
         if xid < FIRST_NORMAL_XID:
             return False
-        return bool((self.seg.proc_xid == xid).any())
+        seg = self.seg
+        if (seg.proc_xid == xid).any():
+            return True
+        return bool(seg.control[CTL_SUBXIDS] and (seg.proc_subxids == xid).any())
 
     def in_progress_vec(self, xids: np.ndarray) -> np.ndarray:
-        running = self.seg.proc_xid[self.seg.proc_xid != 0]
+        seg = self.seg
+        running = seg.proc_xid[seg.proc_xid != 0]
+        if seg.control[CTL_SUBXIDS]:
+            running = np.concatenate([running, seg.proc_subxids[seg.proc_subxids != 0]])
         return np.isin(xids, running)
 
+    def _holder(self, xid: int) -> tuple[int, int]:
+        """(slot, its top-level xid) of the transaction running ``xid``, or (-1, 0); under
+        the lock."""
+        seg = self.seg
+        holders = np.flatnonzero(seg.proc_xid == xid)
+        if holders.size:
+            return int(holders[0]), xid
+        if seg.control[CTL_SUBXIDS]:
+            rows = np.flatnonzero((seg.proc_subxids == xid).any(axis=1))
+            if rows.size:
+                h = int(rows[0])
+                return h, int(seg.proc_xid[h])
+        return -1, 0
+
     # -- end of transaction -----------------------------------------------------------------------
-    def end_transaction(self, slot: int, xid: int, committed: bool, lsn: int = 0) -> None:
+    def end_transaction(self, slot: int, xid: int, committed: bool, lsn: int = 0,
+                        subxids=()) -> None:
         """Record the outcome (``lsn``: the end of the commit record, the commit-log page's
-        group LSN), then leave the proc array, then wake the waiters."""
+        group LSN) of ``xid`` and its live ``subxids`` together (``CommitLog.set_tree``),
+        then leave the proc array (the subxids with it), then wake the waiters."""
         seg = self.seg
         if not xid and not seg.proc_xid[slot] and not seg.proc_wait_xid[slot] \
                 and not seg.proc_xact_waiters[slot]:
@@ -246,9 +363,20 @@ class ProcArray:
             seg.proc_xmin[slot] = 0
             return
         if xid:
-            self.clog.set_status(xid, COMMITTED if committed else ABORTED, lsn=lsn)
+            if subxids:
+                self.clog.set_tree(xid, subxids, COMMITTED if committed else ABORTED, lsn=lsn)
+            else:
+                self.clog.set_status(xid, COMMITTED if committed else ABORTED, lsn=lsn)
         with self.lock:
             seg.proc_xid[slot] = 0
+            if seg.proc_nsubxids[slot]:
+                n = int(seg.proc_nsubxids[slot])
+                top = int(seg.proc_subxids[slot, :n].max())
+                if top > seg.control[CTL_LATEST_COMPLETED]:
+                    seg.control[CTL_LATEST_COMPLETED] = top
+                seg.proc_subxids[slot, :n] = 0
+                seg.proc_nsubxids[slot] = 0
+                seg.control[CTL_SUBXIDS] -= n
             seg.proc_xmin[slot] = 0
             seg.proc_wait_xid[slot] = 0
             if xid and xid > seg.control[CTL_LATEST_COMPLETED]:
@@ -263,7 +391,8 @@ class ProcArray:
         Returns the xid (0 if it had none)."""
         xid = int(self.seg.proc_xid[slot])
         if xid and self.clog.status(xid) == IN_PROGRESS:
-            self.end_transaction(slot, xid, committed=False)
+            subs = [x for x in self.subxids_of(slot) if self.clog.status(x) == IN_PROGRESS]
+            self.end_transaction(slot, xid, committed=False, subxids=subs)
         else:
             self.end_transaction(slot, 0, committed=False)
         return xid
@@ -290,12 +419,12 @@ class ProcArray:
         try:
             while True:
                 with self.lock:
-                    holders = np.flatnonzero(seg.proc_xid == xid)
-                    if not holders.size:
+                    holder, top = self._holder(xid)
+                    if holder < 0:
                         return
-                    holder = int(holders[0])
                     seg.proc_xact_waiters[holder] |= np.uint64(bit)
-                    seg.proc_wait_xid[slot] = xid
+                    # a subxid's waiter waits on its top-level transaction in the graph
+                    seg.proc_wait_xid[slot] = top
                 now = time.monotonic()
                 if not checked and now >= check_at:
                     checked = True

@@ -39,6 +39,10 @@ group of 1024 xids (the commit log keeps one per group); when no asynchronous co
 record is unflushed at all the answer is yes without looking.  A deferred hint changes
 nothing but the caching: the next reader after the WAL writer's flush sets it.
 
+"me" is the snapshot's own transaction: its top-level xid (``Snapshot.myxid``) or one of
+its live subtransaction xids (``Snapshot.subxids``, ``minidb.txn.subxact``); a rolled-back
+subtransaction's xid is not "me" but an aborted transaction like any other.
+
 "Running for the snapshot" (``Snapshot.xid_running``) is asked before the commit log, and
 "running now" (``ProcArray.is_in_progress``) before the commit log too, because a
 committing transaction writes the log before it leaves the proc array.
@@ -81,15 +85,17 @@ def satisfies_mvcc(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int, sn
     """(visible, hint bits to OR into t_infomask) for one tuple and snapshot."""
     hints = 0
     me = snap.myxid
+    subs = snap.subxids
     if not infomask & HEAP_XMIN_COMMITTED:
         if infomask & HEAP_XMIN_INVALID:
             return False, 0
-        if me and xmin == me:
+        if me and (xmin == me or (subs and xmin in subs)):
             if cmin >= snap.curcid:
                 return False, 0
             if infomask & HEAP_XMAX_INVALID or _xmax_is_lock_only(infomask) or xmax == 0:
                 return True, 0
-            if xmax != me:
+            if xmax != me and not (subs and xmax in subs):
+                # an aborted locker, or one of my rolled-back subtransactions
                 return True, HEAP_XMAX_INVALID
             return cmax >= snap.curcid, 0
         if snap.xid_running(xmin):
@@ -105,7 +111,7 @@ def satisfies_mvcc(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int, sn
     if infomask & HEAP_XMAX_INVALID or _xmax_is_lock_only(infomask) or xmax == 0:
         return True, hints
     if not infomask & HEAP_XMAX_COMMITTED:
-        if me and xmax == me:
+        if me and (xmax == me or (subs and xmax in subs)):
             return cmax >= snap.curcid, hints
         if snap.xid_running(xmax):
             return True, hints
@@ -168,6 +174,18 @@ def _mvcc_scalar(hdr: dict, snap, clog) -> tuple[np.ndarray, np.ndarray]:
     return vis, hints
 
 
+def _mine_mask(xids: np.ndarray, snap) -> np.ndarray:
+    """Which of ``xids`` are the snapshot's own transaction's (top-level or a live
+    subtransaction): TransactionIdIsCurrentTransactionId, vectorized."""
+    me = snap.myxid
+    if not me:
+        return np.zeros(len(xids), dtype=bool)
+    m = xids == me
+    if snap.subxids:
+        m |= np.isin(xids, list(snap.subxids))
+    return m
+
+
 def _mvcc_inserter(hdr: dict, xmin, xmax, xmin_committed, frozen, xmax_gone, snap, clog,
                    vis: np.ndarray, hints: np.ndarray) -> np.ndarray:
     """The inserter half of ``satisfies_mvcc_batch``.  Decides this transaction's own
@@ -175,10 +193,9 @@ def _mvcc_inserter(hdr: dict, xmin, xmax, xmin_committed, frozen, xmax_gone, sna
     the mask of the other tuples whose insert the snapshot sees (the deleter decides)."""
     im = hdr["infomask"]
     n = len(im)
-    me = snap.myxid
     xmin_invalid_hint = (im & XMIN_FROZEN) == HEAP_XMIN_INVALID
     ins_ok = np.zeros(n, dtype=bool)   # insert visible, go on to the deleter
-    mine_ins = ~xmin_committed & ~xmin_invalid_hint & (xmin == me) & (me != 0)
+    mine_ins = ~xmin_committed & ~xmin_invalid_hint & _mine_mask(xmin, snap)
     other = ~xmin_committed & ~xmin_invalid_hint & ~mine_ins
     # own inserts decide completely here
     if mine_ins.any():
@@ -186,7 +203,7 @@ def _mvcc_inserter(hdr: dict, xmin, xmax, xmin_committed, frozen, xmax_gone, sna
         gone = m & xmax_gone
         vis |= gone
         m2 = m & ~xmax_gone
-        my_del = m2 & (xmax == me)
+        my_del = m2 & _mine_mask(xmax, snap)
         vis |= my_del & (hdr["cmax"] >= snap.curcid)
         aborted_locker = m2 & ~my_del
         vis |= aborted_locker
@@ -218,12 +235,11 @@ def _mvcc_deleter(hdr: dict, xmax, xmax_gone, ins_ok, snap, clog, vis: np.ndarra
     this command's earlier one) removed them; learns xmax hint bits."""
     im = hdr["infomask"]
     n = len(im)
-    me = snap.myxid
     d = ins_ok & ~xmax_gone
     vis |= ins_ok & xmax_gone
     if d.any():
         xmax_hint = (im & HEAP_XMAX_COMMITTED) != 0
-        my_del = d & ~xmax_hint & (xmax == me) & (me != 0)
+        my_del = d & ~xmax_hint & _mine_mask(xmax, snap)
         vis |= my_del & (hdr["cmax"] >= snap.curcid)
         rest = d & ~my_del
         if rest.any():
@@ -397,26 +413,28 @@ def surely_dead(xmax: int, infomask: int, horizon: int) -> bool:
 # ---------------------------------------------------------------------------------------------
 # writers
 def satisfies_update(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int,
-                     curcid: int, myxid: int, procarray, clog, *, ctid_is_self: bool
-                     ) -> tuple[int, int]:
+                     curcid: int, myxid: int, procarray, clog, *, ctid_is_self: bool,
+                     mine: frozenset | None = None) -> tuple[int, int]:
     """(TM result, hint bits) for a writer that wants to update/delete/lock this version.
 
     The writer has already found the version visible to its snapshot (or, in READ
     COMMITTED, is re-checking the newest version of a chain).  BEING_MODIFIED means: wait
     for ``xmax`` to end, then ask again.  ``ctid_is_self`` (t_ctid is the tuple's own TID)
     tells a committed delete (DELETED) from a committed update (UPDATED: follow t_ctid).
+    ``mine``: all the writer's live xids when it has subtransactions (``myxid`` is then
+    the one it writes with), else None.
     """
     gone = TM_DELETED if ctid_is_self else TM_UPDATED
     hints = 0
     if not infomask & HEAP_XMIN_COMMITTED:
         if infomask & HEAP_XMIN_INVALID:
             return TM_INVISIBLE, 0
-        if myxid and xmin == myxid:
+        if myxid and (xmin == myxid or (mine and xmin in mine)):
             if cmin >= curcid:
                 return TM_INVISIBLE, 0  # inserted by a later command
             if infomask & HEAP_XMAX_INVALID or xmax == 0 or _xmax_is_lock_only(infomask):
                 return TM_OK, 0
-            if xmax != myxid:
+            if xmax != myxid and not (mine and xmax in mine):
                 return TM_OK, HEAP_XMAX_INVALID
             # PostgreSQL: changed by this command (or later) -> SELF_MODIFIED, the caller
             # skips it; by an earlier command -> INVISIBLE (the scan could not have seen it)
@@ -433,7 +451,7 @@ def satisfies_update(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int,
         return TM_OK, hints
     if infomask & HEAP_XMAX_COMMITTED and not _xmax_is_lock_only(infomask):
         return gone, hints
-    if myxid and xmax == myxid:
+    if myxid and (xmax == myxid or (mine and xmax in mine)):
         if _xmax_is_lock_only(infomask):
             return TM_OK, hints  # locked by me: I may go on
         return (TM_SELF_MODIFIED if cmax >= curcid else TM_INVISIBLE), hints

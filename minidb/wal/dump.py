@@ -94,6 +94,11 @@ def _xact_desc(r: rec.Record) -> str:
     if n:
         rels = struct.unpack_from(f"<{n}Q", r.main, XACT.size)
         out += "; rels: " + " ".join(f"base/{rfn}" for rfn in rels)
+    at = XACT.size + 8 * n
+    if len(r.main) >= at + 4:   # subtransaction xids (minidb.txn.xact.pack_xact)
+        (k,) = struct.unpack_from("<I", r.main, at)
+        subs = struct.unpack_from(f"<{k}Q", r.main, at + 4)
+        out += "; subxacts: " + " ".join(str(x) for x in subs)
     return out
 
 

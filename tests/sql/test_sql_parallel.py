@@ -95,6 +95,25 @@ def test_parameters_and_own_uncommitted_rows(par, ser):
     assert got[0][0] == ser.rows(q, 10)[0][0] + 1 and got[0][2] == 99
 
 
+def test_own_rows_of_savepoints(par, ser):
+    """Workers see the leader's live subtransactions' rows as its own, not a rolled-back
+    one's (the snapshot they get lists the subxids, ``minidb.txn.subxact``)."""
+    q = "SELECT count(*), max(c) FROM t WHERE c > ?"
+    base = ser.rows(q, 10)[0][0]
+    par.x("BEGIN")
+    par.x("INSERT INTO t VALUES (-1, 5, 96, 0.0, 'top')")
+    par.x("SAVEPOINT a")
+    par.x("INSERT INTO t VALUES (-2, 5, 98, 0.0, 'kept')")
+    par.x("SAVEPOINT b")
+    par.x("INSERT INTO t VALUES (-3, 5, 99, 0.0, 'gone')")
+    par.x("ROLLBACK TO b")
+    par.x("RELEASE a")
+    assert "Gather" in par.plan(q, 10)
+    got = par.rows(q, 10)
+    par.x("ROLLBACK")
+    assert got == [(base + 2, 98)]
+
+
 def test_explain(par):
     text = par.plan("SELECT count(*), sum(b) FROM t WHERE c > 0")
     lines = text.splitlines()

@@ -113,8 +113,7 @@ def test_syntax_error_positions(sql, where):
     ("VACUUM FULL t", "FULL"),
     ("EXPLAIN (FORMAT YAML) SELECT 1", "FORMAT YAML"),
     ("SET LOCAL a = 1", "SET LOCAL"),
-    ("ROLLBACK TO SAVEPOINT s", "savepoints"),
-    ("SAVEPOINT s", "SAVEPOINT"),
+    ("COMMIT AND CHAIN", "AND CHAIN"),   # (savepoints, once here, are supported now)
     ("COPY (SELECT 1) TO '/tmp/x'", "COPY (query)"),
     ("SELECT 1 FROM t GROUP BY ROLLUP (a)", "ROLLUP"),
     ("SELECT ARRAY[1, 2]", "array"),
@@ -126,6 +125,24 @@ def test_unsupported_constructs_are_named(sql, word):
         parse(sql)
     assert word.lower() in str(ei.value).lower(), str(ei.value)
     assert ei.value.sqlstate == "0A000"
+
+
+@pytest.mark.parametrize("sql,cls,name", [
+    ("SAVEPOINT s1", "SavepointStmt", "s1"),
+    ('savepoint "_pg3_1"', "SavepointStmt", "_pg3_1"),
+    ("RELEASE s1", "ReleaseStmt", "s1"),
+    ("RELEASE SAVEPOINT s1", "ReleaseStmt", "s1"),
+    ("ROLLBACK TO s1", "RollbackToStmt", "s1"),
+    ("ROLLBACK WORK TO SAVEPOINT S1", "RollbackToStmt", "s1"),
+])
+def test_savepoint_statements(sql, cls, name):
+    st = parse(sql)
+    assert type(st).__name__ == cls and st.name == name
+
+
+def test_abort_to_is_a_syntax_error():   # as PostgreSQL: only ROLLBACK has TO
+    with pytest.raises(errors.SyntaxError_):
+        parse("ABORT TO s1")
 
 
 def test_quoted_identifiers_keep_case(db):

@@ -42,7 +42,7 @@ _SQLGLOT_WORDS = {"select": _QUERY, "insert": ("Insert",), "update": ("Update",)
 _KNOWN_UNSUPPORTED = {
     "grant", "revoke", "prepare", "execute", "deallocate", "listen", "notify",
     "unlisten", "do", "call", "comment", "lock", "merge", "cluster", "discard",
-    "fetch", "declare", "close", "move", "savepoint", "release", "refresh", "security",
+    "fetch", "declare", "close", "move", "refresh", "security",
     "import", "load", "values", "table", "reassign", "create", "security", "vacuum",
 }
 

@@ -38,7 +38,7 @@ from minidb.sql.parser.lexer import Token, syntax_error, tokenize
 
 UTILITY_WORDS = {"begin", "start", "commit", "end", "rollback", "abort", "set", "show", "reset",
                  "vacuum", "analyze", "analyse", "explain", "copy", "truncate", "checkpoint", "lock",
-                 "alter", "reindex"}
+                 "alter", "reindex", "savepoint", "release"}
 
 
 class _P:
@@ -138,10 +138,19 @@ def parse_utility(word: str, text: str, base: int, full: str, parse_any) -> ast.
         return ast.CommitStmt()
     if word in ("rollback", "abort"):
         p.word("work", "transaction")
-        if p.word("to"):
-            raise NotSupportedError("savepoints are not supported")
+        if word == "rollback" and p.word("to"):   # ROLLBACK [WORK] TO [SAVEPOINT] name
+            p.word("savepoint")
+            name = p.name()
+            p.end()
+            return ast.RollbackToStmt(name)
         p.end()
         return ast.RollbackStmt()
+    if word in ("savepoint", "release"):   # SAVEPOINT name, RELEASE [SAVEPOINT] name
+        if word == "release":
+            p.word("savepoint")
+        name = p.name()
+        p.end()
+        return ast.SavepointStmt(name) if word == "savepoint" else ast.ReleaseStmt(name)
     if word == "checkpoint":
         p.end()
         return ast.CheckpointStmt()
