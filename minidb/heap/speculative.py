@@ -46,7 +46,7 @@ def heap_abort_speculative(backend, rel: HeapRel, tid) -> None:
         if off > pg.max_offset(page) or pg.get_item_id(page, off)[1] != pg.LP_NORMAL:
             raise InternalError(f'speculative tuple ({block},{off}) of "{rel.name}" is gone')
         item = pg.get_item(page, off)
-        xid = backend.xact.xid
+        xid = backend.xact.xid_for_write()  # the level's xid: a subxid inside a savepoint
         if _U64.unpack_from(item, _OFF_XMIN)[0] != xid:
             raise InternalError(f'tuple ({block},{off}) of "{rel.name}" is not this '
                                 "transaction's speculative insertion")
