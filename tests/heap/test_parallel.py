@@ -211,6 +211,7 @@ def test_next_runs_hands_out_what_next_run_would():
                     else:
                         merged.append((f, k))
                 got.append(merged)
+                p.pages_read(sum(k for _, k in runs))  # the test reads what it took
                 reports.append(ss.get_location(7, max(nblocks, 1)) if hint is not None else 0)
                 if ended:
                     break
@@ -233,6 +234,46 @@ def test_next_runs_hands_out_what_next_run_would():
         assert sorted(blocks) == list(range(nblocks)), (policy, nblocks, hint)
         if hint is not None and nblocks:
             assert sum(p.end_reported for p in ps) == 1
+
+
+def test_position_is_reported_when_pages_are_read_not_when_handed_out():
+    """A reader that tells the allocator what it read (``pages_read``, as ``HeapScan``
+    does): a run taken ahead is not reported until it is read, the reports follow the
+    reads in the order handed out (a run read in pieces reports its pieces), and the end
+    of the scan is reported only after the last pages the drawing participant was handed
+    have been read - so its own page reports never overwrite the start block."""
+    shared, ss = _scan(100, "fixed", syncscan=True, fixed=40, hint=16)
+    (p,) = _participants(shared, ss, 1)
+    assert ss.get_location(7, 100) == 16
+    assert p.next_run(40) == (16, 40)          # blocks 16 .. 55, nothing read yet
+    assert ss.get_location(7, 100) == 16       # (the hint is where the scan started)
+    p.pages_read(20)                           # 16 .. 35 read
+    assert ss.get_location(7, 100) == 32
+    p.pages_read(20)                           # 36 .. 55
+    assert ss.get_location(7, 100) == 48
+    runs, ended = p.next_runs(1000)            # the rest, and the end, in one call
+    assert ended and runs == [(56, 40), (96, 4), (0, 16)]
+    assert not p.end_reported and p.end_pending
+    assert ss.get_location(7, 100) == 48       # handed out, not read: nothing reported
+    p.pages_read(44)                           # 56 .. 99: 96 is the last multiple of 16
+    assert ss.get_location(7, 100) == 96 and not p.end_reported
+    p.pages_read(16)                           # 0 .. 15: then the end, the start block
+    assert p.end_reported and not p.end_pending
+    assert ss.get_location(7, 100) == 16
+
+
+def test_a_reader_that_does_not_report_has_read_what_it_asks_past():
+    """Without ``pages_read`` (a caller of ``next_block`` or ``next_run`` alone), the pages
+    handed out count as read at the next request, and at the end the end report follows
+    them: PostgreSQL's rhythm."""
+    shared, ss = _scan(64, "fixed", syncscan=True, fixed=32, hint=0)
+    (p,) = _participants(shared, ss, 1)
+    assert p.next_run(32) == (0, 32)
+    ss.report_location(7, 48)                  # another scan's report, meanwhile
+    assert p.next_run(32) == (32, 32)          # asking again: 0 .. 31 were read
+    assert ss.get_location(7, 64) == 16
+    assert p.next_run(32) is None and p.end_reported
+    assert ss.get_location(7, 64) == 0
 
 
 def test_pg14_chunk_sizes_and_ramp_down_follow_postgres():
