@@ -989,3 +989,54 @@ def test_a_warm_parallel_scan_pins_and_decodes_like_the_serial_scan(tmp_path):
             got = np.sort(np.concatenate([b.columns[0][0] for b in parts]))
             assert np.array_equal(got, expect)
             be.xact.rollback()
+
+
+def test_a_scan_tells_its_block_source_what_it_read(tmp_path):
+    """``HeapScan`` tells its block source, after each pin, how many of the blocks it was
+    handed it has now read (``pages_read``): cold and warm, the counts add up to the
+    table, and the synchronized scan's reported position is always a block already read
+    (it never runs ahead of the reads); the end report, the start block, comes last."""
+    from minidb.heap.heapam import HeapScan
+
+    class Recording(BlockAllocator):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.read: list[int] = []     # blocks read, in order
+            self.bad: list = []
+
+        def pages_read(self, n):
+            handed = [b for f, k in self.runs for b in range(f, f + k)]
+            self.read.extend(handed[len(self.read):len(self.read) + n])
+            super().pages_read(n)
+            hint = ss.get_location(rel.relfilenode, nblocks)
+            if hint not in self.read:
+                self.bad.append((hint, len(self.read)))
+
+    with Instance(tmp_path / "d", shared_buffers=2048, max_connections=4,
+                  max_worker_processes=0) as inst:
+        rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(200)")])
+        with inst.connect() as be:
+            n = 32 * 600
+            heap_bulk_insert(be, rel, {"id": np.arange(n, dtype=np.int32), "pad": [""] * n},
+                             n, xmin=2)
+            be.bufmgr.flush_buffers()
+            be.bufmgr.drop_relation_buffers(rel.relfilenode)
+            nblocks = be.bufmgr.smgr.nblocks(rel.relfilenode)
+            ss = SyncScanTable(inst.seg, inst.locks.syncscan)
+            ss.get_location(rel.relfilenode, nblocks)
+            ss.report_location(rel.relfilenode, 160)
+            for temperature in ("cold", "warm"):
+                shared = SharedScan.acquire(inst.seg, inst.locks)
+                try:
+                    shared.initialize(rel.relfilenode, nblocks, policy="fixed",
+                                      fixed_chunk=64, syncscan=True)
+                    src = Recording(shared, ss, record=True)
+                    assert src.startblock_init() == 160
+                    hs = HeapScan(be, rel, [0], use_ring=True, block_source=src)
+                    assert sum(len(b) for b in hs) == n
+                finally:
+                    shared.release()
+                assert sorted(src.read) == list(range(nblocks)), temperature
+                assert src.read == [b for f, k in src.runs for b in range(f, f + k)]
+                assert src.bad == [], temperature
+                assert src.end_reported and ss.get_location(rel.relfilenode, nblocks) == 160
