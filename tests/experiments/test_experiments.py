@@ -1,9 +1,15 @@
-"""Each seed experiment at a tiny scale, in seconds, asserting the direction of its effect on
-counters, never on time: heap pages grow without pruning and stay put with it; index items
-are killed with killing on and never with it off; disk bytes fall with synchronized scans;
-seeks and requests fall with chunked allocation.  Also: the reports' markdown (and PNG
-when matplotlib is installed), the command line, and compare_postgres's parsing and its
-minidb side (PostgreSQL is never needed).
+"""Each seed experiment at a tiny scale, in seconds, asserting on counters, never on time:
+heap pages grow without pruning and stay put with it; index items are killed with killing
+on and never with it off; disk bytes fall with synchronized scans.  Also: the reports'
+markdown (and PNG when matplotlib is installed), the command line, and compare_postgres's
+parsing and its minidb side (PostgreSQL is never needed).
+
+The CI tier asserts only what holds on a loaded machine.  Where real processes' scheduling
+decides the direction (which policy makes fewer requests when two participants may not run
+at the same time; where a synchronized round joins), the CI test asserts the counters that
+hold under any load (every block read at least once, the workers launched, the start
+blocks) and the direction is a ``long`` test that may repeat its run; the mechanisms
+themselves are checked with fixed interleavings in tests/heap/.
 
 What these do not prove: that the effects have the seeds' size (that takes the default
 scale: ``minidb experiment all``), nor anything about tps or MB/s."""
@@ -87,24 +93,48 @@ def test_syncscan_staggered_bytes_fall(tmp_path):
     _check_written(rep, tmp_path)
 
 
+def _parallel_readahead_small(workdir):
+    # per-file read-ahead (the seed's explanation: each process's strided reads stop
+    # read-ahead); Linux's ondemand read-ahead lets participants that interleave block by
+    # block continue each other's windows (tests/storage/test_iomodel.py) and reads of up
+    # to 16 blocks (PostgreSQL 17's io_combine_limit), as this test was written for: with
+    # one block per read a 64-block chunk takes ~7 requests
+    return parallel_readahead.run(table_mb=8, workers=2, disk="ssd", policies=["block", "64"],
+                                  repeats=1, readahead_policy="perfile", io_combine_limit=16,
+                                  workdir=workdir)
+
+
+def test_parallel_readahead_runs_and_counts(tmp_path):
+    # What holds whatever the load (real worker processes: how their reads interleave is
+    # up to the OS scheduler, so which policy makes fewer requests is not asserted here -
+    # tests/heap/test_parallel.py checks block allocation's 10x seeks with a fixed
+    # interleaving, and the long tier the direction in this experiment): every count right
+    # (checked inside), every worker launched, from a cold start every block read from the
+    # disk at least once, and each request reading at least one block.
+    rep = _parallel_readahead_small(str(tmp_path))
+    r = rep.data["results"]
+    nblocks = rep.data["nblocks"]
+    for policy in ("block", "64"):
+        for w in (1, 2):
+            io = r[policy][w]["io"]
+            assert io["bytes"] >= nblocks * 8192, (policy, w)
+            assert 1 <= io["requests"] <= io["bytes"] // 8192, (policy, w)
+            assert r[policy][w]["launched"] == w
+    _check_written(rep, tmp_path)
+
+
+@pytest.mark.long
 def test_parallel_readahead_seeks_fall_with_chunks(tmp_path):
     # Real worker processes: how their reads interleave is up to the OS scheduler (a worker
     # that starts late leaves the leader reading consecutive blocks even under `block`
     # allocation, and read-ahead then works).  So the direction is asserted, not a factor,
-    # and a run may be repeated; tests/heap/test_parallel.py checks the 10x seek ratio with
-    # a fixed interleaving.
+    # a run may be repeated, and the test is in the long tier (the CI tier's sibling,
+    # test_parallel_readahead_runs_and_counts, asserts what holds under any load);
+    # tests/heap/test_parallel.py checks the 10x seek ratio with a fixed interleaving.
     failures = []
     for attempt in range(3):
         (tmp_path / f"run{attempt}").mkdir()
-        # per-file read-ahead (the seed's explanation: each process's strided reads stop
-        # read-ahead); Linux's ondemand read-ahead lets participants that interleave
-        # block by block continue each other's windows (tests/storage/test_iomodel.py)
-        # and reads of up to 16 blocks (PostgreSQL 17's io_combine_limit), as this test
-        # was written for: with one block per read a 64-block chunk takes ~7 requests
-        rep = parallel_readahead.run(table_mb=8, workers=2, disk="ssd",
-                                     policies=["block", "64"], repeats=1,
-                                     readahead_policy="perfile", io_combine_limit=16,
-                                     workdir=str(tmp_path / f"run{attempt}"))
+        rep = _parallel_readahead_small(str(tmp_path / f"run{attempt}"))
         r = rep.data["results"]
         nblocks = rep.data["nblocks"]
         for w in (1, 2):
