@@ -129,7 +129,8 @@ def _parser() -> argparse.ArgumentParser:
          "/ 128 stay far above the read-ahead window", type=int)
     _opt(p, "--span-over-cache", None, PHYSICAL, "the seed gives no RAM: a sweep fixed "
          "before any run, 0.25, 0.5, 1, 2, 4 and 8 (a quarter to eight times)",
-         "participants x large chunk / OS cache at a point of the sweep (repeatable)",
+         "participants x large chunk / OS cache at a point of the sweep (repeatable; 1, "
+         "where the capped chunks and block at a time run, is always added)",
          type=float, action="append")
     _opt(p, "--clients", 6, SEED, "pgbench -c 6 -j 6", type=int)
     _opt(p, "--queries", 2, PHYSICAL, "the seed ran about 29 per client (3 hours); two "
