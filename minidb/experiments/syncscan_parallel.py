@@ -195,8 +195,9 @@ def run(shrink: int = 4096, clients: int = 6, queries: int = 2, nworkers: int = 
                 latency = slowed_latency_ms(SEED_DEVICE_MBPS, device_mbps)
                 inst.iomodel.set_device(device_mbps, latency)
                 if not describe:
-                    log(f"syncscan-parallel: a serial scan decodes "
-                        f"{serial_cpu or 0:.0f} MB/s here; device {device_mbps:.1f} MB/s, "
+                    decodes = (f"a serial scan decodes {serial_cpu:.0f} MB/s here; "
+                               if serial_cpu else "")
+                    log(f"syncscan-parallel: {decodes}device {device_mbps:.1f} MB/s, "
                         f"latency {latency * 1000:.0f} us, queue depth {NVME_QUEUE_DEPTH}")
                     describe = inst.iomodel.describe()
                 point = {"span_over_cache": x,
@@ -323,8 +324,9 @@ def _report(points: list, chosen: list, sizes: dict, *, shrink: int, clients: in
         ("participants x large chunk / OS cache", "not given",
          ", ".join(f"{x:g}" for x in xs) + " (here: " + ", ".join(
              f"{pt['span_over_cache_here']:.2f}" for pt in points) + ")",
-         "a quarter to eight times: where a query joining at another's position trails "
-         "it by less, and by more, than the cache holds"),
+         "on both sides of 1 (the default: a quarter to eight times): where a query "
+         "joining at another's position trails it by less, and by more, than the cache "
+         "holds"),
         ("participants x capped chunk / OS cache", "not given",
          f"{nparts * sizes['8192'] / (min(caches) * 128):.2f} at most",
          "below 1 at every point"),
