@@ -10,7 +10,8 @@ seed's own figure, or a physical default chosen for this machine (with the reaso
     minidb experiment dead-tuples [--scale 10] [--runs 3] [--transactions N] [--repeats 3]
     minidb experiment syncscan-staggered [--table-mb 128] [--disk seed|hdd|ssd]
     minidb experiment parallel-readahead [--table-mb 512] [--workers 7] [--disk auto]
-    minidb experiment syncscan-parallel [--shrink 4096] [--queries 3] [--repeats 3]
+    minidb experiment syncscan-parallel [--shrink 4096] [--queries 2] [--repeats 3]
+                                        [--span-over-cache X ...]
     minidb experiment wal-checkpoints [--slices 12] [--checkpoint-every 4] [--pg-dsn DSN]
     minidb experiment all [--out DIR]
 
@@ -126,12 +127,15 @@ def _parser() -> argparse.ArgumentParser:
          "the seed's table divided by this", type=int)
     _opt(p, "--chunk-divisor", 128, PHYSICAL, "the seed's chunks (65,536 and 8,192 blocks) "
          "/ 128 stay far above the read-ahead window", type=int)
-    _opt(p, "--cache-ratio", 16.0, PHYSICAL, "the seed gives no RAM; chosen so that the "
-         "large chunks' span exceeds the cache and the capped ones' does not",
-         "table / OS cache", type=float)
+    _opt(p, "--span-over-cache", None, PHYSICAL, "the seed gives no RAM: a sweep fixed "
+         "before any run, 0.25, 0.5, 1, 2, 4 and 8 (a quarter to eight times)",
+         "participants x large chunk / OS cache at a point of the sweep (repeatable; 1, "
+         "where the capped chunks and block at a time run, is always added)",
+         type=float, action="append")
     _opt(p, "--clients", 6, SEED, "pgbench -c 6 -j 6", type=int)
-    _opt(p, "--queries", 3, PHYSICAL, "the seed ran about 29 per client (3 hours)",
-         "per client and setting", type=int)
+    _opt(p, "--queries", 2, PHYSICAL, "the seed ran about 29 per client (3 hours); two "
+         "keep the sweep's default run near six minutes on a quiet machine, and the seed's "
+         "difference shows from the second on", "per client, setting and point", type=int)
     _opt(p, "--workers", 1, PHYSICAL, "the seed planned 2 per query on 64 cores; here 2 "
          "cores", "per query", type=int)
     _opt(p, "--cpu-share", 6.0, PHYSICAL, "six scans share the device, each bound by it "
@@ -189,7 +193,7 @@ def _run_one(name: str, args, argv: list[str]):
     elif name == "syncscan-parallel" and args.name == name:
         kw.update(shrink=args.shrink, clients=args.clients, queries=args.queries,
                   nworkers=args.workers, cpu_share=args.cpu_share,
-                  chunk_divisor=args.chunk_divisor, cache_ratio=args.cache_ratio,
+                  chunk_divisor=args.chunk_divisor, sweep=args.span_over_cache,
                   repeats=args.repeats)
     elif name == "wal-checkpoints" and args.name == name:
         kw.update(scale=args.scale, accounts_per_scale=args.accounts_per_scale,

@@ -1,6 +1,6 @@
 """syncscan-parallel: six clients each running a parallel count of a large table,
-synchronized scans on and off, with large chunks, capped chunks and one block at a time
-(seed 000).
+synchronized scans on and off with large chunks across a sweep of the OS cache size, and
+capped chunks and one block at a time (seed 000).
 
 The seed (``000_5ff83a1e5d2edb37.txt``, David Rowley, 2020, while PostgreSQL 14's chunked
 allocation was being written): an 800 GB table (104.9 M blocks), ``pgbench -c 6 -j 6`` with
@@ -12,52 +12,64 @@ blocks (the patch's pow2(nblocks / 2048)) 372,738 ms with synchronize_seqscans o
 why PostgreSQL 14 caps chunks at 8,192 blocks (PARALLEL_SEQSCAN_MAX_CHUNK_SIZE).
 
 Setup here: the table ``t`` (``common.load_scan_table``) of 800 GiB / ``--shrink`` (default
-4,096: 200 MiB), an instance with the I/O model beneath the pool, ``shared_buffers`` 1024
-and an OS cache of the table / ``--cache-ratio`` (default 16).  For each setting, from a
-cold start (shared buffers and OS cache emptied; the syncscan table keeps its hints, as
-PostgreSQL's shared memory did between the seed's runs): six client processes, started
-together, each running ``--queries`` parallel counts of ``a < 0`` in a row, each with
-``--workers`` workers (default 1: six leaders and six workers, all launched, so every
-query has the same participants, as the seed's lockstep runs with synchronization off
-imply: their latencies varied by 4 to 20 ms over 320 s).  Settings: ``synchronize_seqscans``
-off and on, crossed with chunks of 65,536 / ``--chunk-divisor`` and 8,192 /
-``--chunk-divisor`` blocks (``pg14``, the first chunk at that maximum, as the seed's table
-got them) and ``block``.  Reported: the average latency per setting (as pgbench's), each
-query's, and the I/O model's counters.
+4,096: 200 MiB), an instance with the I/O model beneath the pool and ``shared_buffers``
+1024, restarted on the same data directory for each OS cache size of the sweep (below).
+For each setting, from a cold start (shared buffers and OS cache emptied; the syncscan
+table keeps its hints, as PostgreSQL's shared memory did between the seed's runs): six
+client processes, started together, each running ``--queries`` (default 2) parallel
+counts of ``a < 0`` in a row, each with ``--workers`` workers (default 1: six leaders and
+six workers, all launched, so every query has the same participants, as the seed's
+lockstep runs with synchronization off imply: their latencies varied by 4 to 20 ms over
+320 s).  Settings: ``synchronize_seqscans`` off and on, with chunks of 65,536 /
+``--chunk-divisor`` and 8,192 / ``--chunk-divisor`` blocks (``pg14``, the first chunk at
+that maximum, as the seed's table got them) and ``block``.  Reported: the average
+latency per setting (as pgbench's), each query's, and the I/O model's counters; the
+comparisons use each client's rounds after its first (a setting's first round starts
+cold with all six together whatever the setting; the seed's 29 rounds made it negligible,
+two rounds here would halve the difference).
+
+The OS cache sweep.  The seed does not give its RAM, and its result turns on it: a query
+that joins at another's reported position gains nothing if it trails the others by more
+than the OS cache holds.  So the cache is swept, the points fixed in the code before any
+run (``SPAN_OVER_CACHE``): the twelve participants' large chunks together span a quarter,
+a half, one, two, four and eight times the cache.  At each point the large chunks run
+with synchronization on and off (the headline is the range of their on / off ratio over
+the sweep, and the report says whether the seed's ratio lies inside it); the capped
+chunks (on and off) and one block at a time (off) run at one point, span = cache, to keep
+the default run near six minutes on a quiet machine (their participants span at most an
+eighth of the smallest cache).  ``--span-over-cache`` (repeatable) runs other points.
 
 Scaling.  The seed's chunks were 4,096 and 512 of Linux's 16-block read-ahead windows
 long.  Keeping their ratio to the table (1/1,600 and 1/12,800) would make them 32 and 4
 blocks here, two windows and a quarter of one, so the capped chunks would pay for
-read-ahead breaks the seed's did not, and the participants of all six queries would
-span a few hundred blocks, far less than any OS cache: whatever synchronized scans did,
-every query would find the others' pages cached.  So the chunks are divided by 128
-instead (512 and 64 blocks: 32 and 4 windows, still 8x apart), and the OS cache is
-1/16 of the table, so that what decides the seed's result stays on the same side of
-the line: the twelve participants' large chunks together span more than the OS cache
-(a query that joins at another query's reported position can trail it by more than the
-cache holds), the capped ones less.  The device: the seed's six scans were bound by its
-disks (800 GB in 320 s, 2.5 GB/s) on a 64-core machine with cores to spare; here six
-scans and their workers share two cores, so the device is slowed to keep them bound by
-it: the run first measures, on its own instance and table, how fast one process decodes
-a cold scan (``common.calibrate_in_run``) and gives the simulated device a bandwidth of
-that over ``--cpu-share`` (default 6: six scans sharing the device each get a sixth of
-it, so decoding for all of them takes about one core of two).  The device is solid state
-with a 2019 NVMe datasheet's latency (52.6 us) and queue depth (32), the latency slowed by
-as much as the bandwidth is (the seed's 2.7 GB/s over this device's); reads are
-PostgreSQL 14's, 8 kB a call, under Linux's ondemand read-ahead.  The whole measurement
-is repeated ``--repeats`` times (default 3): each ratio's median, minimum and maximum
-and the machine's load at each repeat are reported.
+read-ahead breaks the seed's did not, and the participants of all six queries would span a
+few hundred blocks, far less than any OS cache: whatever synchronized scans did, every
+query would find the others' pages cached.  So the chunks are divided by 128 instead (512
+and 64 blocks: 32 and 4 windows, still 8x apart).  The device: the seed's six scans were
+bound by its disks (800 GB in 320 s, 2.5 GB/s) on a 64-core machine with cores to spare;
+here six scans and their workers share two cores, so the device is slowed to keep them
+bound by it: the run first measures, on its own instance and table, how fast one process
+decodes a cold scan (``common.calibrate_in_run``) and gives the simulated device a
+bandwidth of that over ``--cpu-share`` (default 6: six scans sharing the device each get a
+sixth of it, so decoding for all of them takes about one core of two).  The device is
+solid state with a 2019 NVMe datasheet's latency (52.6 us) and queue depth (32), the
+latency slowed by as much as the bandwidth is (the seed's 2.7 GB/s over this device's);
+reads are PostgreSQL 14's, 8 kB a call, under Linux's ondemand read-ahead.  The whole
+measurement is repeated ``--repeats`` times (default 3): each ratio's median, minimum and
+maximum and the machine's load at each repeat are reported.
 
-What produces the seed's direction here (the counters show it): with synchronization
-off, six queries started together all begin at block 0 with the same chunk grid and the
-same participants, so they stay in step round after round and the table is read from
-the disk about once per round.  With it on, every participant reports its position
-every 16 blocks; with large chunks those positions lie up to a few chunks apart, so a
-query that starts its next round a moment after another finished joins at one of them,
-on a different chunk grid, and trails or leads the others by more than the OS cache
-holds: pages are read from the disk twice, and the latency grows from the second round
-on (the seed's first 600 s were 4.5% slower, its later ones 10-25%).  With capped chunks
-the positions lie within the cache of each other and nothing is lost.
+What produces the seed's direction here (the counters show it): with synchronization off,
+six queries started together all begin at block 0 with the same chunk grid and the same
+participants, so they stay in step round after round and the table is read from the disk
+about once per round.  With it on, every participant reports its position every 16 blocks,
+as it reads them (not when its chunk is handed out: PostgreSQL reports a page right before
+reading it); with large chunks those positions lie up to a few chunks apart, so a query
+that starts its next round a moment after another finished joins at one of them, on a
+different chunk grid, and trails or leads the others by more than the OS cache holds:
+pages are read from the disk twice, and the latency grows from the second round on (the
+seed's first 600 s were 4.5% slower, its later ones 10-25%).  With capped chunks the
+positions lie within the cache of each other and nothing is lost; with a cache that holds
+the large chunks' span, neither is anything lost with them.
 """
 
 from __future__ import annotations
@@ -71,7 +83,7 @@ from minidb.experiments.common import (EXPERIMENT_IO, MB, NVME_QUEUE_DEPTH, NVME
                                        Report, calibrate_in_run, fmt, fmt_spread,
                                        io_delta, load_now, load_scan_table, log, make_cold,
                                        md_table, parallel_count, ratio, run_clients,
-                                       slowed_latency_ms)
+                                       slowed_latency_ms, spread)
 
 NAME = "syncscan-parallel"
 SEED = "000_5ff83a1e5d2edb37.txt"
@@ -86,6 +98,26 @@ SEED_LATENCY = {("65536", "on"): 372738.134, ("65536", "off"): 320204.028,
 SEED_DEVICE_MBPS = SEED_BLOCKS * 8192 / 1e6 / (SEED_LATENCY[("65536", "off")] / 1000)
 # the seed's kernel (Linux, 2020): ondemand read-ahead; PostgreSQL 14 read 8 kB a call
 SEED_IO = dict(EXPERIMENT_IO, io_readahead_policy="ondemand")
+
+# The OS cache sweep, fixed here before any run of it.  The seed does not give its RAM,
+# and what decides its result is whether a query that joins at another's reported
+# position trails the others by more than the OS cache holds: the participants' large
+# chunks together ("chunk span": participants x large chunk) against the cache.  An
+# earlier version picked one cache size (table / 16: span 3.8x the cache) after a run at
+# another size had shown nothing, so the run now publishes on / off at each of these
+# spans / cache: a quarter to eight times, in factors of two (six points: two below 1, 1
+# itself, three above).  The headline is the range of the on / off ratio over the sweep.
+SPAN_OVER_CACHE = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+# what runs at every point of the sweep: the large chunks, on and off
+SWEPT = ("65536/on", "65536/off")
+# and at one point only (to keep the default run near six minutes on a quiet machine): the
+# capped chunks (on and off: the seed's control, equal) and one block at a time with
+# synchronization off (the seed's block / capped ratio; each of its rounds costs three of
+# the chunks').  Their participants span at most 768 blocks, an eighth of the smallest
+# cache of the sweep, so the cache should not decide them; they run where the large
+# chunks span exactly the cache, the sweep's middle.
+AT_ONE_POINT = ("8192/on", "8192/off", "block/off")
+ONE_POINT = 1.0
 
 
 def _client(sess, engine, index, arg, t0):
@@ -108,59 +140,86 @@ def _label(key: str, chunk: int | None) -> str:
     return f"max chunk {int(key):,} scaled: {chunk:,} blocks"
 
 
-def run(shrink: int = 4096, clients: int = 6, queries: int = 3, nworkers: int = 1,
-        cpu_share: float = 6.0, cache_ratio: float = 16.0, chunk_divisor: int = 128,
-        settings: list | None = None,
+def run(shrink: int = 4096, clients: int = 6, queries: int = 2, nworkers: int = 1,
+        cpu_share: float = 6.0, chunk_divisor: int = 128,
+        sweep: tuple | list | None = None, swept: tuple | list | None = None,
+        at_one_point: tuple | list | None = None, one_point: float = ONE_POINT,
         workdir: str | None = None, command: str | None = None,
         table_blocks: int | None = None, chunks: dict | None = None,
         device_mbps: float | None = None, repeats: int = 3) -> Report:
-    """``table_blocks``, ``chunks`` ({"65536": blocks, "8192": blocks}) and ``device_mbps``
-    override the scaling (tests: a small table, chunks that differ, no calibration)."""
+    """``sweep``: the participants' large-chunk span over the OS cache at each point
+    (default ``SPAN_OVER_CACHE``); ``swept``: the settings ("65536/on", ...) run at every
+    point; ``at_one_point``: those run only at the point ``one_point`` (which is added to
+    the sweep if missing).  ``table_blocks``, ``chunks`` ({"65536": blocks, "8192":
+    blocks}) and ``device_mbps`` override the scaling (tests: a small table, chunks that
+    differ, no calibration)."""
     t_start = time.perf_counter()
     nblocks = table_blocks or SEED_BLOCKS // shrink
-    table_mb = max(1, nblocks * 8192 // MB)
-    os_cache_mb = max(1, round(table_mb / cache_ratio))
+    sweep = sorted(set(SPAN_OVER_CACHE if sweep is None else sweep))
+    swept = list(SWEPT if swept is None else swept)
+    at_one_point = list(AT_ONE_POINT if at_one_point is None else at_one_point)
+    if at_one_point and one_point not in sweep:
+        sweep = sorted(sweep + [one_point])
     serial_cpu = None
     sizes = {str(c): max(1, c // chunk_divisor) for c in SEED_CHUNKS}
     sizes.update(chunks or {})
     chosen = [(str(c), "pg14", sizes[str(c)]) for c in SEED_CHUNKS] + [("block", "block", None)]
-    order = [(k, pol, ch, on) for k, pol, ch in chosen for on in ("on", "off")
-             if settings is None or f"{k}/{on}" in settings]
+    nparts = clients * (nworkers + 1)
+    span_blocks = nparts * sizes["65536"]
     d = tempfile.mkdtemp(prefix="minidb-ssp-", dir=workdir)
-    runs: list = []
-    loads: list = []
+    points: list = []
+    describe = ""
     try:
         from minidb.instance import Instance
-        with Instance(os.path.join(d, "data"), shared_buffers=1024, os_cache_mb=os_cache_mb,
-                      max_connections=max(12, clients + 4), max_worker_processes=8,
-                      io_model="custom", io_rotational=False,
-                      io_queue_depth=NVME_QUEUE_DEPTH, io_seq_mb_per_s=1e6, io_seek_ms=0.0,
-                      **SEED_IO) as inst:
-            rel, nrows, nblocks = load_scan_table(inst, "t", nblocks)
-            if device_mbps is None:  # calibrated in this run, on this table
-                serial_cpu = calibrate_in_run(inst, rel, nblocks)
-                device_mbps = round(serial_cpu / cpu_share, 1)
-            latency = slowed_latency_ms(SEED_DEVICE_MBPS, device_mbps)
-            inst.iomodel.set_device(device_mbps, latency)
-            log(f"syncscan-parallel: a serial scan decodes "
-                f"{serial_cpu or 0:.0f} MB/s here; device {device_mbps:.1f} MB/s, latency "
-                f"{latency * 1000:.0f} us, queue depth {NVME_QUEUE_DEPTH}")
-            describe = inst.iomodel.describe()
-            for rep_i in range(max(1, repeats)):
-                loads.append(load_now())
-                log(f"syncscan-parallel: repeat {rep_i + 1} of {repeats} (load {loads[-1]:g})")
-                results: dict = {}
-                for key, policy, chunk, on in order:
-                    results[(key, on)] = _setting(inst, rel, nrows, nblocks, key, policy,
-                                                  chunk, on, clients, queries, nworkers)
-                runs.append(results)
+        datadir = os.path.join(d, "data")
+        rel = nrows = None
+        for x in sweep:
+            # the OS cache lives in the shared segment: one instance (restart) per point,
+            # on the same data directory
+            os_cache_mb = max(1, round(span_blocks / x / 128))
+            wanted = [w for w in swept + (at_one_point if x == one_point else [])]
+            order = [(k, pol, ch, on) for k, pol, ch in chosen for on in ("on", "off")
+                     if f"{k}/{on}" in wanted]
+            with Instance(datadir, shared_buffers=1024, os_cache_mb=os_cache_mb,
+                          max_connections=max(12, clients + 4), max_worker_processes=8,
+                          io_model="custom", io_rotational=False,
+                          io_queue_depth=NVME_QUEUE_DEPTH, io_seq_mb_per_s=1e6,
+                          io_seek_ms=0.0, **SEED_IO) as inst:
+                if rel is None:
+                    rel, nrows, nblocks = load_scan_table(inst, "t", nblocks)
+                    if device_mbps is None:  # calibrated in this run, on this table
+                        serial_cpu = calibrate_in_run(inst, rel, nblocks)
+                        device_mbps = round(serial_cpu / cpu_share, 1)
+                else:
+                    rel = inst.catalog.heap_rel("t")
+                latency = slowed_latency_ms(SEED_DEVICE_MBPS, device_mbps)
+                inst.iomodel.set_device(device_mbps, latency)
+                if not describe:
+                    decodes = (f"a serial scan decodes {serial_cpu:.0f} MB/s here; "
+                               if serial_cpu else "")
+                    log(f"syncscan-parallel: {decodes}device {device_mbps:.1f} MB/s, "
+                        f"latency {latency * 1000:.0f} us, queue depth {NVME_QUEUE_DEPTH}")
+                    describe = inst.iomodel.describe()
+                point = {"span_over_cache": x,
+                         "span_over_cache_here": span_blocks / (os_cache_mb * 128),
+                         "os_cache_mb": os_cache_mb, "repeats": [], "loads": []}
+                for rep_i in range(max(1, repeats)):
+                    point["loads"].append(load_now())
+                    log(f"syncscan-parallel: span / cache {x:g} (OS cache {os_cache_mb} MB), "
+                        f"repeat {rep_i + 1} of {repeats} (load {point['loads'][-1]:g})")
+                    results: dict = {}
+                    for key, policy, chunk, on in order:
+                        results[(key, on)] = _setting(inst, rel, nrows, nblocks, key, policy,
+                                                      chunk, on, clients, queries, nworkers)
+                    point["repeats"].append(results)
+                points.append(point)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
-    rep = _report(runs, loads, chosen, sizes, shrink=shrink, clients=clients, queries=queries,
-                  nworkers=nworkers, cache_ratio=cache_ratio, chunk_divisor=chunk_divisor,
-                  os_cache_mb=os_cache_mb, nblocks=nblocks, nrows=nrows, describe=describe,
-                  serial_cpu=serial_cpu, device_mbps=device_mbps, command=command)
+    rep = _report(points, chosen, sizes, shrink=shrink, clients=clients, queries=queries,
+                  nworkers=nworkers, chunk_divisor=chunk_divisor, one_point=one_point,
+                  nblocks=nblocks, nrows=nrows, describe=describe, serial_cpu=serial_cpu,
+                  device_mbps=device_mbps, command=command, repeats=repeats)
     rep.elapsed_s = time.perf_counter() - t_start
     return rep
 
@@ -186,8 +245,10 @@ def _setting(inst, rel, nrows: int, nblocks: int, key: str, policy: str, chunk, 
     if bad:
         raise AssertionError(f"{key}/{on}: wrong answers {bad[:3]}")
     lat = [q["latency_s"] for q in qs]
+    later = [q["latency_s"] for r in res for q in r[1:]]  # every client's rounds but its first
     table_bytes = nblocks * 8192
     out = {"latency_avg_s": sum(lat) / len(lat), "latencies_s": lat, "wall_s": wall,
+           "latency_later_s": sum(later) / len(later) if later else None,
            "io": io, "tables_read": io["bytes"] / table_bytes,
            "launched": [q["launched"] for q in qs],
            "start_blocks": [q["start_block"] for q in qs], "chunk": chunk}
@@ -197,21 +258,52 @@ def _setting(inst, rel, nrows: int, nblocks: int, key: str, policy: str, chunk, 
     return out
 
 
-def _report(runs: list, loads: list, chosen: list, sizes: dict, *, shrink: int, clients: int,
-            queries: int, nworkers: int, cache_ratio: float, chunk_divisor: int,
-            os_cache_mb: int, nblocks: int, nrows: int, describe: str, serial_cpu,
-            device_mbps: float, command) -> Report:
-    """The report: the scaling, latency per setting beside the seed's, the ratios within
-    the run (median, min and max over the repeats), the notes, the plot."""
+def _lat(v: dict) -> float:
+    """The latency a comparison uses: the average over each client's rounds after its
+    first, when it ran more than one.  A setting's first round starts cold with all six
+    clients together whatever the setting (synchronization can only move a round that
+    starts after another's); the seed's 29 rounds made it negligible, two here would
+    halve the difference.  The average over all rounds is in the tables too."""
+    later = v.get("latency_later_s")
+    return later if later is not None else v["latency_avg_s"]
+
+
+def _median_repeat(runs: list) -> dict:
+    """Per setting, the repeat with the median latency (``_lat``)."""
+    keys = {k for r in runs for k in r}
+    return {k: sorted((r[k] for r in runs if k in r), key=_lat)[len(runs) // 2]
+            for k in keys}
+
+
+def _ratios(runs: list, a: tuple, b: tuple) -> list:
+    """Latency ratio a / b (``_lat``) in each repeat (None where either did not run)."""
+    return [ratio(_lat(r[a]), _lat(r[b]), 4) if a in r and b in r else None for r in runs]
+
+
+def _report(points: list, chosen: list, sizes: dict, *, shrink: int, clients: int,
+            queries: int, nworkers: int, chunk_divisor: int, one_point: float, nblocks: int,
+            nrows: int, describe: str, serial_cpu, device_mbps: float, command,
+            repeats: int) -> Report:
+    """The report: the scaling, the sweep (large chunks on / off at each cache size, the
+    headline its range), the settings run at one point beside the seed's, the plot."""
     table_bytes = nblocks * 8192
-    results = {k: sorted((r[k] for r in runs), key=lambda v: v["latency_avg_s"])[len(runs) // 2]
-               for k in runs[0]}  # per setting, the median repeat
+    for pt in points:
+        pt["results"] = _median_repeat(pt["repeats"])
+        pt["on_off"] = _ratios(pt["repeats"], ("65536", "on"), ("65536", "off"))
+    mid = next((pt for pt in points if pt["span_over_cache"] == one_point), None)
+    sweep_pts = [pt for pt in points if spread(pt["on_off"])[1] is not None]
+    medians = [spread(pt["on_off"])[1] for pt in sweep_pts]
+    seed_on_off = SEED_LATENCY[("65536", "on")] / SEED_LATENCY[("65536", "off")]
+    lo = min(medians) if medians else None
+    hi = max(medians) if medians else None
+    inside = None if lo is None else lo <= seed_on_off <= hi
     rep = Report(NAME, "Synchronized scans with chunked parallel scans: six clients, each a "
-                       "parallel count (seed 000)", SEED,
+                       "parallel count, across a sweep of the OS cache (seed 000)", SEED,
                  command or f"minidb experiment syncscan-parallel --shrink {shrink}"
-                            f" --queries {queries} --chunk-divisor {chunk_divisor}"
-                            f" --cache-ratio {cache_ratio:g}")
+                            f" --queries {queries} --chunk-divisor {chunk_divisor}")
     nparts = clients * (nworkers + 1)
+    caches = [pt["os_cache_mb"] for pt in points]
+    xs = [pt["span_over_cache"] for pt in points]
     rep.scaling = [
         ("table", "800 GiB (104,857,600 blocks)", f"{table_bytes / MB:,.0f} MiB "
          f"({nblocks:,} blocks)", f"1/{SEED_BLOCKS / nblocks:,.0f}"),
@@ -226,12 +318,24 @@ def _report(runs: list, loads: list, chosen: list, sizes: dict, *, shrink: int, 
         ("clients x parallel workers", "6 x 2 planned (8 workers in all)",
          f"{clients} x {nworkers} (all launched)",
          "every query with the same participants, as the seed's lockstep runs imply"),
-        ("participants x large chunk / OS cache", "not given (RAM not reported)",
-         f"{nparts * sizes['65536'] / (os_cache_mb * 128):.1f}",
-         "> 1: a query can join more than a cache away from the others"),
+        ("OS cache", "not given (RAM not reported)",
+         f"{min(caches)} to {max(caches)} MB: one instance restart per point",
+         "swept, the points fixed in the code before any run (SPAN_OVER_CACHE)"),
+        ("participants x large chunk / OS cache", "not given",
+         ", ".join(f"{x:g}" for x in xs) + " (here: " + ", ".join(
+             f"{pt['span_over_cache_here']:.2f}" for pt in points) + ")",
+         "on both sides of 1 (the default: a quarter to eight times): where a query "
+         "joining at another's position trails it by less, and by more, than the cache "
+         "holds"),
         ("participants x capped chunk / OS cache", "not given",
-         f"{nparts * sizes['8192'] / (os_cache_mb * 128):.2f}", "< 1"),
-        ("queries per client", "about 29 (3 h) / 6 (30 min)", f"{queries}", "minutes"),
+         f"{nparts * sizes['8192'] / (min(caches) * 128):.2f} at most",
+         "below 1 at every point"),
+        ("settings at each point", "all six, one run each",
+         f"large chunks on and off; capped chunks and block at a time at span / cache "
+         f"{one_point:g} only", "keeps the default run near six minutes on a quiet machine"),
+        ("queries per client", "about 29 (3 h) / 6 (30 min)", f"{queries}",
+         "fewer queries per point to keep the sweep near six minutes; the seed's "
+         "difference shows from the second round on"),
         ("device", "disks delivering 2.5 GB/s, 64 cores", describe,
          (f"kept: six scans bound by the device: one process decodes {serial_cpu:.0f} MB/s "
           f"here (measured first in this run, on this table), the device gives "
@@ -240,109 +344,172 @@ def _report(runs: list, loads: list, chosen: list, sizes: dict, *, shrink: int, 
           f"{SEED_DEVICE_MBPS:,.0f} MB/s)") if serial_cpu else "given"),
         ("reads", "PostgreSQL 14: 8 kB a call; Linux ondemand read-ahead",
          "io_combine_limit 1, io_readahead_policy ondemand", "kept"),
-        ("repeats", "one run per setting", f"{len(runs)}, load "
-         f"{', '.join(f'{x:g}' for x in loads)}",
+        ("repeats", "one run per setting", f"{repeats} at each point, load "
+         f"{', '.join(f'{x:g}' for pt in points for x in pt['loads'])}",
          "tables show each setting's median repeat; ratios give median (min-max)"),
-        ("OS cache", "not given", f"{os_cache_mb} MB (table {cache_ratio:g}x larger)",
-         "see participants x chunk above"),
     ]
-    keys = [k for k, _, _ in chosen]
+    # the sweep
     rows = []
-    for k in keys:
-        for on in ("on", "off"):
-            r = results.get((k, on))
-            if r is None:
-                continue
-            seed = SEED_LATENCY[(k, on)] / 1000.0
-            rows.append([_label(k, sizes.get(k)), on, fmt(r["latency_avg_s"], 2), fmt(seed, 0),
-                         fmt(r["wall_s"], 1), fmt(r["tables_read"], 2), fmt(r["io"]["requests"]),
-                         fmt(r["io"]["seeks"]),
-                         f"{sum(r['launched']) / len(r['launched']):.1f}"])
-    rep.tables.append(("Average latency per setting", md_table(
-        ["chunks", "synchronize_seqscans", "latency s", "seed latency s", "wall s (all queries)",
-         "disk read (tables)", "disk requests", "seeks", "workers launched (mean)"],
-        rows, "llrrrrrrr")))
-    # comparisons, as ratios within each repeat: median (min-max)
-    def lat(k, on, r=None):
-        v = (r or results).get((k, on))
-        return v["latency_avg_s"] if v else None
+    for pt in points:
+        r = pt["results"]
+        on, off = r.get(("65536", "on")), r.get(("65536", "off"))
+        rows.append([f"{pt['span_over_cache']:g}", f"{pt['span_over_cache_here']:.2f}",
+                     fmt(pt["os_cache_mb"]),
+                     fmt(_lat(on), 2) if on else "-",
+                     fmt(_lat(off), 2) if off else "-",
+                     fmt_spread(pt["on_off"]),
+                     fmt(on["tables_read"], 2) if on else "-",
+                     fmt(off["tables_read"], 2) if off else "-",
+                     fmt(on["io"]["seeks"]) if on else "-",
+                     fmt(off["io"]["seeks"]) if off else "-",
+                     ", ".join(f"{x:g}" for x in pt["loads"])])
+    rep.tables.append(("The OS cache sweep: large chunks, synchronize_seqscans on and off",
+                       md_table(["span / cache", "here", "OS cache MB", "latency on s*",
+                                 "latency off s*", "on / off*", "disk read on (tables)",
+                                 "disk read off (tables)", "seeks on", "seeks off", "load"],
+                                rows, "rrrrrrrrrrl")))
+    keys = [k for k, _, _ in chosen]
+    if mid is not None:
+        rows = []
+        for k in keys:
+            for on in ("on", "off"):
+                r = mid["results"].get((k, on))
+                if r is None:
+                    continue
+                seed = SEED_LATENCY[(k, on)] / 1000.0
+                rows.append([_label(k, sizes.get(k)), on, fmt(r["latency_avg_s"], 2),
+                             fmt(_lat(r), 2), fmt(seed, 0), fmt(r["wall_s"], 1), fmt(r["tables_read"], 2),
+                             fmt(r["io"]["requests"]), fmt(r["io"]["seeks"]),
+                             f"{sum(r['launched']) / len(r['launched']):.1f}"])
+        rep.tables.append((f"Average latency per setting at span / cache {one_point:g} "
+                           f"(OS cache {mid['os_cache_mb']} MB)", md_table(
+            ["chunks", "synchronize_seqscans", "latency s (all rounds)", "latency s*",
+             "seed latency s", "wall s (all queries)", "disk read (tables)",
+             "disk requests", "seeks", "workers launched (mean)"], rows, "llrrrrrrrr")))
+    # beside the seed: the sweep's range first, then each point, then the one point's
+    if medians:
+        rep.comparisons.append((
+            "large chunks: latency on / off, range over the sweep", f"{seed_on_off:.2f}",
+            f"{lo:.2f} to {hi:.2f}",
+            f"the seed's ratio lies {'inside' if inside else 'outside'} the range "
+            f"(span / cache {min(xs):g} to {max(xs):g})"))
+    for pt in sweep_pts:
+        rep.comparisons.append((
+            f"large chunks: on / off at span / cache {pt['span_over_cache']:g}",
+            f"{seed_on_off:.2f}", fmt_spread(pt["on_off"]), "> 1: synchronized scans slower"))
+    if mid is not None:
+        runs = mid["repeats"]
 
-    def spread_of(a, b):
-        return fmt_spread([ratio(lat(*a, r), lat(*b, r), 4) for r in runs])
-    for k in keys:
-        s = SEED_LATENCY[(k, "on")] / SEED_LATENCY[(k, "off")]
-        rep.comparisons.append((f"{_label(k, sizes.get(k))}: latency on / off", f"{s:.2f}",
-                                spread_of((k, "on"), (k, "off")),
-                                "> 1: synchronized scans slower"))
-    b = SEED_LATENCY[("block", "off")] / SEED_LATENCY[("8192", "off")]
-    rep.comparisons.append(("block at a time / capped chunks, off", f"{b:.2f}",
-                            spread_of(("block", "off"), ("8192", "off")), ""))
-    b = SEED_LATENCY[("65536", "on")] / SEED_LATENCY[("8192", "on")]
-    rep.comparisons.append(("large chunks / capped chunks, on", f"{b:.2f}",
-                            spread_of(("65536", "on"), ("8192", "on")), ""))
-    rep.summary = "Average latency: " + "; ".join(
-        f"{_label(k, sizes.get(k))} {lat(k, 'on'):.2f} s on, {lat(k, 'off'):.2f} s off"
-        for k in keys if lat(k, "on") is not None and lat(k, "off") is not None) + "."
+        def cmp(label, a, b, note=""):
+            vals = _ratios(runs, a, b)
+            if spread(vals)[1] is None:
+                return
+            s = SEED_LATENCY[a] / SEED_LATENCY[b]
+            rep.comparisons.append((f"{label}, span / cache {one_point:g}", f"{s:.2f}",
+                                    fmt_spread(vals), note))
+        cmp("capped chunks: latency on / off", ("8192", "on"), ("8192", "off"),
+            "the seed's control: equal")
+        cmp("block at a time: latency on / off", ("block", "on"), ("block", "off"))
+        cmp("block at a time / capped chunks, off", ("block", "off"), ("8192", "off"))
+        cmp("large chunks / capped chunks, on", ("65536", "on"), ("8192", "on"))
+    if medians:
+        rep.summary = (
+            f"Large chunks, synchronize_seqscans on / off, across an OS cache that the "
+            f"participants' large chunks span {min(xs):g} to {max(xs):g} times: median "
+            + ", ".join(f"{spread(pt['on_off'])[1]:.2f} at {pt['span_over_cache']:g}"
+                        for pt in sweep_pts)
+            + f"; range {lo:.2f} to {hi:.2f}. The seed's {seed_on_off:.2f} lies "
+            + ("inside" if inside else "outside") + " that range.")
     rep.notes = [
+        "(*) Latencies and ratios marked * are the average over each client's rounds after "
+        "its first (all rounds when there is one): a setting's first round starts cold "
+        "with the six clients together whatever the setting, and only a later round can "
+        "join another's position; the seed's 29 rounds made its first negligible.",
         "What to look for: the seed's six queries started together and, without "
         "synchronization, stayed together (all at block 0, the same chunk grid, the same "
         "participants), so the table came from the disk about once per round: 'disk read' "
         "near the number of rounds. With synchronization each participant reports its own "
-        "position; with large chunks those lie chunks apart, a query starting its next "
-        "round joins at one of them on another chunk grid, trails the others by more than "
-        "the OS cache holds, and reads pages the others already read: more disk read, "
-        "longer latency from the second round on. Capped chunks keep the reported "
+        "position as it reads its pages; with large chunks those lie chunks apart, a query "
+        "starting its next round joins at one of them on another chunk grid, and if it "
+        "trails the others by more than the OS cache holds it reads pages the others "
+        "already read: more disk read, longer latency from the second round on. So the "
+        "ratio should grow with the span / cache: near 1 where the cache holds the "
+        "participants' span, above 1 where it does not. Capped chunks keep the reported "
         "positions within the cache of each other. One block at a time defeats read-ahead "
         "whatever the setting.",
         "Where minidb departs: the chunks are 1/128 of the seed's (its ratio to the table "
-        "would put them at the read-ahead window), the OS cache is chosen so that the large "
-        "chunks' span exceeds it and the capped ones' does not (the seed does not give its "
-        "RAM), three rounds per client instead of 29, the device is a model (an NVMe "
-        "datasheet's latency and queue depth, slowed with its bandwidth), and six leaders "
-        "with their workers share two cores.",
+        "would put them at the read-ahead window), the OS cache is swept because the seed "
+        "does not give its RAM, two rounds per client at each point instead of 29, the "
+        "capped chunks and block at a time at one point of the sweep only, the device is "
+        "a model (an NVMe datasheet's latency and queue depth, slowed with its bandwidth), "
+        "and six leaders with their workers share two cores.",
     ]
-    rep.data = {"nblocks": nblocks, "nrows": nrows, "results": {f"{k}/{on}": v for (k, on), v
-                                                                 in results.items()},
-                "serial_cpu_mbps": serial_cpu, "device_mbps": device_mbps, "disk": describe,
-                "repeats": [{f"{k}/{on}": v for (k, on), v in r.items()} for r in runs],
-                "loads": loads}
-    rep.plot = lambda plt: _plot(plt, results, keys, round(SEED_BLOCKS / nblocks),
-                                  chunk_divisor, sizes)
+
+    def enc(res: dict) -> dict:
+        return {f"{k}/{on}": v for (k, on), v in res.items()}
+    rep.data = {"nblocks": nblocks, "nrows": nrows,
+                "points": [{"span_over_cache": pt["span_over_cache"],
+                            "span_over_cache_here": pt["span_over_cache_here"],
+                            "os_cache_mb": pt["os_cache_mb"], "loads": pt["loads"],
+                            "on_off": pt["on_off"], "results": enc(pt["results"]),
+                            "repeats": [enc(r) for r in pt["repeats"]]} for pt in points],
+                "sweep_range": (lo, hi), "seed_on_off": seed_on_off, "seed_inside": inside,
+                "one_point": one_point,
+                "serial_cpu_mbps": serial_cpu, "device_mbps": device_mbps, "disk": describe}
+    rep.plot = lambda plt: _plot(plt, points, mid, keys, round(SEED_BLOCKS / nblocks),
+                                  chunk_divisor, sizes, seed_on_off)
     return rep
 
 
-def _plot(plt, results, keys, shrink, divisor, sizes=None):
-    """Average latency per setting as a ratio to capped chunks with syncscan off: minidb's
-    (its own chunk sizes on the axis) beside the seed's."""
+def _plot(plt, points, mid, keys, shrink, divisor, sizes, seed_on_off):
+    """Left: the large chunks' on / off ratio across the sweep (median, min-max bars) with
+    the seed's; right: at the one point, each setting's latency as a ratio to capped
+    chunks with syncscan off, minidb's beside the seed's."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.0))
-    x = range(len(keys))
-    w = 0.38
-    for j, on in enumerate(("on", "off")):
-        mine = [results[(k, on)]["latency_avg_s"] / results[("8192", "off")]["latency_avg_s"]
-                if (k, on) in results and ("8192", "off") in results else 0 for k in keys]
-        seed = [SEED_LATENCY[(k, on)] / SEED_LATENCY[("8192", "off")] for k in keys]
-        color = ("tab:orange", "tab:blue")[j]
-        ax1.bar([i + (j - 0.5) * w for i in x], mine, w, label=f"syncscan {on}", color=color)
-        ax2.bar([i + (j - 0.5) * w for i in x], seed, w, label=f"syncscan {on}", color=color)
-    sizes = sizes or {}
-
-    def names(own: bool) -> list[str]:
-        out = []
-        for k in keys:
+    xs, med, err_lo, err_hi = [], [], [], []
+    for pt in points:
+        lo, m, hi = spread(pt["on_off"])
+        if m is None:
+            continue
+        xs.append(pt["span_over_cache_here"])
+        med.append(m)
+        err_lo.append(m - lo)
+        err_hi.append(hi - m)
+    if xs:
+        ax1.errorbar(xs, med, yerr=[err_lo, err_hi], fmt="o-", color="tab:orange",
+                     capsize=3, label="minidb, median (min-max)")
+        ax1.set_xscale("log", base=2)
+    ax1.axhline(seed_on_off, color="tab:blue", linestyle="--",
+                label=f"the seed ({seed_on_off:.2f}, RAM not given)")
+    ax1.axhline(1.0, color="grey", linewidth=0.8)
+    ax1.set_xlabel("participants x large chunk / OS cache (log scale)", fontsize=9)
+    ax1.set_ylabel("latency on / off (average latencies,\nrounds after the first)",
+                   fontsize=9)
+    ax1.set_title(f"large chunks ({sizes['65536']:,} blocks), synchronize_seqscans")
+    ax1.legend(fontsize=8)
+    if mid is not None and ("8192", "off") in mid["results"]:
+        res = mid["results"]
+        base = _lat(res[("8192", "off")])
+        present = [(k, on) for k in keys for on in ("on", "off") if (k, on) in res]
+        x = range(len(present))
+        w = 0.38
+        mine = [_lat(res[p]) / base for p in present]
+        seed = [SEED_LATENCY[p] / SEED_LATENCY[("8192", "off")] for p in present]
+        ax2.bar([i - w / 2 for i in x], mine, w, label="minidb", color="tab:orange")
+        ax2.bar([i + w / 2 for i in x], seed, w, label="the seed (800 GB)", color="tab:blue")
+        names = []
+        for k, on in present:
             if k == "block":
-                out.append("block at a time")
-            elif own and sizes.get(k):
-                out.append(f"chunk {sizes[k]:,} blocks\n(seed's {int(k):,} / {divisor})")
+                names.append(f"block at a time\n{on}")
             else:
-                out.append(f"chunk {int(k):,} blocks")
-        return out
-    for ax, title, own in ((ax1, "minidb", True), (ax2, "the seed (800 GB)", False)):
-        ax.set_xticks(list(x))
-        ax.set_xticklabels(names(own), fontsize=8)
-        ax.set_ylabel("latency / capped chunks' with syncscan off\n(ratio of average "
-                      "latencies)", fontsize=9)
-        ax.set_title(title)
-        ax.legend(fontsize=8)
+                names.append(f"chunk {sizes[k]:,}\n(seed's {int(k):,}) {on}")
+        ax2.set_xticks(list(x))
+        ax2.set_xticklabels(names, fontsize=7)
+        ax2.set_ylabel("latency / capped chunks' with syncscan off", fontsize=9)
+        ax2.set_title(f"at span / cache {mid['span_over_cache']:g}")
+        ax2.legend(fontsize=8)
+    else:
+        ax2.set_axis_off()
     fig.suptitle(f"Six clients, each a parallel count (table 1/{shrink:,}, chunks 1/{divisor} "
                  "of the seed's)")
     fig.tight_layout()

@@ -45,7 +45,9 @@ run: CPU per page does not depend on the allocation policy (``batches_read`` cou
 batches; a ``block`` scan's single-block runs make as many as a chunked scan's chunks).
 The *reads* are still issued one run at a time, in the order the runs are allocated, each
 when its run is pinned (a single-block run with ``pin``): the buffer manager and the
-(simulated) kernel see a participant's requests in PostgreSQL's order.  What differs from
+(simulated) kernel see a participant's requests in PostgreSQL's order.  After each pin the
+scan tells the source how many of its blocks were read (``pages_read``, if it has one),
+so that a synchronized parallel scan reports its position when a page is read.  What differs from
 PostgreSQL is the rhythm: a PostgreSQL participant decodes each page before it allocates
 the next, so on idle cores the participants take blocks in strict turns; here one
 allocates a batch's runs in a row, so when its reads cost nothing (pages already in the
@@ -447,6 +449,7 @@ class HeapScan:
         stats, reads = bm.stats, _COUNTER["buffers_read"]
         one_block_reads = self.backend.settings.io_combine_limit == 1
         take_runs = getattr(src, "next_runs", None)  # optional: a batch's runs at once
+        pages_read = getattr(src, "pages_read", None)  # optional: told what was read
         queue: list[list[int]] = []  # [first block, count] taken and not pinned yet
 
         def take_batch(want: int) -> bool:
@@ -523,6 +526,8 @@ class HeapScan:
                     else:
                         bufs = bm.pin_run(rfn, block, want, strategy=strategy)
                     k = len(bufs)
+                    if pages_read is not None:  # the syncscan position, as pages are read
+                        pages_read(k)
                     firsts.append(block)
                     counts.append(k)
                     pinned.append(bufs)

@@ -47,8 +47,21 @@ pg14     ``next_pow2(max(nblocks // NCHUNKS, 1))`` capped by MAX_CHUNK; when a
 the current chunk take the next position; else (maybe ramp down, then) fetch-add the
 chunk size to the shared counter.  Position ``n`` is block ``(n + startblock) % nblocks``;
 ``n >= nblocks`` means the scan is over for this participant, and the one participant
-that draws exactly ``n == nblocks`` reports the start block to the syncscan table.  With
-syncscan on, every block handed out is reported (the table keeps only multiples of 16).
+that draws exactly ``n == nblocks`` reports the start block to the syncscan table.
+
+With syncscan on, a participant reports its position when it *reads* a page, not when the
+page is handed out: PostgreSQL reports each page in ``nextpage``, right before the
+participant reads it, and only then asks for the next, so there the two moments are one.
+Here a participant takes runs ahead of reading them (a batch's worth, or a chunk's rest),
+so reporting at hand-out would publish pages not read yet, and a query joining there
+would find them missing from the OS cache.  So ``_deliver`` queues the blocks handed out,
+and the reader (``HeapScan``) calls ``pages_read(n)`` as it reads the next ``n`` of them,
+in the order handed out: the last multiple of 16 among them is reported (the table keeps
+only those).  A reader that never calls ``pages_read`` (the allocator's own tests, a
+caller of ``next_block``) has read what it was handed when it asks for more, as in
+PostgreSQL's rhythm, and its pages are reported then.  The end-of-scan report (the start
+block) is made once the participant that drew the end has reported every page it was
+handed, so that its own last page reports never come after it.
 
 ``next_run(max_n)`` hands out the same blocks as ``max_n`` calls of ``next_block`` would
 (the same positions, the same shared fetch-adds, at the same moments), but as one run of
@@ -60,16 +73,16 @@ leader set CANCEL: participants check it before every run they take.
 ``next_runs(max_n)`` is a batch of ``next_run`` calls (what a warm scan takes for one
 decode batch): the same runs in the same order, with all their fetch-adds done under one
 acquisition of the slot's lock - a schedule in which no other participant came between
-them, one ``next_run`` allows as well - the CANCEL flag checked once, and the syncscan
-position reported once, after the runs, as the last of the reports they would have made.
-Per chunk that is a few integer operations; a lock round trip, a cancel check and a report
-per chunk of 8 blocks cost as much as decoding the chunk (pg14's chunks at 1,000,000
-pgbench rows are 8 blocks).
+them, one ``next_run`` allows as well - and the CANCEL flag checked once.  Per chunk
+that is a few integer operations; a lock round trip and a cancel check per chunk of 8
+blocks cost as much as decoding the chunk (pg14's chunks at 1,000,000 pgbench rows are 8
+blocks).
 
 Invariants (tested for many (nblocks, participants, startblock) combinations):
   1. Every block in [0, nblocks) is handed out exactly once across all participants.
   2. NALLOCATED only grows; it overshoots nblocks by at most one chunk per participant.
-  3. The end-of-scan syncscan report happens exactly once.
+  3. The end-of-scan syncscan report happens exactly once (when the participant that
+     drew the end reads all it was handed), after that participant's page reports.
 
 Departures: the atomic fetch-add is a short critical section under the slot's lock; the
 start block's spinlock is the same lock.  The ``block`` and ``fixed`` policies and the
@@ -82,6 +95,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections import deque
 
 import numpy as np
 
@@ -270,6 +284,9 @@ class BlockAllocator:
         self.runs: list[tuple[int, int]] | None = [] if record else None
         self.ended = False
         self.end_reported = False
+        self.end_pending = False  # drew the end; reports it once its pages are read
+        self._unread: deque = deque()  # [first, count] handed out, not yet reported read
+        self._reader_reports = False  # the reader calls pages_read (else: at next request)
         self._nblocks = shared.nblocks
         self._start = INVALID_BLOCK
         self._rfn = shared.rfn
@@ -331,6 +348,7 @@ class BlockAllocator:
 
     def next_block(self) -> int | None:
         """table_block_parallelscan_nextpage: the next block, or None when done."""
+        self._before_request()
         if self.chunk_remaining > 0:
             self.nallocated += 1
             self.chunk_remaining -= 1
@@ -340,23 +358,74 @@ class BlockAllocator:
             self.chunk_remaining = self.chunk_size - 1
         return self._deliver(n, 1)
 
-    def _deliver(self, n: int, k: int, report: bool = True):
-        """Position ``n`` (and ``k - 1`` more) was taken: map to blocks, report (unless
-        ``report`` is False: the caller reports a group of runs at once)."""
+    def _deliver(self, n: int, k: int):
+        """Position ``n`` (and ``k - 1`` more) was taken: map to blocks (queued to be
+        reported when read); a position past the end ends the scan for this participant."""
         nblocks = self._nblocks
         if n >= nblocks:
             self.ended = True
             if n == nblocks and self._sync is not None:
-                self.end_reported = True
-                self._sync.report_location(self._rfn, self._start)
+                self.end_pending = True
+                if not self._reader_reports:  # what it was handed counts as read
+                    self._consume(sum(k for _, k in self._unread))
+                self._report_end()
             return None
         page = (n + self._start) % nblocks
         self.blocks += k
         if self.runs is not None:
             self.runs.append((page, k))
-        if report and self._sync is not None:
-            self._sync.report_pages(self._rfn, page, k)
+        if self._sync is not None:
+            self._unread.append([page, k])
         return page
+
+    def pages_read(self, n: int) -> None:
+        """The reader has read the next ``n`` blocks it was handed (they are read in the
+        order they were handed out): report the last multiple of 16 among them, as
+        PostgreSQL reports each page a participant goes on to read; then the end of the
+        scan, if this participant drew it and has now read everything it was handed."""
+        if self._sync is None:
+            return
+        self._reader_reports = True
+        self._consume(n)
+        if self.end_pending:
+            self._report_end()
+
+    def _consume(self, n: int) -> None:
+        """Take ``n`` blocks off the front of the unread runs and report the last multiple
+        of 16 among them (``report_pages``' rule)."""
+        q = self._unread
+        report = None
+        while n > 0 and q:
+            run = q[0]
+            first, k = run
+            t = min(k, n)
+            last = first + t - 1
+            last -= last % SYNC_SCAN_REPORT_INTERVAL
+            if last >= first:
+                report = last
+            if t == k:
+                q.popleft()
+            else:
+                run[0], run[1] = first + t, k - t
+            n -= t
+        if report is not None:
+            self._sync.report_location(self._rfn, report)
+
+    def _before_request(self) -> None:
+        """A reader that does not call ``pages_read`` has read what it was handed when it
+        asks for more (PostgreSQL's rhythm: a page is processed before the next is asked
+        for): report those pages now."""
+        if self._unread and not self._reader_reports:
+            self._consume(sum(k for _, k in self._unread))
+
+    def _report_end(self) -> None:
+        """The end-of-scan report (the start block, so that the hint does not creep), made
+        once every page this participant was handed has been reported."""
+        if self._unread or self.end_reported:
+            return
+        self.end_pending = False
+        self.end_reported = True
+        self._sync.report_location(self._rfn, self._start)
 
     def _advance(self, max_n: int, fetch_add=None) -> tuple[int, int]:
         """``next_run``'s arithmetic: take the next positions, (first position, count);
@@ -383,6 +452,7 @@ class BlockAllocator:
         or None when the scan is over for this participant (or was cancelled)."""
         if self.ended:
             return None
+        self._before_request()
         if self.shared.cancelled:
             self.ended = True
             return None
@@ -396,14 +466,14 @@ class BlockAllocator:
 
         The same positions in the same order, with the same fetch-adds, done back to back
         under ONE acquisition of the slot's lock (a schedule in which no other participant
-        came between them, which ``next_run`` allows too); the cancel flag is checked once;
-        the syncscan position is reported once, after the runs, as the last report the runs
-        would have made (a serial scan reports once per batch too).  A warm scan takes a
-        batch's runs this way: a stretch of whole chunks costs a few integer operations,
-        instead of a lock round trip, a cancel check and a report per chunk.  A stretch of
-        consecutive chunks comes back as one run (``runs`` records one entry per chunk)."""
+        came between them, which ``next_run`` allows too); the cancel flag is checked once.
+        A warm scan takes a batch's runs this way: a stretch of whole chunks costs a few
+        integer operations, instead of a lock round trip and a cancel check per chunk.  A
+        stretch of consecutive chunks comes back as one run (``runs`` records one entry per
+        chunk).  The syncscan position is reported as the runs are read (``pages_read``)."""
         if self.ended:
             return [], True
+        self._before_request()
         s = self.shared
         if s.cancelled:
             self.ended = True
@@ -461,29 +531,17 @@ class BlockAllocator:
             if counter is not None:
                 row[F_NALLOCATED] = counter
         runs = []
-        report = None
         record, self.runs = self.runs, None  # recorded here, one entry per chunk
         try:
             for n, k, c in taken:
-                if n >= nblocks:
-                    if report is not None:
-                        self._sync.report_location(self._rfn, report)
-                        report = None
-                    self._deliver(n, k)
+                page = self._deliver(n, k)
+                if page is None:
                     break
-                page = self._deliver(n, k, report=False)
                 if record is not None:
                     record.extend((page + i, min(c, k - i)) for i in range(0, k, c))
-                if self._sync is not None:  # report_pages' rule, kept for the last one
-                    last = page + k - 1
-                    last -= last % SYNC_SCAN_REPORT_INTERVAL
-                    if last >= page:
-                        report = last
                 runs.append((page, k))
         finally:
             self.runs = record
-        if report is not None:
-            self._sync.report_location(self._rfn, report)
         return runs, self.ended
 
 

@@ -29,7 +29,9 @@ threshold as the bulk-read ring, on purpose (two behaviours to tune, not four). 
 scan reports, after each batch of pages, the last multiple of 16 among the blocks it will
 read next (PostgreSQL reports the next block after every page and lets only multiples of
 16 through); its final report is its start block, so that repeating the same query does
-not make the hint creep backwards.  The interval must stay below the ring's 32 buffers so
+not make the hint creep backwards.  A parallel participant reports the last multiple of
+16 among the pages it has just read (``BlockAllocator.pages_read``: when a page is read,
+not when its chunk is handed out).  The interval must stay below the ring's 32 buffers so
 that a scan joining at a reported block still finds the pages in shared buffers.
 
 Invariants:
@@ -122,8 +124,8 @@ class SyncScanTable:
         return self.report_location(rfn, last)
 
     def report_pages(self, rfn: int, first: int, n: int) -> bool:
-        """A parallel participant was handed [first, first + n) (no wrap): report the last
-        multiple of 16 among them (PostgreSQL reports each page handed out)."""
+        """A parallel participant read [first, first + n) (no wrap): report the last
+        multiple of 16 among them (PostgreSQL reports each page it goes on to read)."""
         last = first + n - 1
         last -= last % SYNC_SCAN_REPORT_INTERVAL
         if last < first:

@@ -211,6 +211,7 @@ def test_next_runs_hands_out_what_next_run_would():
                     else:
                         merged.append((f, k))
                 got.append(merged)
+                p.pages_read(sum(k for _, k in runs))  # the test reads what it took
                 reports.append(ss.get_location(7, max(nblocks, 1)) if hint is not None else 0)
                 if ended:
                     break
@@ -233,6 +234,46 @@ def test_next_runs_hands_out_what_next_run_would():
         assert sorted(blocks) == list(range(nblocks)), (policy, nblocks, hint)
         if hint is not None and nblocks:
             assert sum(p.end_reported for p in ps) == 1
+
+
+def test_position_is_reported_when_pages_are_read_not_when_handed_out():
+    """A reader that tells the allocator what it read (``pages_read``, as ``HeapScan``
+    does): a run taken ahead is not reported until it is read, the reports follow the
+    reads in the order handed out (a run read in pieces reports its pieces), and the end
+    of the scan is reported only after the last pages the drawing participant was handed
+    have been read - so its own page reports never overwrite the start block."""
+    shared, ss = _scan(100, "fixed", syncscan=True, fixed=40, hint=16)
+    (p,) = _participants(shared, ss, 1)
+    assert ss.get_location(7, 100) == 16
+    assert p.next_run(40) == (16, 40)          # blocks 16 .. 55, nothing read yet
+    assert ss.get_location(7, 100) == 16       # (the hint is where the scan started)
+    p.pages_read(20)                           # 16 .. 35 read
+    assert ss.get_location(7, 100) == 32
+    p.pages_read(20)                           # 36 .. 55
+    assert ss.get_location(7, 100) == 48
+    runs, ended = p.next_runs(1000)            # the rest, and the end, in one call
+    assert ended and runs == [(56, 40), (96, 4), (0, 16)]
+    assert not p.end_reported and p.end_pending
+    assert ss.get_location(7, 100) == 48       # handed out, not read: nothing reported
+    p.pages_read(44)                           # 56 .. 99: 96 is the last multiple of 16
+    assert ss.get_location(7, 100) == 96 and not p.end_reported
+    p.pages_read(16)                           # 0 .. 15: then the end, the start block
+    assert p.end_reported and not p.end_pending
+    assert ss.get_location(7, 100) == 16
+
+
+def test_a_reader_that_does_not_report_has_read_what_it_asks_past():
+    """Without ``pages_read`` (a caller of ``next_block`` or ``next_run`` alone), the pages
+    handed out count as read at the next request, and at the end the end report follows
+    them: PostgreSQL's rhythm."""
+    shared, ss = _scan(64, "fixed", syncscan=True, fixed=32, hint=0)
+    (p,) = _participants(shared, ss, 1)
+    assert p.next_run(32) == (0, 32)
+    ss.report_location(7, 48)                  # another scan's report, meanwhile
+    assert p.next_run(32) == (32, 32)          # asking again: 0 .. 31 were read
+    assert ss.get_location(7, 64) == 16
+    assert p.next_run(32) is None and p.end_reported
+    assert ss.get_location(7, 64) == 0
 
 
 def test_pg14_chunk_sizes_and_ramp_down_follow_postgres():
@@ -948,3 +989,54 @@ def test_a_warm_parallel_scan_pins_and_decodes_like_the_serial_scan(tmp_path):
             got = np.sort(np.concatenate([b.columns[0][0] for b in parts]))
             assert np.array_equal(got, expect)
             be.xact.rollback()
+
+
+def test_a_scan_tells_its_block_source_what_it_read(tmp_path):
+    """``HeapScan`` tells its block source, after each pin, how many of the blocks it was
+    handed it has now read (``pages_read``): cold and warm, the counts add up to the
+    table, and the synchronized scan's reported position is always a block already read
+    (it never runs ahead of the reads); the end report, the start block, comes last."""
+    from minidb.heap.heapam import HeapScan
+
+    class Recording(BlockAllocator):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.read: list[int] = []     # blocks read, in order
+            self.bad: list = []
+
+        def pages_read(self, n):
+            handed = [b for f, k in self.runs for b in range(f, f + k)]
+            self.read.extend(handed[len(self.read):len(self.read) + n])
+            super().pages_read(n)
+            hint = ss.get_location(rel.relfilenode, nblocks)
+            if hint not in self.read:
+                self.bad.append((hint, len(self.read)))
+
+    with Instance(tmp_path / "d", shared_buffers=2048, max_connections=4,
+                  max_worker_processes=0) as inst:
+        rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(200)")])
+        with inst.connect() as be:
+            n = 32 * 600
+            heap_bulk_insert(be, rel, {"id": np.arange(n, dtype=np.int32), "pad": [""] * n},
+                             n, xmin=2)
+            be.bufmgr.flush_buffers()
+            be.bufmgr.drop_relation_buffers(rel.relfilenode)
+            nblocks = be.bufmgr.smgr.nblocks(rel.relfilenode)
+            ss = SyncScanTable(inst.seg, inst.locks.syncscan)
+            ss.get_location(rel.relfilenode, nblocks)
+            ss.report_location(rel.relfilenode, 160)
+            for temperature in ("cold", "warm"):
+                shared = SharedScan.acquire(inst.seg, inst.locks)
+                try:
+                    shared.initialize(rel.relfilenode, nblocks, policy="fixed",
+                                      fixed_chunk=64, syncscan=True)
+                    src = Recording(shared, ss, record=True)
+                    assert src.startblock_init() == 160
+                    hs = HeapScan(be, rel, [0], use_ring=True, block_source=src)
+                    assert sum(len(b) for b in hs) == n
+                finally:
+                    shared.release()
+                assert sorted(src.read) == list(range(nblocks)), temperature
+                assert src.read == [b for f, k in src.runs for b in range(f, f + k)]
+                assert src.bad == [], temperature
+                assert src.end_reported and ss.get_location(rel.relfilenode, nblocks) == 160
