@@ -480,11 +480,15 @@ def set_item_redirect(page, off: int, target_off: int) -> None:
 
 # -- compaction --------------------------------------------------------------------------------
 
+_ZEROS = bytes(MAXALIGN)
+
+
 def _compact(page, words: list[int], lower: int, upper: int, special: int) -> int:
     """Move the storage of every pointer in ``words`` (pointer i = offset i+1) against
     pd_special, in the same physical order, rewriting lp_off in ``words``; zero what
-    is freed.  Validates the pointers first (nothing is written if corrupt).
-    Returns the new pd_upper; the caller writes ``words`` and the header."""
+    is freed and the alignment padding.  Validates the pointers first (nothing is
+    written if corrupt).  Returns the new pd_upper; the caller writes ``words`` and the
+    header."""
     stored = []  # (lp_off, lp_len, index into words)
     total = 0
     for i, v in enumerate(words):
@@ -508,14 +512,19 @@ def _compact(page, words: list[int], lower: int, upper: int, special: int) -> in
 
     new_upper = special - total
     mv = memoryview(page)
-    old = mv[upper:special].tobytes()  # scratch copy: moves may overlap their sources
-    area = bytearray(total)  # the new storage area, padding zero
-    pos = total
+    # Highest first, each item moves up (towards pd_special) or stays: its destination
+    # is at or above its source and above every item not yet moved, so one move per
+    # item, in place (memoryview assignment is a memmove), as compactify_tuples does for
+    # presorted items.  The items already packed against pd_special stay where they are.
+    pos = special
     for lp_off, lp_len, i in stored:
-        pos -= maxalign(lp_len)
-        area[pos:pos + lp_len] = old[lp_off - upper:lp_off - upper + lp_len]
-        words[i] = (words[i] & ~_LP_OFF_MASK) | (new_upper + pos)
-    mv[new_upper:special] = area
+        aligned = (lp_len + (MAXALIGN - 1)) & ~(MAXALIGN - 1)
+        pos -= aligned
+        if lp_off != pos:
+            mv[pos:pos + lp_len] = mv[lp_off:lp_off + lp_len]
+            words[i] = (words[i] & ~_LP_OFF_MASK) | pos
+        if aligned != lp_len:
+            mv[pos + lp_len:pos + aligned] = _ZEROS[:aligned - lp_len]   # padding zero
     if new_upper > lower:
         mv[lower:new_upper] = bytes(new_upper - lower)  # free space stays zero
     return new_upper

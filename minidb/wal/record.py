@@ -166,9 +166,68 @@ def restore_image(page, image: bytes, hole_off: int, hole_len: int) -> None:
         arr[:] = img
 
 
+def _runs_in_word(mask: int) -> tuple:
+    """The fragments (first, last + 1) of the changed bytes of one 8-byte word whose
+    changed bytes are the set bits of ``mask``, merged as ``page_delta`` merges."""
+    runs: list[list[int]] = []
+    for i in range(8):
+        if mask >> i & 1:
+            if runs and i - runs[-1][1] <= 4:
+                runs[-1][1] = i + 1
+            else:
+                runs.append([i, i + 1])
+    return tuple((s, e) for s, e in runs)
+
+
+# a word's XOR with every byte folded onto its low bit (0x01 per changed byte) -> its runs
+_LOW_BITS = 0x0101010101010101
+_WORD_RUNS = {sum(1 << 8 * i for i in range(8) if m >> i & 1): _runs_in_word(m)
+              for m in range(1, 256)}
+_DELTA_WORDWISE_MAX = 20   # more changed 8-byte words than this: bytewise (measured crossover)
+
+
 def page_delta(before: np.ndarray, after: np.ndarray) -> bytes:
     """Fragments (offset, length, bytes) turning ``before`` into ``after``; runs separated
-    by at most 4 unchanged bytes are merged (a fragment header costs 4)."""
+    by at most 4 unchanged bytes are merged (a fragment header costs 4).
+
+    The pages are compared as 1,024 8-byte words.  An OLTP record changes few of them (a
+    median of 11 for TPC-B's heap and index records: a tuple header, a line pointer, a
+    new tuple); each changed word's XOR is folded to one bit per changed byte and its
+    runs looked up in a table, so the work after the comparison is per changed word,
+    not per byte of the page (the bytewise comparison's numpy steps cost ~20 us a
+    record).  More changed words than ``_DELTA_WORDWISE_MAX`` (a long new tuple, a
+    compacted page) go bytewise, faster there.  Both give the
+    same fragments."""
+    bw, aw = before.view(np.uint64), after.view(np.uint64)
+    w = (bw != aw).nonzero()[0]
+    if not w.size:
+        return b""
+    if w.size > _DELTA_WORDWISE_MAX:
+        return _page_delta_bytes(before, after)
+    out = bytearray()
+    pack = FRAG.pack
+    mv = after.data
+    table = _WORD_RUNS
+    s = e = -8
+    for base, x in zip((w << 3).tolist(), (bw[w] ^ aw[w]).tolist()):
+        x |= x >> 4
+        x |= x >> 2
+        x |= x >> 1
+        for rs, re_ in table[x & _LOW_BITS]:
+            i = base + rs
+            if i - e > 4:                 # more than 4 unchanged bytes since the last
+                if e >= 0:
+                    out += pack(s, e - s)
+                    out += mv[s:e]
+                s = i
+            e = base + re_
+    out += pack(s, e - s)
+    out += mv[s:e]
+    return bytes(out)
+
+
+def _page_delta_bytes(before: np.ndarray, after: np.ndarray) -> bytes:
+    """``page_delta`` byte by byte (numpy over the whole page)."""
     d = np.flatnonzero(before != after)
     if not d.size:
         return b""

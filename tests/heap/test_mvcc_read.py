@@ -625,3 +625,84 @@ def test_hot_search_non_hot_update_ends_the_chain(tmp_path):
             assert found is None and all_dead        # the old version alone is the chain
             found, data, all_dead = hot_search(r, rel, new)
             assert found == new and rel.layout.decode(data) == (1, 1)
+
+
+def _reference_walk(inst, rel, tids, snap):
+    """The version ``snap`` sees among ``tids`` (a chain's members in order), by the scalar
+    rule member by member, writing nothing."""
+    with inst.connect() as be:
+        bm = be.bufmgr
+        b = bm.pin(rel.relfilenode, tids[0][0])
+        try:
+            bm.lock(b, SHARE)
+            try:
+                for t in tids:
+                    page = bm.page(b)
+                    lp_off, flags, _ = pg.get_item_id(page, t[1])
+                    h = decode_header(page, lp_off)
+                    vis, _ = satisfies_mvcc(h["xmin"], h["xmax"], h["cmin"], h["cmax"],
+                                            h["infomask"], snap, inst.clog)
+                    if vis:
+                        return t
+            finally:
+                bm.unlock(b)
+        finally:
+            bm.unpin(b)
+    return None
+
+
+def test_hot_search_skips_unhinted_dead_members_while_commits_are_unflushed(tmp_path):
+    """With asynchronous commit records unflushed (commit_hints_ok() false: the COMMITTED
+    hints of recent xids are deferred), a member whose committed deleter is older than the
+    snapshot's xmin is passed with one commit-log read: the walk finds the version the
+    scalar rule finds member by member, for snapshots taken along the chain, with an
+    aborted update in it; it asks commit_hints_ok(xid) of no skipped member.  Once the WAL
+    is flushed, the walk sets the hints as before."""
+    with Instance(tmp_path / "d", shared_buffers=64, heap_page_pruning=False,
+                  max_worker_processes=0, wal_writer_delay=10000) as inst:
+        rel = make(inst)
+        inst.checkpoint()
+        w = Session(inst, synchronous_commit=False)
+        root = w.insert("t", (1, 0))
+        w.commit()
+        tids, snaps = [root], []
+        for k in range(1, 8):
+            s = Session(inst)
+            s.begin("repeatable read")
+            assert ids(s, rel) == [1]
+            snaps.append(s)
+            w.begin()
+            w.update("t", None, lambda row, k=k: (row[0], k))
+            tids.append(w.select_tids("t")[0][0])
+            if k == 4:
+                w.rollback()          # an aborted update: its version is dead, the chain ends
+                tids.pop()
+                continue
+            w.commit()
+        assert inst.wal_shared.async_pending() and not inst.clog.commit_hints_ok()
+        with Session(inst) as last:
+            last.begin("repeatable read")
+            ids(last, rel)
+            snaps.append(last)
+            before = inst.clog.stats()["hint_checks"]
+            for s in snaps:
+                snap = s.xact.current_snapshot()
+                found, data, all_dead = hot_search(s, rel, root, snap)
+                assert found == _reference_walk(inst, rel, tids, snap)
+                assert found is not None and not all_dead
+            # the newest snapshot passes 5 dead members; each skip asks no commit_hints_ok
+            checks = inst.clog.stats()["hint_checks"] - before
+            found, _, _ = hot_search(last, rel, root, last.xact.current_snapshot())
+            assert found == tids[-1]
+            assert inst.clog.stats()["hint_checks"] - before - checks <= 2
+            assert not header(inst, rel, tids[1])["infomask"] & XMAX_C
+            inst.wal.flush(inst.wal.insert_lsn())
+            found, _, _ = hot_search(last, rel, root, last.xact.current_snapshot())
+            assert found == tids[-1]
+            assert header(inst, rel, tids[1])["infomask"] & XMAX_C     # hinted as before
+            for s in snaps:
+                s.xact.command_done(False)
+                s.commit()
+        for s in snaps[:-1]:
+            s.close()
+        w.close()

@@ -121,7 +121,10 @@ class PageMachine(RuleBasedStateMachine):
 
     @rule()
     def repair(self):
+        ref = self.page.copy()
+        _relayout_repair(ref)
         P.repair_fragmentation(self.page)
+        assert bytes(self.page) == bytes(ref)     # in-place moves = a full re-layout
         n = len(self.model)
         used = sum(P.maxalign(len(b)) for _, b, _ in self.model if b is not None)
         expected = max(0, self.special - 24 - 4 * n - used - 4)
@@ -164,6 +167,37 @@ class PageMachine(RuleBasedStateMachine):
         if ranges:
             assert ranges[0][0] >= P.get_upper(pg)
         assert not pg[P.get_lower(pg):P.get_upper(pg)].any(), "free space not zero"
+
+
+def _relayout_compact(page, words, lower, upper, special):
+    """PageRepairFragmentation as a full re-layout: every item copied into a new storage
+    area (padding zero) written back whole - the reference for ``_compact``'s in-place
+    moves.  (Validation is ``_compact``'s; the machine builds only valid pages.)"""
+    stored = sorted(((v & 0x7FFF, v >> 17, i) for i, v in enumerate(words) if v >> 17),
+                    reverse=True)
+    total = sum(P.maxalign(n) for _, n, _ in stored)
+    new_upper = special - total
+    mv = memoryview(page)
+    old = mv[upper:special].tobytes()
+    area = bytearray(total)
+    pos = total
+    for lp_off, lp_len, i in stored:
+        pos -= P.maxalign(lp_len)
+        area[pos:pos + lp_len] = old[lp_off - upper:lp_off - upper + lp_len]
+        words[i] = (words[i] & ~0x7FFF) | (new_upper + pos)
+    mv[new_upper:special] = area
+    if new_upper > lower:
+        mv[lower:new_upper] = bytes(new_upper - lower)
+    return new_upper
+
+
+def _relayout_repair(page):
+    saved = P._compact
+    P._compact = _relayout_compact
+    try:
+        P.repair_fragmentation(page)
+    finally:
+        P._compact = saved
 
 
 TestPageMachine = PageMachine.TestCase
