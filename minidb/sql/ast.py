@@ -311,6 +311,20 @@ class CreateTableStmt(Statement):
 
 
 @dataclass
+class CreateTableAsStmt(Statement):
+    """CREATE TABLE t [(cols)] AS query [WITH [NO] DATA], SELECT ... INTO t
+    (``minidb.sql.ctas``)."""
+    name: str
+    query: Any                        # SelectStmt or SetOpStmt
+    columns: list | None = None       # column names given after the table name
+    with_data: bool = True
+    if_not_exists: bool = False
+    temp: bool = False
+    into: bool = False                # written as SELECT ... INTO
+    tag: str = "SELECT"
+
+
+@dataclass
 class DropTableStmt(Statement):
     names: list
     if_exists: bool = False

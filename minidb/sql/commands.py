@@ -48,6 +48,7 @@ from minidb.config import SETTINGS
 from minidb.exec import indexam
 from minidb.sql import ast
 from minidb.sql.alter import alter_table, check_default, free_name, reindex
+from minidb.sql.ctas import create_table_as
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
 from minidb.txn.lmgr import (SQL_MODES, AccessExclusiveLock, ShareLock,
@@ -429,4 +430,5 @@ _HANDLERS = {
     ast.TruncateStmt: _truncate, ast.VacuumStmt: _vacuum, ast.AnalyzeStmt: _analyze,
     ast.CheckpointStmt: _checkpoint, ast.CopyStmt: _copy, ast.LockStmt: _lock,
     ast.AlterTableStmt: alter_table, ast.ReindexStmt: reindex,
+    ast.CreateTableAsStmt: create_table_as,
 }

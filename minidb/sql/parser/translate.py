@@ -147,6 +147,8 @@ _ARG_LABELS = {
 # ---------------------------------------------------------------------------------------------
 # statements
 def translate_statement(node: exp.Expression) -> ast.Statement:
+    if isinstance(node, exp.Select) and node.args.get("into") is not None:
+        return _select_into(node)
     if isinstance(node, (exp.Select, exp.SetOperation, exp.Subquery)):
         return translate_query(node)
     if isinstance(node, exp.Insert):
@@ -492,6 +494,8 @@ def _storage_options(props) -> None:
 
 def _create(node: exp.Create) -> ast.Statement:
     kind = (node.args.get("kind") or "").upper()
+    if kind == "TABLE" and node.args.get("expression") is not None:
+        return _create_table_as(node)
     if kind == "TABLE":
         _storage_options(node.args.get("properties"))
         _only(node, {"this", "kind", "exists", "properties"},
@@ -553,6 +557,46 @@ def _create(node: exp.Create) -> ast.Statement:
         return ast.CreateIndexStmt(name, tab.name, cols, bool(node.args.get("unique")),
                                    bool(node.args.get("exists")))
     raise unsupported(f"CREATE {kind or node.sql(dialect='postgres')[:30]}")
+
+
+def _create_table_as(node: exp.Create) -> ast.CreateTableAsStmt:
+    """CREATE [TEMP] TABLE t [(cols)] AS query [WITH [NO] DATA]."""
+    _only(node, {"this", "kind", "exists", "properties", "expression"},
+          {"replace": "OR REPLACE"})
+    with_data, temp = True, False
+    props = node.args.get("properties")
+    for p in (props.expressions if props is not None else []):
+        if isinstance(p, exp.WithDataProperty):
+            with_data = not p.args.get("no")
+        elif isinstance(p, exp.TemporaryProperty):
+            temp = True
+        else:
+            raise unsupported(f"table option {p.sql(dialect='postgres')}")
+    target = node.this
+    cols = None
+    if isinstance(target, exp.Schema):
+        _only(target, {"this", "expressions"})
+        cols = []
+        for c in target.expressions:
+            if not isinstance(c, exp.Identifier):
+                raise unsupported("column definitions in CREATE TABLE ... AS")
+            cols.append(_ident(c))
+        target = target.this
+    tab = _table(target)
+    return ast.CreateTableAsStmt(tab.name, translate_query(node.expression), cols, with_data,
+                                 bool(node.args.get("exists")), temp)
+
+
+def _select_into(node: exp.Select) -> ast.CreateTableAsStmt:
+    """SELECT ... INTO [TEMP] t FROM ...: CREATE TABLE t AS SELECT ..., as PostgreSQL
+    reads it."""
+    into = node.args["into"]
+    _only(into, {"this", "temporary"}, {"unlogged": "UNLOGGED", "bulk_collect": "BULK COLLECT"})
+    q = node.copy()
+    q.set("into", None)
+    tab = _table(into.this)
+    return ast.CreateTableAsStmt(tab.name, translate_query(q), None, True, False,
+                                 bool(into.args.get("temporary")), into=True)
 
 
 def _column_def(cd: exp.ColumnDef) -> ast.ColumnSpec:
