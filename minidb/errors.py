@@ -332,3 +332,24 @@ class ObjectNotInPrerequisiteState(OperationalError):
     """The object is not in the state the command needs (COPY FREEZE on a table not new in
     this transaction)."""
     sqlstate = "55000"
+
+
+# -- views, CHECK constraints, dependencies (minidb.sql.views, minidb.sql.checks) --------------
+class CheckViolation(IntegrityError):
+    """A row fails a CHECK constraint."""
+    sqlstate = "23514"
+
+
+class WrongObjectType(ProgrammingError):
+    """The named relation is of another kind (DROP VIEW of a table, INSERT into a view)."""
+    sqlstate = "42809"
+
+
+class DependentObjectsStillExist(ProgrammingError):
+    """DROP of a relation other objects depend on, without CASCADE."""
+    sqlstate = "2BP01"
+
+
+class InvalidTableDefinition(ProgrammingError):
+    """CREATE OR REPLACE VIEW that drops or renames a column, and the like."""
+    sqlstate = "42P16"

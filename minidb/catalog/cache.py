@@ -19,9 +19,10 @@ import json
 import os
 
 from minidb.catalog.bootstrap import (BY_NAME, BY_OID, CATALOGS, PG_ATTRIBUTE, PG_CLASS,
-                                      PG_INDEX, PG_STATISTIC, RELKIND_INDEX, RELKIND_TABLE,
+                                      PG_CONSTRAINT, PG_INDEX, PG_REWRITE, PG_STATISTIC,
+                                      RELKIND_INDEX, RELKIND_TABLE, RELKIND_VIEW,
                                       attribute_row, class_row)
-from minidb.catalog.defs import FIRST_OID, ColumnDef, IndexDef, TableDef
+from minidb.catalog.defs import FIRST_OID, CheckDef, ColumnDef, IndexDef, TableDef, ViewDef
 from minidb.catalog.storage import create_relation_storage
 from minidb.errors import (DuplicateTable, InFailedSqlTransaction, InsufficientPrivilege,
                            ProgramLimitExceeded, SerializationFailure,
@@ -49,7 +50,8 @@ class CatalogState:
     """One consistent picture of the catalog (a relcache generation)."""
 
     __slots__ = ("version", "gen", "tables", "indexes", "system", "by_rfn", "rels",
-                 "class_tid", "attr_tids", "index_tid", "stat_tids", "max_oid")
+                 "class_tid", "attr_tids", "index_tid", "stat_tids", "max_oid", "views",
+                 "rewrite_tid", "con_tids")
 
     def __init__(self, version, gen: int):
         self.version = version        # plan-cache key: gen (committed) or a unique tuple
@@ -64,6 +66,9 @@ class CatalogState:
         self.index_tid: dict[int, tuple] = {}      # index oid -> TID of its pg_index row
         self.stat_tids: dict[int, list] = {}       # relid -> TIDs of its pg_statistic rows
         self.max_oid = FIRST_OID - 1               # largest OID / relfilenode named
+        self.views: dict[str, ViewDef] = {}
+        self.rewrite_tid: dict[int, tuple] = {}    # view oid -> TID of its pg_rewrite row
+        self.con_tids: dict[int, tuple] = {}       # constraint oid -> TID of its row
 
     def lookup_table(self, name: str) -> TableDef | None:
         t = self.tables.get(name)
@@ -113,6 +118,8 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
         attrs = _rows(backend, PG_ATTRIBUTE, snap)
         idx = _rows(backend, PG_INDEX, snap)
         stats = _rows(backend, PG_STATISTIC, snap)
+        rewrites = _rows(backend, PG_REWRITE, snap)
+        cons = _rows(backend, PG_CONSTRAINT, snap)
     finally:
         if clear:
             backend.xact.procarray.clear_xmin(backend.slot)
@@ -129,6 +136,15 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
     for tid, r in stats:
         stats_of.setdefault(r[0], {})[r[1]] = r
         st.stat_tids.setdefault(r[0], []).append(tid)
+    rewrite_of = {}
+    for tid, r in rewrites:
+        rewrite_of[r[0]] = r
+        st.rewrite_tid[r[0]] = tid
+    checks_of: dict[int, list] = {}
+    for tid, r in cons:
+        st.con_tids[r[0]] = tid
+        st.max_oid = max(st.max_oid, r[0])
+        checks_of.setdefault(r[2], []).append(CheckDef(r[0], r[1], r[4]))
     by_oid: dict[int, TableDef] = {}
     idx_classes = []
     for tid, r in classes:
@@ -144,11 +160,16 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
             cols = [c for _, c in sorted(cols_of.get(oid, []), key=lambda x: x[0])]
             t = TableDef(oid, name, rfn, cols, [], relpages, reltuples)
             t.column_stats = _column_stats(cols, stats_of.get(oid, {}))
+            t.checks = sorted(checks_of.get(oid, []), key=lambda c: c.name)
             st.tables[name] = t
             by_oid[oid] = t
             st.by_rfn[rfn] = name
         elif kind == RELKIND_INDEX:
             idx_classes.append((oid, name, rfn))
+        elif kind == RELKIND_VIEW and oid in rewrite_of:
+            cols = [c for _, c in sorted(cols_of.get(oid, []), key=lambda x: x[0])]
+            rw = rewrite_of[oid]
+            st.views[name] = ViewDef(oid, name, cols, rw[2], [int(x) for x in rw[3].split()])
     for oid, name, rfn in sorted(idx_classes):
         r = index_rows.get(oid)
         t = by_oid.get(r[1]) if r is not None else None
@@ -324,6 +345,14 @@ class Catalog:
             raise UndefinedObject(f'index "{name}" does not exist')
         return i
 
+    @property
+    def views(self) -> dict[str, ViewDef]:
+        """Views by name (``minidb.sql.views``; do not change)."""
+        return self._state().views
+
+    def view(self, name: str) -> ViewDef | None:
+        return self._state().views.get(name)
+
     def heap_rel(self, name: str) -> HeapRel:
         """The ``HeapRel`` of a table (built once per catalog state)."""
         st = self._state()
@@ -426,10 +455,11 @@ class Catalog:
             row[names.index(k)] = v
         self._write(b, PG_CLASS, tid, tuple(row))
 
-    def _claim_name(self, b, name: str, row_of_oid) -> int:
+    def _claim_name(self, b, name: str, row_of_oid, storage: bool = True) -> int:
         """Under the catalog lock: check no relation is called ``name`` (waiting for a
         transaction that is creating or dropping one), allocate an OID, create its file
-        (deleted again if the transaction aborts) and insert its pg_class row."""
+        (deleted again if the transaction aborts; none for a view: ``storage`` False) and
+        insert its pg_class row."""
         xact = b.xact
         xid = xact.xid_for_write()
         while True:
@@ -437,7 +467,8 @@ class Catalog:
                 wait = self._name_taken(b, name)
                 if wait == 0:
                     oid = self._cache.new_oid()
-                    create_relation_storage(b, oid)
+                    if storage:
+                        create_relation_storage(b, oid)
                     heap_insert(b, PG_CLASS.rel, row_of_oid(oid), xmin=xid, cmin=xact.cid)
                     return oid
             if wait < 0:
@@ -577,6 +608,8 @@ class Catalog:
             self._drop_index_rows(b, st, st.indexes[iname])
         for tid in st.stat_tids.get(t.oid, []):
             self._write(b, PG_STATISTIC, tid)
+        for c in t.checks:
+            self._write(b, PG_CONSTRAINT, st.con_tids[c.oid])
         for tid in st.attr_tids.get(t.oid, []):
             self._write(b, PG_ATTRIBUTE, tid)
         self._write(b, PG_CLASS, st.class_tid[t.oid])

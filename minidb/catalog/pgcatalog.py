@@ -40,7 +40,7 @@ from minidb.types import parse_type
 
 __all__ = ["VirtualRel", "VIRTUAL", "EMPTY", "SCHEMAS", "format_type", "index_def", "OWNER",
            "OWNER_OID", "DATABASE", "type_by_name", "relation_name", "relation_file",
-           "index_files", "size_pretty"]
+           "index_files", "size_pretty", "view_def", "constraint_def"]
 
 OWNER = "minidb"          # the one role: owns every relation, schema and the database
 OWNER_OID = 10            # BOOTSTRAP_SUPERUSERID
@@ -152,7 +152,27 @@ def relation_name(catalog, oid):
     for ix in catalog.indexes.values():
         if ix.oid == oid:
             return ix.name
+    for v in catalog.views.values():
+        if v.oid == oid:
+            return v.name
     return str(oid)
+
+
+def view_def(catalog, oid) -> str | None:
+    """PostgreSQL's ``pg_get_viewdef(oid)``: the view's query (as stored: minidb.sql.views)."""
+    for v in catalog.views.values():
+        if v.oid == oid:
+            return " " + v.query + ";"
+    return None
+
+
+def constraint_def(catalog, oid) -> str | None:
+    """PostgreSQL's ``pg_get_constraintdef(oid)`` for a CHECK constraint."""
+    for t in catalog.tables.values():
+        for c in t.checks:
+            if c.oid == oid:
+                return f"CHECK ({c.expr})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -187,19 +207,23 @@ def _class_rows(cat):
     for t in _all_tables(cat):
         base = (t.oid, t.name, _ns(t), "r", t.relfilenode, t.relpages, float(t.reltuples),
                 len(t.columns), bool(t.indexes))
-        out.append(base + (OWNER_OID, HEAP_AM, 0, 0, False, False, False, False, False, 0,
+        out.append(base + (OWNER_OID, HEAP_AM, 0, len(t.checks), False, False, False, False, False, 0,
                            "p", "d", 0, None, None, None))
     for ix in sorted(cat.indexes.values(), key=lambda i: i.oid):
         base = (ix.oid, ix.name, PUBLIC_NAMESPACE, "i", ix.relfilenode, 0, -1.0,
                 len(ix.columns), False)
         out.append(base + (OWNER_OID, BTREE_AM, 0, 0, False, False, False, False, False, 0,
                            "p", "n", 0, None, None, None))
+    for v in sorted(cat.views.values(), key=lambda v: v.oid):
+        base = (v.oid, v.name, PUBLIC_NAMESPACE, "v", 0, 0, -1.0, len(v.columns), False)
+        out.append(base + (OWNER_OID, 0, 0, 0, True, False, False, False, False, 0,
+                           "p", "n", 0, None, None, None))
     return out
 
 
 def _attribute_rows(cat):
     out = []
-    for t in _all_tables(cat):
+    for t in _all_tables(cat) + sorted(cat.views.values(), key=lambda v: v.oid):
         for n, c in enumerate(t.columns, 1):
             typid, typmod = type_oid_mod(c.type)
             out.append((t.oid, c.name, typid, typmod, n, bool(c.not_null),
@@ -253,18 +277,39 @@ def _indexes_view(cat):
 def _is_tables(cat):
     rows = [(DATABASE, "public", t.name, "BASE TABLE", "YES", "NO")
             for t in sorted(cat.tables.values(), key=lambda t: t.name)]
+    rows += [(DATABASE, "public", v.name, "VIEW", "NO", "NO")
+             for v in sorted(cat.views.values(), key=lambda v: v.name)]
     rows += [(DATABASE, "pg_catalog", t.name, "BASE TABLE", "NO", "NO")
              for t in sorted(cat.system_tables.values(), key=lambda t: t.name)]
     return rows
 
 
+def _views_view(cat):
+    return [("public", v.name, OWNER, " " + v.query + ";")
+            for v in sorted(cat.views.values(), key=lambda v: v.name)]
+
+
+def _is_views(cat):
+    return [(DATABASE, "public", v.name, " " + v.query + ";", "NONE", "NO", "NO")
+            for v in sorted(cat.views.values(), key=lambda v: v.name)]
+
+
+def _constraint_rows(cat):
+    """CHECK constraints (contype 'c'); primary keys and unique constraints are their
+    indexes and not listed (pg_index has them)."""
+    return [(c.oid, c.name, PUBLIC_NAMESPACE, "c", False, False, t.oid, 0, True,
+             f"CHECK ({c.expr})")
+            for t in sorted(cat.tables.values(), key=lambda t: t.oid) for c in t.checks]
+
+
 def _is_columns(cat):
     out = []
-    for t in _all_tables(cat):
+    for t in _all_tables(cat) + sorted(cat.views.values(), key=lambda v: v.oid):
         for n, c in enumerate(t.columns, 1):
             st = parse_type(c.type)
             typid, _ = type_oid_mod(c.type)
-            out.append((DATABASE, "pg_catalog" if t.system else "public", t.name, c.name, n,
+            out.append((DATABASE, "pg_catalog" if getattr(t, "system", False) else "public",
+                        t.name, c.name, n,
                         c.default, "NO" if c.not_null else "YES",
                         _TYPE_NAMES.get(typid, c.type), st.length,
                         _TYPE_SHORT.get(typid, c.type)))
@@ -322,12 +367,19 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
     _rel("pg_constraint", (("oid", "integer"), ("conname", "text"),
                            ("connamespace", "integer"), ("contype", "text"),
                            ("condeferrable", "boolean"), ("condeferred", "boolean"),
-                           ("conrelid", "integer"), ("conindid", "integer")),
-         lambda cat: []),
+                           ("conrelid", "integer"), ("conindid", "integer"),
+                           ("convalidated", "boolean"), ("consrc", "text")),
+         _constraint_rows),
     _rel("pg_tables", (("schemaname", "text"), ("tablename", "text"), ("tableowner", "text"),
                        ("tablespace", "text"), ("hasindexes", "boolean"),
                        ("hasrules", "boolean"), ("hastriggers", "boolean"),
                        ("rowsecurity", "boolean")), _tables_view),
+    _rel("pg_views", (("schemaname", "text"), ("viewname", "text"), ("viewowner", "text"),
+                      ("definition", "text")), _views_view),
+    _rel("information_schema.views", (
+        ("table_catalog", "text"), ("table_schema", "text"), ("table_name", "text"),
+        ("view_definition", "text"), ("check_option", "text"), ("is_updatable", "text"),
+        ("is_insertable_into", "text")), _is_views),
     _rel("pg_indexes", (("schemaname", "text"), ("tablename", "text"), ("indexname", "text"),
                         ("tablespace", "text"), ("indexdef", "text")), _indexes_view),
     _rel("information_schema.tables", (

@@ -55,7 +55,7 @@ def _regclass_in(ectx, name):
     t = cat.tables.get(n) or cat.system_tables.get(n)
     if t is not None:
         return t.oid
-    ix = cat.indexes.get(n)
+    ix = cat.indexes.get(n) or cat.views.get(n)
     if ix is not None:
         return ix.oid
     raise errors.UndefinedTable(f'relation "{name}" does not exist')
@@ -97,7 +97,9 @@ CATALOG_FUNCS = {
     "pg_get_indexdef": lambda ectx, oid, col=0, pretty=None:
         pgcatalog.index_def(ectx.backend.catalog, oid),
     "pg_get_expr": lambda ectx, expr, relid, pretty=None: expr,
-    "pg_get_constraintdef": lambda ectx, oid, pretty=None: None,
+    "pg_get_constraintdef": lambda ectx, oid, pretty=None:
+        pgcatalog.constraint_def(ectx.backend.catalog, oid),
+    "pg_get_viewdef": lambda ectx, oid, pretty=None: pgcatalog.view_def(ectx.backend.catalog, oid),
     "obj_description": lambda ectx, oid, catalog=None: None,
     "col_description": lambda ectx, oid, num: None,
     "shobj_description": lambda ectx, oid, catalog: None,

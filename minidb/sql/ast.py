@@ -329,6 +329,26 @@ class DropTableStmt(Statement):
     names: list
     if_exists: bool = False
     tag: str = "DROP TABLE"
+    cascade: bool = False             # drop the views that read it too
+
+
+@dataclass
+class CreateViewStmt(Statement):
+    """CREATE [OR REPLACE] VIEW v [(cols)] AS query (``minidb.sql.views``)."""
+    name: str
+    query: Any                        # SelectStmt or SetOpStmt
+    text: str                         # the query's SQL text, as stored and shown
+    columns: list | None = None
+    replace: bool = False
+    tag: str = "CREATE VIEW"
+
+
+@dataclass
+class DropViewStmt(Statement):
+    names: list
+    if_exists: bool = False
+    cascade: bool = False
+    tag: str = "DROP VIEW"
 
 
 @dataclass

@@ -291,11 +291,22 @@ class Binder:
         vrel = _virtual_relation(name)
         if vrel is not None:
             return _virtual_entry(index, vrel, alias or name.split(".")[-1], col_aliases)
+        if self.catalog.views and self.catalog.view(name) is not None:
+            from minidb.sql.views import check_not_view
+            check_not_view(self.catalog, name, "change")
         t = self.catalog.table(name)
         self.ctx.tables[t.oid] = t
         cols = _renamed([(c.name, parse_type(c.type)) for c in t.columns], col_aliases,
                         alias or name)
         return RangeEntry(index, alias or name, t, cols, [c.not_null for c in t.columns])
+
+    def _view(self, item):
+        """The subquery a FROM name stands for if it names a view (not a CTE):
+        ``minidb.sql.views.expand``."""
+        if not self.catalog.views or any(item.name in f for f in self.ctx.ctes):
+            return None
+        from minidb.sql.views import expand
+        return expand(self.catalog, item)
 
     def query(self, s):
         if isinstance(s, ast.SetOpStmt):
@@ -514,6 +525,9 @@ class Binder:
 
         def add(item, top):
             if isinstance(item, ast.TableRef):
+                sub = self._view(item)
+                if sub is not None:           # a view: its query, as a subquery
+                    return add(sub, top)
                 alias = item.alias or item.name
                 if any(e.alias == alias for e in scope):
                     raise _dup_alias(alias)

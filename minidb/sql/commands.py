@@ -48,6 +48,7 @@ from minidb.config import SETTINGS
 from minidb.exec import indexam
 from minidb.sql import ast
 from minidb.sql.alter import alter_table, check_default, free_name, reindex
+from minidb.sql import views
 from minidb.sql.ctas import create_table_as
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
@@ -246,6 +247,9 @@ def _drop_table_body(engine, st: ast.DropTableStmt):
         if name in catalog.system_tables:
             catalog.drop_table(name)  # refused: 42501
         if name not in catalog.tables:
+            if catalog.view(name) is not None:
+                raise errors.WrongObjectType(
+                    f'"{name}" is not a table\nHINT:  Use DROP VIEW to remove a view.')
             if st.if_exists:
                 msgs.append(_notice(f'table "{name}" does not exist, skipping'))
                 continue
@@ -261,6 +265,10 @@ def _drop_table_body(engine, st: ast.DropTableStmt):
                 msgs.append(_notice(f'table "{name}" does not exist, skipping'))
                 continue
             locked.append(name)
+    for name in locked:
+        if name in catalog.tables:            # not dropped by an earlier CASCADE
+            views.drop_dependents(engine, "table", name, catalog.tables[name].oid,
+                                  st.cascade, msgs)
     for name in locked:
         catalog.drop_table(name)
     return _result("DROP TABLE", messages=msgs)
@@ -431,4 +439,5 @@ _HANDLERS = {
     ast.CheckpointStmt: _checkpoint, ast.CopyStmt: _copy, ast.LockStmt: _lock,
     ast.AlterTableStmt: alter_table, ast.ReindexStmt: reindex,
     ast.CreateTableAsStmt: create_table_as,
+    ast.CreateViewStmt: views.create_view, ast.DropViewStmt: views.drop_view,
 }

@@ -104,7 +104,7 @@ def test_syntax_error_positions(sql, where):
     ("DELETE FROM t USING u", "USING"),
     ("CREATE TABLE t (a int REFERENCES u (a))", "constraint"),
     ("CREATE TABLE t (a int CHECK (a > 0))", "constraint"),
-    ("CREATE VIEW v AS SELECT 1", "VIEW"),
+    ("CREATE MATERIALIZED VIEW v AS SELECT 1", "VIEW"),
     ("CREATE INDEX i ON t (lower(a))", "expression indexes"),
     ("CREATE INDEX i ON t USING hash (a)", "USING"),
     ("CREATE INDEX i ON t (a) WHERE a > 0", "partial"),

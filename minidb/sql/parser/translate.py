@@ -496,6 +496,8 @@ def _create(node: exp.Create) -> ast.Statement:
     kind = (node.args.get("kind") or "").upper()
     if kind == "TABLE" and node.args.get("expression") is not None:
         return _create_table_as(node)
+    if kind == "VIEW":
+        return _create_view(node)
     if kind == "TABLE":
         _storage_options(node.args.get("properties"))
         _only(node, {"this", "kind", "exists", "properties"},
@@ -587,6 +589,33 @@ def _create_table_as(node: exp.Create) -> ast.CreateTableAsStmt:
                                  bool(node.args.get("exists")), temp)
 
 
+def _create_view(node: exp.Create) -> ast.CreateViewStmt:
+    """CREATE [OR REPLACE] VIEW v [(cols)] AS query: the query is kept as SQL text
+    (sqlglot's rendering of what was parsed) and bound where the view is named."""
+    props = node.args.get("properties")
+    for p in (props.expressions if props is not None else []):
+        if isinstance(p, exp.MaterializedProperty):
+            raise unsupported("materialized views (CREATE MATERIALIZED VIEW)")
+        raise unsupported(f"view option {p.sql(dialect='postgres')}")
+    _only(node, {"this", "kind", "expression", "replace", "properties"},
+          {"exists": "IF NOT EXISTS"})
+    target = node.this
+    cols = None
+    if isinstance(target, exp.Schema):
+        _only(target, {"this", "expressions"})
+        cols = [_ident(c) for c in target.expressions]
+        target = target.this
+    tab = _table(target)
+    q = node.expression
+    if q is None or not isinstance(q, (exp.Select, exp.SetOperation, exp.Subquery)):
+        raise unsupported("CREATE VIEW without a query")
+    if q.find(exp.Placeholder, exp.Parameter) is not None:
+        from minidb.errors import ProgrammingError
+        raise ProgrammingError("there is no parameter $1", sqlstate="42P02")
+    return ast.CreateViewStmt(tab.name, translate_query(q), q.sql(dialect=MinidbPostgres),
+                              cols, bool(node.args.get("replace")))
+
+
 def _select_into(node: exp.Select) -> ast.CreateTableAsStmt:
     """SELECT ... INTO [TEMP] t FROM ...: CREATE TABLE t AS SELECT ..., as PostgreSQL
     reads it."""
@@ -630,9 +659,15 @@ def _drop(node: exp.Drop) -> ast.Statement:
     for t in node.args.get("tables") or []:
         names.append(_table(t).name)
     if kind == "TABLE":
-        return ast.DropTableStmt(names, bool(node.args.get("exists")))
+        return ast.DropTableStmt(names, bool(node.args.get("exists")),
+                                 cascade=bool(node.args.get("cascade")))
     if kind == "INDEX":
         return ast.DropIndexStmt(names, bool(node.args.get("exists")))
+    if kind == "VIEW":
+        _only(node, {"kind", "tables", "exists", "cascade", "restrict"},
+              {"materialized": "materialized views"})
+        return ast.DropViewStmt(names, bool(node.args.get("exists")),
+                                bool(node.args.get("cascade")))
     raise unsupported(f"DROP {kind}")
 
 
