@@ -34,6 +34,7 @@ from minidb.exec import indexam
 from minidb.exec.chunk import Chunk, chunk_to_rows, column_from_values, column_to_list, \
     rows_to_chunk
 from minidb.exec.datatypes import from_repr
+from minidb.exec.checks import row_checker
 from minidb.exec.compile import K, evaluate, truth
 from minidb.exec.expr import and_all
 from minidb.exec.nodes import PlanNode
@@ -139,12 +140,16 @@ class InsertNode(PlanNode):
                 per_row[a] = c
         child = self.children[0]
         stats = backend.pgstat
+        checker = row_checker(ectx, self.entry)
         n = 0
         it = child.run(ectx)
         try:
             for chunk in it:
                 cols = [column_to_list(v, m, ttypes[a])
                         for (v, m), a in zip(chunk.cols, self.attnos)]
+                if checker is not None:
+                    checker.check(_full_rows(cols, self.attnos, fill, per_row, one, ncols,
+                                             chunk.n))
                 if chunk.n >= BULK_INSERT_MIN_ROWS and not per_row:
                     data = {self.entry.columns[a][0]: col for col, a in zip(cols, self.attnos)}
                     for a, v in fill.items():
@@ -171,6 +176,21 @@ class InsertNode(PlanNode):
         ectx.rows_affected = n
         return
         yield  # a generator that yields nothing
+
+
+def _full_rows(cols, attnos, fill, per_row, one, ncols, n) -> list:
+    """The rows a chunk inserts, every column filled (for the CHECK constraints)."""
+    rows = []
+    for r in range(n):
+        row = [None] * ncols
+        for a, v in fill.items():
+            row[a] = v
+        for a, c in per_row.items():
+            row[a] = _value(c, one)
+        for col, a in zip(cols, attnos):
+            row[a] = col[r]
+        rows.append(row)
+    return rows
 
 
 def bulk_insert(backend, rel, indexes, data: dict, nrows: int, xid: int, cid: int) -> None:
@@ -242,6 +262,7 @@ class UpdateNode(_Writer):
         types = self.full_types
         positions = [layout[(self.entry.index, a)] for a in range(len(types))]
         rindex = self.entry.index
+        checker = row_checker(ectx, self.entry)
 
         def new_row_of(row, computed):
             new = list(row)
@@ -258,6 +279,8 @@ class UpdateNode(_Writer):
                 precomputed = {}
                 for r, row in enumerate(rows):
                     precomputed[id(row)] = new_row_of(row, [(a, col[r]) for a, col in newcols])
+                if checker is not None:
+                    checker.check(list(precomputed.values()))
                 blocks, offsets = chunk.tids[rindex]
 
                 def set_fn(row, _pre=precomputed):
@@ -265,8 +288,11 @@ class UpdateNode(_Writer):
                     if got is not None:
                         return got
                     one = rows_to_chunk([row], types)
-                    return new_row_of(row, [(a, column_to_list(*evaluate(c, one), types[a])[0])
-                                            for a, c in comp_full])
+                    new = new_row_of(row, [(a, column_to_list(*evaluate(c, one), types[a])[0])
+                                           for a, c in comp_full])
+                    if checker is not None:
+                        checker.check([new])      # a concurrently updated row's new version
+                    return new
 
                 def on_done(tid, row, new_tid, hot, new_row):
                     if new_tid is not None and not hot:

@@ -298,6 +298,7 @@ class ColumnSpec:
     default: str | None = None        # SQL text of the default expression
     primary: bool = False
     unique: bool = False
+    checks: list = field(default_factory=list)   # [(name | None, SQL text)] CHECK (...)
 
 
 @dataclass
@@ -308,6 +309,7 @@ class CreateTableStmt(Statement):
     uniques: list = field(default_factory=list)
     if_not_exists: bool = False
     tag: str = "CREATE TABLE"
+    checks: list = field(default_factory=list)   # table CHECKs: [(name | None, SQL text)]
 
 
 @dataclass
@@ -371,7 +373,7 @@ class DropIndexStmt(Statement):
 @dataclass
 class AlterAction:
     """One action of ALTER TABLE (``kind``: add_column, drop_column, rename_column, rename,
-    add_constraint, drop_constraint, set_not_null, drop_not_null)."""
+    add_constraint, add_check, drop_constraint, set_not_null, drop_not_null)."""
     kind: str
     name: str | None = None           # the column or constraint acted on
     new_name: str | None = None       # RENAME targets
@@ -379,6 +381,7 @@ class AlterAction:
     columns: list | None = None       # ADD CONSTRAINT's key columns
     primary: bool = False             # ADD CONSTRAINT: PRIMARY KEY (else UNIQUE)
     missing_ok: bool = False          # IF EXISTS / IF NOT EXISTS
+    expr: str | None = None           # ADD CONSTRAINT ... CHECK (expr): its SQL text
 
 
 @dataclass

@@ -52,6 +52,7 @@ from minidb.exec.expr import (AggCall, Arith, BoolOp, Case, Cast, ColRef, Compar
                               OuterRef, Param, Regex, SRFCall, SubLink, SubPlan, WinCall, walk)
 from minidb.exec.modify import DEFAULT
 from minidb.sql import ast
+from minidb.sql.checks import bind_checks
 from minidb.types import no_exponent, parse_type
 
 __all__ = ["Binder", "RangeEntry", "BoundSelect", "BoundSetOp", "BoundInsert", "BoundUpdate",
@@ -137,6 +138,7 @@ class RangeEntry:
     sub: object = None       # subquery: its bound query; cte: CTEDef; function: (name, args);
     #                          virtual: the pgcatalog.VirtualRel
     hidden: set = field(default_factory=set)   # names merged by USING (unqualified lookup)
+    checks: list = field(default_factory=list)  # a write's target: [(name, Expr)] CHECKs
 
     def attno(self, name: str) -> int:
         for i, (n, _) in enumerate(self.columns):
@@ -832,6 +834,7 @@ class Binder:
             bs.targets = new_targets
             sel_bound = bs
             sel = sel_bound
+        entry.checks = bind_checks(self.catalog, entry)
         return BoundInsert(entry, attnos, rows, sel, defaults, dict(self.param_types))
 
     def update(self, s: ast.UpdateStmt) -> BoundUpdate:
@@ -858,6 +861,7 @@ class Binder:
                 e = self.expr(node, scope, ctx=t)
             assigns.append((a, self.assignable(e, t, name)))
         quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) if s.where is not None else []
+        entry.checks = bind_checks(self.catalog, entry)
         return BoundUpdate(entry, assigns, quals, dict(self.param_types))
 
     def delete(self, s: ast.DeleteStmt) -> BoundDelete:

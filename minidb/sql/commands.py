@@ -49,6 +49,7 @@ from minidb.exec import indexam
 from minidb.sql import ast
 from minidb.sql.alter import alter_table, check_default, free_name, reindex
 from minidb.sql import views
+from minidb.sql.checks import create_table_checks
 from minidb.sql.ctas import create_table_as
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
@@ -223,6 +224,7 @@ def _create_table_body(engine, st: ast.CreateTableStmt):
             check_default(engine, c, t)
         defs.append(ColumnDef(c.name, str(t), c.not_null or c.name in pk, c.default))
     catalog.create_table(st.name, defs)
+    create_table_checks(engine, st)
     if pk:
         indexam.create_index(backend, st.name, free_name(catalog, f"{st.name}_pkey"), pk,
                              unique=True, primary=True)

@@ -403,7 +403,8 @@ class Engine:
             # compiled once per plan, so a re-plan drops it with the plan; the setting is
             # a plan setting (a SET makes the next use plan again)
             fast = plan.point = (compile_point(plan) if session.settings.enable_fast_path
-                                 else None)
+                                 and not getattr(getattr(plan.root, "entry", None), "checks",
+                                                 None) else None)   # CHECKs: the nodes
         if fast is not None:
             self.counters["fast_path"] += 1
             out = session.statement(lambda snap: fast(session, snap, params))

@@ -523,6 +523,11 @@ def _create(node: exp.Create) -> ast.Statement:
                 if not isinstance(sch, exp.Schema):
                     raise unsupported(item)
                 st.uniques.append([_ident(x) for x in sch.expressions])
+            elif isinstance(item, exp.CheckColumnConstraint):
+                st.checks.append((None, check_text(item)))
+            elif isinstance(item, exp.Constraint) and len(item.expressions) == 1 and \
+                    isinstance(item.expressions[0], exp.CheckColumnConstraint):
+                st.checks.append((_ident(item.this), check_text(item.expressions[0])))
             else:
                 raise unsupported(item)
         return st
@@ -646,9 +651,28 @@ def _column_def(cd: exp.ColumnDef) -> ast.ColumnSpec:
             spec.primary = True
         elif isinstance(k, exp.UniqueColumnConstraint):
             spec.unique = True
+        elif isinstance(k, exp.CheckColumnConstraint):
+            name = con.args.get("this")
+            spec.checks.append((_ident(name) if name is not None else None, check_text(k)))
         else:
             raise unsupported(f"column constraint {con.sql(dialect='postgres')}")
     return spec
+
+
+def check_text(k) -> str:
+    """The SQL text of a CHECK constraint's expression (checked to translate)."""
+    _only(k, {"this", "enforced"}, {"no_inherit": "NO INHERIT"})
+    translate_expression(k.this)
+    e = k.this
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return e.sql(dialect=MinidbPostgres)
+
+
+def parse_check_text(text: str) -> str:
+    """``CHECK (expr)`` of ALTER TABLE ... ADD CONSTRAINT, as stored text."""
+    node = sqlglot.parse_one(f"CREATE TABLE _ (_ int, CHECK ({text}))", read=MinidbPostgres)
+    return check_text(node.this.expressions[-1])
 
 
 def _drop(node: exp.Drop) -> ast.Statement:
