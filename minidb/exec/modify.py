@@ -227,6 +227,13 @@ class _Writer(PlanNode):
         full = {(self.entry.index, a): a for a in range(len(self.entry.columns))}
         self.full_types = [t for _, t in self.entry.columns]
         q = ectx.compile(and_all(self.recheck_quals), full) if self.recheck_quals else None
+        if getattr(self, "joined", False):
+            # UPDATE ... FROM / DELETE ... USING: a row changed concurrently is not re-joined
+            # (minidb.sql.updfrom): 40001
+            def where(row):
+                raise errors.SerializationFailure(
+                    "could not serialize access due to concurrent update")
+            return where
 
         def where(row):
             if q is None:
@@ -258,7 +265,8 @@ class UpdateNode(_Writer):
         layout = child.layout()
         full = {(self.entry.index, a): a for a in range(len(self.entry.columns))}
         comp = [(a, ectx.compile(e, layout)) for a, e in self.assignments]
-        comp_full = [(a, ectx.compile(e, full)) for a, e in self.assignments]
+        comp_full = [] if getattr(self, "joined", False) else \
+            [(a, ectx.compile(e, full)) for a, e in self.assignments]
         types = self.full_types
         positions = [layout[(self.entry.index, a)] for a in range(len(types))]
         rindex = self.entry.index

@@ -279,6 +279,7 @@ class UpdateStmt(Statement):
     where: Node | None = None
     nparams: int = 0
     tag: str = "UPDATE"
+    from_: list = field(default_factory=list)    # UPDATE ... FROM items (as SELECT's)
 
 
 @dataclass
@@ -288,6 +289,7 @@ class DeleteStmt(Statement):
     where: Node | None = None
     nparams: int = 0
     tag: str = "DELETE"
+    using: list = field(default_factory=list)    # DELETE ... USING items (as SELECT's FROM)
 
 
 @dataclass

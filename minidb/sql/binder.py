@@ -219,6 +219,7 @@ class BoundUpdate:
     assignments: list                 # [(attno, Expr)]
     quals: list
     param_types: dict = field(default_factory=dict)
+    join: object = None               # UPDATE ... FROM: BoundSelect (minidb.sql.updfrom)
 
 
 @dataclass
@@ -226,6 +227,7 @@ class BoundDelete:
     entry: RangeEntry
     quals: list
     param_types: dict = field(default_factory=dict)
+    join: object = None               # DELETE ... USING: BoundSelect (minidb.sql.updfrom)
 
 
 def _dup_alias(name):
@@ -838,8 +840,13 @@ class Binder:
         return BoundInsert(entry, attnos, rows, sel, defaults, dict(self.param_types))
 
     def update(self, s: ast.UpdateStmt) -> BoundUpdate:
-        entry = self._entry(0, s.table, s.alias)
-        scope = [entry]
+        join = None
+        if s.from_:
+            from minidb.sql import updfrom
+            entry, scope, join = updfrom.bind_from(self, s.table, s.alias, s.from_)
+        else:
+            entry = self._entry(0, s.table, s.alias)
+            scope = [entry]
         defaults = None
         assigns = []
         seen = set()
@@ -862,9 +869,19 @@ class Binder:
             assigns.append((a, self.assignable(e, t, name)))
         quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) if s.where is not None else []
         entry.checks = bind_checks(self.catalog, entry)
+        if join is not None:
+            updfrom.finish(join, entry, quals, [e for _, e in assigns])
+            return BoundUpdate(entry, assigns, [], dict(self.param_types), join)
         return BoundUpdate(entry, assigns, quals, dict(self.param_types))
 
     def delete(self, s: ast.DeleteStmt) -> BoundDelete:
+        if s.using:
+            from minidb.sql import updfrom
+            entry, scope, join = updfrom.bind_from(self, s.table, s.alias, s.using)
+            quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) \
+                if s.where is not None else []
+            updfrom.finish(join, entry, quals, [])
+            return BoundDelete(entry, [], dict(self.param_types), join)
         entry = self._entry(0, s.table, s.alias)
         quals = _conjuncts(self.boolean(s.where, [entry], "WHERE")) if s.where is not None else []
         return BoundDelete(entry, quals, dict(self.param_types))

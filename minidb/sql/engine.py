@@ -404,7 +404,9 @@ class Engine:
             # a plan setting (a SET makes the next use plan again)
             fast = plan.point = (compile_point(plan) if session.settings.enable_fast_path
                                  and not getattr(getattr(plan.root, "entry", None), "checks",
-                                                 None) else None)   # CHECKs: the nodes
+                                                 None) and not getattr(plan.root, "joined",
+                                                                       False)
+                                 else None)       # CHECKs, UPDATE ... FROM: the nodes
         if fast is not None:
             self.counters["fast_path"] += 1
             out = session.statement(lambda snap: fast(session, snap, params))

@@ -442,9 +442,8 @@ def _insert(node: exp.Insert) -> ast.InsertStmt:
 
 
 def _update(node: exp.Update) -> ast.UpdateStmt:
-    _only(node, {"this", "expressions", "where"}, {"from_": "UPDATE ... FROM",
-                                                  "order": "UPDATE ... ORDER BY",
-                                                  "limit": "UPDATE ... LIMIT"})
+    _only(node, {"this", "expressions", "where", "from_"}, {"order": "UPDATE ... ORDER BY",
+                                                           "limit": "UPDATE ... LIMIT"})
     tab = _table(node.this)
     assigns = []
     for a in node.expressions:
@@ -455,16 +454,37 @@ def _update(node: exp.Update) -> ast.UpdateStmt:
             raise unsupported("qualified column names in SET")
         assigns.append((_ident(col.this), translate_expression(a.expression, default_ok=True)))
     w = node.args.get("where")
-    return ast.UpdateStmt(tab.name, tab.alias, assigns,
-                          translate_expression(w.this) if w is not None else None)
+    st = ast.UpdateStmt(tab.name, tab.alias, assigns,
+                        translate_expression(w.this) if w is not None else None)
+    f = node.args.get("from_")
+    if f is not None:
+        _only(f, {"this"})
+        st.from_ = _from_items(f.this)
+    return st
+
+
+def _from_items(t) -> list:
+    """A FROM list given as one sqlglot node whose joins hang on its first table
+    (UPDATE ... FROM, DELETE ... USING): its comma-separated items."""
+    if isinstance(t, exp.Table) and t.args.get("joins"):
+        inner = t.copy()
+        joins = inner.args.pop("joins")
+        items = [_from_item(inner)]
+        for j in joins:
+            items = _join(items, j)
+        return items
+    return [_from_item(t)]
 
 
 def _delete(node: exp.Delete) -> ast.DeleteStmt:
-    _only(node, {"this", "where"}, {"using": "DELETE ... USING"})
+    _only(node, {"this", "where", "using"})
     tab = _table(node.this)
     w = node.args.get("where")
-    return ast.DeleteStmt(tab.name, tab.alias,
-                          translate_expression(w.this) if w is not None else None)
+    st = ast.DeleteStmt(tab.name, tab.alias,
+                        translate_expression(w.this) if w is not None else None)
+    for item in node.args.get("using") or []:
+        st.using.extend(_from_items(item))
+    return st
 
 
 def _type_text(dt_node) -> str:
