@@ -268,6 +268,7 @@ class Instance:
             with temp_backend(self) as b:
                 if add_missing_catalogs(b):   # a directory older than pg_rewrite / pg_constraint
                     b.xact.commit()
+                b.catalog.drop_temp_tables(own=False)   # left by a crash or a killed session
         with temp_backend(self) as b:
             self.catalog_cache.init_next_oid(b)
 
@@ -833,6 +834,10 @@ class Backend:
             return  # stale: its slot, pins and locks went with the old shared memory
         try:
             self.xact.rollback()
+            try:
+                self.catalog.drop_temp_tables(own=True)   # the session's temporary tables
+            except Exception:  # noqa: BLE001 - closing goes on
+                pass            # left for the next open (or the slot's next session)
         finally:
             try:
                 self.lockmgr.release_all()

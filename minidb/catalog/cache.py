@@ -36,13 +36,35 @@ from minidb.shmem import CTL_CATALOG_GEN, CTL_NEXT_OID
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE
 from minidb.storage.htup import HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY
-from minidb.storage.xloginsert import PageRecord
+from minidb.storage.xloginsert import PageRecord, unlogged
 from minidb.txn import visibility as vis
 from minidb.txn.visibility import TM_DELETED, TM_OK, TM_SELF_MODIFIED, TM_UPDATED
 from minidb.txn.xact import FAILED, IDLE
 from minidb.wal.record import RM_HEAP, XLOG_HEAP_INPLACE
 
 MAX_OID = (1 << 31) - 1
+# a temporary table's name in pg_class: "pg_temp_<backend slot>.<name>" (PostgreSQL's
+# pg_temp_N schema); the backend of that slot finds it by its short name first
+# (``Catalog.temp_prefix``, ``minidb.sql.temp``)
+TEMP_PREFIX = "pg_temp_"
+
+
+class _TempAware(dict):
+    """The tables by name, where this backend's temporary tables are found by their short
+    names first (lookups only: iteration shows the stored names)."""
+
+    __slots__ = ("prefix",)
+
+    def __contains__(self, k):
+        return dict.__contains__(self, self.prefix + k) or dict.__contains__(self, k)
+
+    def __getitem__(self, k):
+        got = dict.get(self, self.prefix + k)
+        return got if got is not None else dict.__getitem__(self, k)
+
+    def get(self, k, default=None):
+        got = dict.get(self, self.prefix + k)
+        return got if got is not None else dict.get(self, k, default)
 _overlay_serial = itertools.count(1)
 
 
@@ -51,7 +73,7 @@ class CatalogState:
 
     __slots__ = ("version", "gen", "tables", "indexes", "system", "by_rfn", "rels",
                  "class_tid", "attr_tids", "index_tid", "stat_tids", "max_oid", "views",
-                 "rewrite_tid", "con_tids")
+                 "rewrite_tid", "con_tids", "temp")
 
     def __init__(self, version, gen: int):
         self.version = version        # plan-cache key: gen (committed) or a unique tuple
@@ -69,6 +91,7 @@ class CatalogState:
         self.views: dict[str, ViewDef] = {}
         self.rewrite_tid: dict[int, tuple] = {}    # view oid -> TID of its pg_rewrite row
         self.con_tids: dict[int, tuple] = {}       # constraint oid -> TID of its row
+        self.temp = False                          # some table is temporary (TEMP_PREFIX)
 
     def lookup_table(self, name: str) -> TableDef | None:
         t = self.tables.get(name)
@@ -162,6 +185,8 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
             t.column_stats = _column_stats(cols, stats_of.get(oid, {}))
             t.checks = sorted(checks_of.get(oid, []), key=lambda c: c.name)
             st.tables[name] = t
+            if name.startswith(TEMP_PREFIX):
+                st.temp = True
             by_oid[oid] = t
             st.by_rfn[rfn] = name
         elif kind == RELKIND_INDEX:
@@ -322,8 +347,29 @@ class Catalog:
         return self._state().version
 
     @property
+    def temp_prefix(self) -> str:
+        """The prefix of this backend's temporary tables' stored names."""
+        b = self._backend
+        return f"{TEMP_PREFIX}{b.slot}." if b is not None else "\x00"
+
+    def _temp_name(self, st: CatalogState, name: str) -> str:
+        if st.temp:
+            long = self.temp_prefix + name
+            if long in st.tables:
+                return long
+        return name
+
+    @property
     def tables(self) -> dict[str, TableDef]:
-        return self._state().tables
+        st = self._state()
+        if not st.temp:
+            return st.tables
+        got = self.__dict__.get("_aware")
+        if got is None or got[0] is not st:
+            d = _TempAware(st.tables)
+            d.prefix = self.temp_prefix
+            got = self._aware = (st, d)
+        return got[1]
 
     @property
     def indexes(self) -> dict[str, IndexDef]:
@@ -334,7 +380,8 @@ class Catalog:
         return self._state().system
 
     def table(self, name: str) -> TableDef:
-        t = self._state().lookup_table(name)
+        st = self._state()
+        t = st.lookup_table(self._temp_name(st, name))
         if t is None:
             raise UndefinedTable(f'relation "{name}" does not exist')
         return t
@@ -356,6 +403,7 @@ class Catalog:
     def heap_rel(self, name: str) -> HeapRel:
         """The ``HeapRel`` of a table (built once per catalog state)."""
         st = self._state()
+        name = self._temp_name(st, name)
         rel = st.rels.get(name)
         if rel is not None:
             return rel
@@ -366,6 +414,8 @@ class Catalog:
         indexed = frozenset(t.column_index(c) for i in t.indexes
                             if i in st.indexes for c in st.indexes[i].columns)
         rel = HeapRel(t.name, t.relfilenode, RowLayout(cols), t.oid, indexed)
+        if name.startswith(self.temp_prefix) and self._backend is not None:
+            unlogged(self._backend.bufmgr).add(t.relfilenode)   # its pages: no WAL
         st.rels[name] = rel
         return rel
 
@@ -525,28 +575,44 @@ class Catalog:
     def create_table(self, name: str, columns: list[ColumnDef]) -> TableDef:
         return self._run("create_table", name, columns)
 
+    def _long(self, name: str) -> str:
+        """A table name as stored: this backend's temporary table of that name first."""
+        return self._temp_name(self._state(), name)
+
     def drop_table(self, name: str) -> TableDef:
         """Drop a table and its indexes (their files go at commit)."""
-        return self._run("drop_table", name)
+        return self._run("drop_table", self._long(name))
 
     def truncate_table(self, name: str, build_index=None) -> TableDef:
         """Give a table and its indexes new, empty files (the old ones go at commit);
         ``build_index(index_def)`` initialises each new index file."""
-        return self._run("truncate_table", name, build_index)
+        return self._run("truncate_table", self._long(name), build_index)
 
     def create_index(self, name: str, table: str, columns: list[str], *, unique: bool = False,
                      primary: bool = False, build=None) -> IndexDef:
         """Add an index on ``table``: its catalog rows and file, then ``build(index_def)``
         fills the file.  Nobody else sees it before commit; an error aborts all of it."""
-        return self._run("create_index", name, table, columns, unique=unique,
+        return self._run("create_index", name, self._long(table), columns, unique=unique,
                          primary=primary, build=build)
 
     def drop_index(self, name: str) -> IndexDef:
         return self._run("drop_index", name)
 
+    def drop_temp_tables(self, own: bool) -> None:
+        """Drop this backend's temporary tables (``own``), or every one there is (at open:
+        left by a crash), each in a transaction of its own (``minidb.sql.temp``)."""
+        prefix = self.temp_prefix if own else TEMP_PREFIX
+        st = self._state()
+        if not st.temp:
+            return
+        for name in [n for n in st.tables if n.startswith(prefix)]:
+            self.drop_table(name)
+
     def run_change(self, fn, *args):
         """Run ``fn(self, backend, *args)`` as a catalog change of the backend's transaction
         (ALTER TABLE and REINDEX: ``minidb.catalog.alter``)."""
+        if args and isinstance(args[0], str):
+            args = (self._long(args[0]),) + args[1:]
         return self._run("run_change", fn, *args)
 
     def _run_change(self, b, fn, *args):
@@ -560,7 +626,7 @@ class Catalog:
             with temp_backend(self._cache.instance) as tb:
                 return tb.catalog.set_stats(name, relpages, reltuples)
         st = self._state()
-        t = st.tables.get(name)
+        t = st.tables.get(self._temp_name(st, name))
         if t is None:
             return
         self._inplace_stats(b, st.class_tid[t.oid], int(relpages), float(reltuples))
@@ -570,7 +636,8 @@ class Catalog:
                          column_stats: dict) -> None:
         """ANALYZE: the table's size (in place) and its per-column statistics (new
         pg_statistic rows in the backend's transaction)."""
-        return self._run("set_column_stats", name, relpages, reltuples, column_stats)
+        return self._run("set_column_stats", self._long(name), relpages, reltuples,
+                         column_stats)
 
     # -- the changes, inside a transaction -------------------------------------------------------
     def _create_table(self, b, name: str, columns: list[ColumnDef]) -> TableDef:

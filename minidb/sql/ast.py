@@ -312,6 +312,8 @@ class CreateTableStmt(Statement):
     if_not_exists: bool = False
     tag: str = "CREATE TABLE"
     checks: list = field(default_factory=list)   # table CHECKs: [(name | None, SQL text)]
+    temp: bool = False                # CREATE TEMP[ORARY] TABLE (minidb.sql.temp)
+    on_commit: str | None = None      # TEMP: "drop" / "delete" / "preserve"
 
 
 @dataclass
@@ -326,6 +328,7 @@ class CreateTableAsStmt(Statement):
     temp: bool = False
     into: bool = False                # written as SELECT ... INTO
     tag: str = "SELECT"
+    on_commit: str | None = None      # TEMP: "drop" / "delete" / "preserve"
 
 
 @dataclass

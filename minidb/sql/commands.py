@@ -48,7 +48,7 @@ from minidb.config import SETTINGS
 from minidb.exec import indexam
 from minidb.sql import ast
 from minidb.sql.alter import alter_table, check_default, free_name, reindex
-from minidb.sql import views
+from minidb.sql import temp, views
 from minidb.sql.checks import create_table_checks
 from minidb.sql.ctas import create_table_as
 from minidb.sql.locking import lock_oid, lock_table
@@ -73,6 +73,7 @@ def run_utility(engine, stmt):
     res = h(engine, stmt)
     if was_idle and xact.state != "idle" and not xact.explicit:
         xact.commit()   # the implicit transaction that held the statement's locks
+        engine.session.run_after_commit()
     return res
 
 
@@ -188,6 +189,8 @@ def _create_table(engine, st: ast.CreateTableStmt):
 
 
 def _create_table_body(engine, st: ast.CreateTableStmt):
+    if st.temp:
+        st = temp.for_create(engine, st)     # named in the session's pg_temp schema
     session = engine.session
     backend = session.backend
     catalog = backend.catalog
@@ -355,8 +358,8 @@ def _truncate_body(engine, st: ast.TruncateStmt):
 # -- maintenance ---------------------------------------------------------------------------------
 def _tables(engine, names):
     catalog = engine.session.backend.catalog
-    if not names:
-        return sorted(catalog.tables)
+    if not names:       # every table but temporary ones (other sessions' among them)
+        return sorted(n for n in catalog.tables if not n.startswith("pg_temp_"))
     for n in names:
         catalog.table(n)
     return list(names)

@@ -59,8 +59,10 @@ def create_table_as(engine, st: ast.CreateTableAsStmt) -> Result:
     def body(snap):
         backend = session.backend
         catalog = backend.catalog
-        if st.name in catalog.tables or st.name in catalog.indexes or _is_other(engine,
-                                                                                 st.name):
+        taken = (dict.__contains__(catalog.tables, catalog.temp_prefix + st.name) if st.temp
+                 else st.name in catalog.tables or st.name in catalog.indexes
+                 or _is_other(engine, st.name))
+        if taken:
             if st.if_not_exists:
                 return Result(None, [], -1, "CREATE TABLE AS", [
                     f'NOTICE:  relation "{st.name}" already exists, skipping']), False
@@ -69,7 +71,7 @@ def create_table_as(engine, st: ast.CreateTableAsStmt) -> Result:
         defs = [ColumnDef(n, _column_type(t)) for n, t in cols]
         if st.temp:
             from minidb.sql.temp import create_temp_table
-            create_temp_table(engine, st.name, defs, "preserve")
+            create_temp_table(engine, st.name, defs, st.on_commit)
         else:
             catalog.create_table(st.name, defs)
         n = 0

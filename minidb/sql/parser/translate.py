@@ -519,6 +519,7 @@ def _create(node: exp.Create) -> ast.Statement:
     if kind == "VIEW":
         return _create_view(node)
     if kind == "TABLE":
+        temp, on_commit = _temp_options(node)
         _storage_options(node.args.get("properties"))
         _only(node, {"this", "kind", "exists", "properties"},
               {"expression": "CREATE TABLE ... AS", "replace": "OR REPLACE"})
@@ -528,7 +529,8 @@ def _create(node: exp.Create) -> ast.Statement:
         _only(schema, {"this", "expressions"})
         tab = _table(schema.this)
         st = ast.CreateTableStmt(name=tab.name, columns=[],
-                                 if_not_exists=bool(node.args.get("exists")))
+                                 if_not_exists=bool(node.args.get("exists")), temp=temp,
+                                 on_commit=on_commit)
         for item in schema.expressions:
             if isinstance(item, exp.ColumnDef):
                 st.columns.append(_column_def(item))
@@ -586,17 +588,40 @@ def _create(node: exp.Create) -> ast.Statement:
     raise unsupported(f"CREATE {kind or node.sql(dialect='postgres')[:30]}")
 
 
+def _temp_options(node) -> tuple:
+    """(TEMP?, ON COMMIT action) of CREATE TABLE, taken out of its properties."""
+    props = node.args.get("properties")
+    temp, on_commit = False, None
+    if props is None:
+        return temp, on_commit
+    keep = []
+    for p in props.expressions:
+        if isinstance(p, exp.TemporaryProperty):
+            temp = True
+        elif isinstance(p, exp.OnCommitProperty):
+            on_commit = "delete" if p.args.get("delete") else "preserve"
+        else:
+            keep.append(p)
+    if on_commit is not None and not temp:
+        from minidb.errors import ProgrammingError
+        raise ProgrammingError("ON COMMIT can only be used on temporary tables",
+                               sqlstate="42P16")
+    props.set("expressions", keep)
+    if not keep:
+        node.set("properties", None)
+    return temp, on_commit
+
+
 def _create_table_as(node: exp.Create) -> ast.CreateTableAsStmt:
     """CREATE [TEMP] TABLE t [(cols)] AS query [WITH [NO] DATA]."""
     _only(node, {"this", "kind", "exists", "properties", "expression"},
           {"replace": "OR REPLACE"})
-    with_data, temp = True, False
+    with_data = True
+    temp, on_commit = _temp_options(node)
     props = node.args.get("properties")
     for p in (props.expressions if props is not None else []):
         if isinstance(p, exp.WithDataProperty):
             with_data = not p.args.get("no")
-        elif isinstance(p, exp.TemporaryProperty):
-            temp = True
         else:
             raise unsupported(f"table option {p.sql(dialect='postgres')}")
     target = node.this
@@ -611,7 +636,7 @@ def _create_table_as(node: exp.Create) -> ast.CreateTableAsStmt:
         target = target.this
     tab = _table(target)
     return ast.CreateTableAsStmt(tab.name, translate_query(node.expression), cols, with_data,
-                                 bool(node.args.get("exists")), temp)
+                                 bool(node.args.get("exists")), temp, on_commit=on_commit)
 
 
 def _create_view(node: exp.Create) -> ast.CreateViewStmt:
