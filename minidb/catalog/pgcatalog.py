@@ -17,6 +17,10 @@ overlay) when a scan of it starts - nothing is stored, nothing can be written.
   snapshot shows (PostgreSQL reads pg_class with the statement's snapshot).
 * ``pg_namespace`` has ``pg_catalog`` (11) and ``public`` (2200); every relation is visible
   (``pg_table_is_visible`` is true): there is one schema for user tables.
+* ``pg_constraint`` lists the CHECK constraints (the stored catalog's rows); ``pg_views`` /
+  ``information_schema.views`` the views, with their stored query text; views are in
+  ``pg_class`` (relkind 'v'), ``pg_attribute``, ``information_schema.tables`` (VIEW) and
+  ``columns``.
 * ``pg_type`` lists the types minidb has, with PostgreSQL's OIDs (``TYPE_OIDS``).
 * ``pg_database`` has one database, ``minidb``; ``pg_roles`` / ``pg_user`` one role,
   ``minidb``, which owns everything (minidb has no roles: any user name connects).

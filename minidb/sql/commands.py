@@ -10,9 +10,13 @@ SET TRANSACTION ISOLATION   ``xact.set_isolation`` (before the block's first que
 SET / RESET / SHOW          the backend's session settings (``minidb.config``); instance
                             settings cannot change (55P02); SHOW ALL lists every setting
 CREATE TABLE                catalog rows + file; PRIMARY KEY -> unique index ``T_pkey`` (its
-                            columns NOT NULL), UNIQUE -> unique index ``T_COLS_key``; one
-                            statement: if an index cannot be built nothing is left
-DROP TABLE                  its catalog rows and its indexes'; the files go at commit
+                            columns NOT NULL), UNIQUE -> unique index ``T_COLS_key``, CHECK ->
+                            pg_constraint rows (``checks``); TEMP: ``temp``; one statement: if
+                            an index cannot be built nothing is left
+CREATE TABLE ... AS         ``ctas`` (SELECT ... INTO too)
+CREATE / DROP VIEW          ``views``
+DROP TABLE                  its catalog rows and its indexes'; the files go at commit; the
+                            views that read it: 2BP01, or dropped first with CASCADE
 CREATE [UNIQUE] INDEX       ``minidb.index.create_index`` (default name ``T_COLS_idx``)
 DROP INDEX                  ``minidb.index.drop_index``; a primary key's index is refused
                             (2BP01, HINT: ALTER TABLE ... DROP CONSTRAINT drops it)
