@@ -193,8 +193,36 @@ def _all_tables(cat):
                   key=lambda t: t.oid)
 
 
+TEMP_NAMESPACE_BASE = 14000     # pg_temp_N's namespace OID: this + N
+
+
+def _temp_parts(name: str):
+    """(slot, short name) of a temporary table's stored name (``minidb.sql.temp``), else
+    None."""
+    if name.startswith("pg_temp_") and "." in name:
+        head, short = name.split(".", 1)
+        if head[8:].isdigit():
+            return int(head[8:]), short
+    return None
+
+
 def _ns(t):
-    return PG_CATALOG_NAMESPACE if t.system else PUBLIC_NAMESPACE
+    if t.system:
+        return PG_CATALOG_NAMESPACE
+    tp = _temp_parts(t.name)
+    return TEMP_NAMESPACE_BASE + tp[0] if tp else PUBLIC_NAMESPACE
+
+
+def _own_prefix(cat) -> str:
+    return getattr(cat, "temp_prefix", "\x00")
+
+
+def table_visible(cat, oid) -> bool:
+    """``pg_table_is_visible``: false for another session's temporary table."""
+    for t in cat.tables.values():
+        if t.oid == oid:
+            return _temp_parts(t.name) is None or t.name.startswith(_own_prefix(cat))
+    return True
 
 
 _CLASS_EXTRA = (("relowner", "integer"), ("relam", "integer"), ("reltablespace", "integer"),
@@ -209,10 +237,11 @@ _CLASS_EXTRA = (("relowner", "integer"), ("relam", "integer"), ("reltablespace",
 def _class_rows(cat):
     out = []
     for t in _all_tables(cat):
-        base = (t.oid, t.name, _ns(t), "r", t.relfilenode, t.relpages, float(t.reltuples),
-                len(t.columns), bool(t.indexes))
+        tp = _temp_parts(t.name)
+        base = (t.oid, tp[1] if tp else t.name, _ns(t), "r", t.relfilenode, t.relpages,
+                float(t.reltuples), len(t.columns), bool(t.indexes))
         out.append(base + (OWNER_OID, HEAP_AM, 0, len(t.checks), False, False, False, False, False, 0,
-                           "p", "d", 0, None, None, None))
+                           "t" if tp else "p", "d", 0, None, None, None))
     for ix in sorted(cat.indexes.values(), key=lambda i: i.oid):
         base = (ix.oid, ix.name, PUBLIC_NAMESPACE, "i", ix.relfilenode, 0, -1.0,
                 len(ix.columns), False)
@@ -269,8 +298,12 @@ def _attrdef_rows(cat):
 
 
 def _tables_view(cat):
-    return [("public", t.name, OWNER, None, bool(t.indexes), False, False, False)
-            for t in sorted(cat.tables.values(), key=lambda t: t.name)]
+    out = []
+    for t in sorted(cat.tables.values(), key=lambda t: t.name):
+        tp = _temp_parts(t.name)
+        out.append((f"pg_temp_{tp[0]}" if tp else "public", tp[1] if tp else t.name, OWNER,
+                    None, bool(t.indexes), False, False, False))
+    return out
 
 
 def _indexes_view(cat):
@@ -279,8 +312,13 @@ def _indexes_view(cat):
 
 
 def _is_tables(cat):
-    rows = [(DATABASE, "public", t.name, "BASE TABLE", "YES", "NO")
-            for t in sorted(cat.tables.values(), key=lambda t: t.name)]
+    rows = []
+    for t in sorted(cat.tables.values(), key=lambda t: t.name):
+        tp = _temp_parts(t.name)
+        if tp is None:
+            rows.append((DATABASE, "public", t.name, "BASE TABLE", "YES", "NO"))
+        elif t.name.startswith(_own_prefix(cat)):     # another session's: not listed
+            rows.append((DATABASE, f"pg_temp_{tp[0]}", tp[1], "LOCAL TEMPORARY", "YES", "NO"))
     rows += [(DATABASE, "public", v.name, "VIEW", "NO", "NO")
              for v in sorted(cat.views.values(), key=lambda v: v.name)]
     rows += [(DATABASE, "pg_catalog", t.name, "BASE TABLE", "NO", "NO")
@@ -342,7 +380,9 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
                           ("nspacl", "text")),
          lambda cat: [(PG_CATALOG_NAMESPACE, "pg_catalog", OWNER_OID, None),
                       (PUBLIC_NAMESPACE, "public", OWNER_OID, None),
-                      (INFORMATION_SCHEMA, "information_schema", OWNER_OID, None)]),
+                      (INFORMATION_SCHEMA, "information_schema", OWNER_OID, None)]
+         + [(TEMP_NAMESPACE_BASE + s, f"pg_temp_{s}", OWNER_OID, None) for s in sorted(
+             {tp[0] for tp in map(_temp_parts, cat.tables) if tp is not None})]),
     _rel("pg_type", (("oid", "integer"), ("typname", "text"), ("typnamespace", "integer"),
                      ("typowner", "integer"), ("typlen", "integer"), ("typtype", "text"),
                      ("typcategory", "text"), ("typisdefined", "boolean"),

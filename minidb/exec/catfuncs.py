@@ -91,7 +91,8 @@ def _regtype_in(ectx, name):
 
 
 CATALOG_FUNCS = {
-    "pg_table_is_visible": lambda ectx, oid: None if oid is None else True,
+    "pg_table_is_visible": lambda ectx, oid: None if oid is None else
+        pgcatalog.table_visible(ectx.backend.catalog, oid),
     "pg_get_userbyid": lambda ectx, oid: None if oid is None else pgcatalog.OWNER,
     "format_type": lambda ectx, oid, mod=None: pgcatalog.format_type(oid, mod),
     "pg_get_indexdef": lambda ectx, oid, col=0, pretty=None:
