@@ -55,6 +55,9 @@ def _column_type(t) -> str:
 
 def create_table_as(engine, st: ast.CreateTableAsStmt) -> Result:
     session = engine.session
+    if st.nparams:
+        raise errors.NotSupportedError("parameters in CREATE TABLE ... AS / SELECT ... INTO "
+                                       "are not supported")
 
     def body(snap):
         backend = session.backend

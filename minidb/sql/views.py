@@ -78,6 +78,10 @@ def create_view(engine, st: ast.CreateViewStmt) -> Result:
         for n in named:
             rel = catalog.view(n) or catalog.tables.get(n)
             if rel is not None:
+                if rel.name != n and rel.name.startswith(catalog.temp_prefix):
+                    raise errors.NotSupportedError(
+                        f'views over temporary tables ("{n}") are not supported '
+                        "(PostgreSQL makes such a view temporary)")
                 deps.add(rel.oid)
         old = catalog.view(st.name)
         if old is not None and st.replace:

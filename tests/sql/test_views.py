@@ -80,6 +80,11 @@ def test_wrong_kinds(t):
     for sql in ("INSERT INTO v VALUES (5, 'z')", "UPDATE v SET b = 'q'", "DELETE FROM v"):
         with pytest.raises(errors.WrongObjectType):
             t.x(sql)
+    with pytest.raises(errors.WrongObjectType, match="cannot copy to view"):
+        t.x("COPY v FROM '/nonexistent'")
+    t.x("CREATE TEMP TABLE tt (a int)")
+    with pytest.raises(errors.NotSupportedError, match="temporary"):
+        t.x("CREATE VIEW w AS SELECT a FROM tt")
     with pytest.raises(errors.WrongObjectType, match="Use DROP TABLE"):
         t.x("DROP VIEW t")
     with pytest.raises(errors.WrongObjectType, match="Use DROP VIEW"):
