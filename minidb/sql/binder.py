@@ -52,7 +52,6 @@ from minidb.exec.expr import (AggCall, Arith, BoolOp, Case, Cast, ColRef, Compar
                               OuterRef, Param, Regex, SRFCall, SubLink, SubPlan, WinCall, walk)
 from minidb.exec.modify import DEFAULT
 from minidb.sql import ast
-from minidb.sql.checks import bind_checks
 from minidb.types import no_exponent, parse_type
 
 __all__ = ["Binder", "RangeEntry", "BoundSelect", "BoundSetOp", "BoundInsert", "BoundUpdate",
@@ -296,7 +295,7 @@ class Binder:
         if vrel is not None:
             return _virtual_entry(index, vrel, alias or name.split(".")[-1], col_aliases)
         if self.catalog.views and self.catalog.view(name) is not None:
-            from minidb.sql.views import check_not_view
+            from minidb.sql.rewrite import check_not_view
             check_not_view(self.catalog, name, "change")
         t = self.catalog.table(name)
         self.ctx.tables[t.oid] = t
@@ -306,10 +305,10 @@ class Binder:
 
     def _view(self, item):
         """The subquery a FROM name stands for if it names a view (not a CTE):
-        ``minidb.sql.views.expand``."""
+        ``minidb.sql.rewrite.expand``."""
         if not self.catalog.views or any(item.name in f for f in self.ctx.ctes):
             return None
-        from minidb.sql.views import expand
+        from minidb.sql.rewrite import expand
         return expand(self.catalog, item)
 
     def query(self, s):
@@ -836,14 +835,15 @@ class Binder:
             bs.targets = new_targets
             sel_bound = bs
             sel = sel_bound
-        entry.checks = bind_checks(self.catalog, entry)
+        entry.checks = self.check_constraints(entry)
         return BoundInsert(entry, attnos, rows, sel, defaults, dict(self.param_types))
 
     def update(self, s: ast.UpdateStmt) -> BoundUpdate:
         join = None
         if s.from_:
             from minidb.sql import updfrom
-            entry, scope, join = updfrom.bind_from(self, s.table, s.alias, s.from_)
+            entry, scope, join = updfrom.bind_from(self, BoundSelect, s.table, s.alias,
+                                                   s.from_)
         else:
             entry = self._entry(0, s.table, s.alias)
             scope = [entry]
@@ -868,7 +868,7 @@ class Binder:
                 e = self.expr(node, scope, ctx=t)
             assigns.append((a, self.assignable(e, t, name)))
         quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) if s.where is not None else []
-        entry.checks = bind_checks(self.catalog, entry)
+        entry.checks = self.check_constraints(entry)
         if join is not None:
             updfrom.finish(join, entry, quals, [e for _, e in assigns])
             return BoundUpdate(entry, assigns, [], dict(self.param_types), join)
@@ -877,7 +877,8 @@ class Binder:
     def delete(self, s: ast.DeleteStmt) -> BoundDelete:
         if s.using:
             from minidb.sql import updfrom
-            entry, scope, join = updfrom.bind_from(self, s.table, s.alias, s.using)
+            entry, scope, join = updfrom.bind_from(self, BoundSelect, s.table, s.alias,
+                                                   s.using)
             quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) \
                 if s.where is not None else []
             updfrom.finish(join, entry, quals, [])
@@ -885,6 +886,16 @@ class Binder:
         entry = self._entry(0, s.table, s.alias)
         quals = _conjuncts(self.boolean(s.where, [entry], "WHERE")) if s.where is not None else []
         return BoundDelete(entry, quals, dict(self.param_types))
+
+    def check_constraints(self, entry: RangeEntry) -> list:
+        """[(name, bound boolean Expr over ``entry``)] of the target table's CHECKs
+        (``minidb.sql.checks``; the executor's ``minidb.exec.checks`` tests them)."""
+        t = entry.table
+        if t is None or not getattr(t, "checks", None):
+            return []
+        b = Binder(self.catalog)
+        return [(c.name, b.boolean(self.default_parser(c.expr), [entry], "CHECK"))
+                for c in t.checks]
 
     def defaults(self, entry: RangeEntry) -> dict:
         out = {}

@@ -31,15 +31,11 @@ __all__ = ["bind_checks", "create_table_checks", "add_check", "drop_check"]
 
 
 def bind_checks(catalog, entry) -> list:
-    """[(name, bound boolean Expr over ``entry``)] of the target table's CHECKs."""
-    t = entry.table
-    if t is None or not getattr(t, "checks", None):
-        return []
+    """[(name, bound boolean Expr over ``entry``)] of the target table's CHECKs
+    (``Binder.check_constraints``)."""
     from minidb.sql.binder import Binder
     from minidb.sql.parser.translate import parse_expression_text
-    b = Binder(catalog)
-    return [(c.name, b.boolean(parse_expression_text(c.expr), [entry], "CHECK"))
-            for c in t.checks]
+    return Binder(catalog, default_parser=parse_expression_text).check_constraints(entry)
 
 
 def _validate(catalog, tname: str, text: str) -> None:

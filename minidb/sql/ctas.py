@@ -27,7 +27,8 @@ from minidb.sql.result import Result
 __all__ = ["create_table_as", "query_columns"]
 
 
-def query_columns(engine, query, names=None) -> list[tuple[str, object]]:
+def query_columns(engine, query, names=None,
+                  too_many="too many column names were specified") -> list[tuple[str, object]]:
     """(name, SqlType) of each output column of ``query`` (bound against the session's
     catalog), renamed by ``names`` as a column-name list after a table or view name is."""
     catalog = engine.session.backend.catalog
@@ -35,7 +36,7 @@ def query_columns(engine, query, names=None) -> list[tuple[str, object]]:
     cols = list(zip(bound.names, bound.types))
     if names:
         if len(names) > len(cols):
-            raise errors.SyntaxError_("too many column names were specified")
+            raise errors.SyntaxError_(too_many)
         cols = [(names[i] if i < len(names) else n, t) for i, (n, t) in enumerate(cols)]
     seen = set()
     for n, _ in cols:

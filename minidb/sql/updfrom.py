@@ -27,15 +27,14 @@ from minidb.sql import ast
 __all__ = ["bind_from", "concurrent_update"]
 
 
-def bind_from(binder, table: str, alias: str | None, items: list):
-    """(target entry, scope, join BoundSelect) of a write whose target is joined with
-    ``items``."""
-    from minidb.sql.binder import BoundSelect
+def bind_from(binder, bound_select, table: str, alias: str | None, items: list):
+    """(target entry, scope, join ``bound_select``: the binder's BoundSelect) of a write
+    whose target is joined with ``items``."""
     tree, quals, scope = binder._from_list([ast.TableRef(table, alias)] + list(items))
     entry = scope[0]
     if entry.kind != "table":
         raise errors.WrongObjectType(f'"{table}" is not a table')
-    join = BoundSelect(rtable=list(scope), quals=quals, targets=[], for_update=True)
+    join = bound_select(rtable=list(scope), quals=quals, targets=[], for_update=True)
     join.from_items = tree
     return entry, scope, join
 

@@ -3,7 +3,7 @@
 A view is its query's SQL text in the catalog (``minidb.catalog.views``: pg_class relkind
 'v' without a file, pg_attribute rows for its columns, pg_rewrite for the text and the
 relations it reads).  Where a query names it in FROM, the binder reads the text again and
-binds it as a subquery with the view's name as its alias (``expand``) - PostgreSQL's
+binds it as a subquery with the view's name as its alias (``rewrite.expand``) - PostgreSQL's
 rewriter does the same with the stored parse tree.  So the plan of a query over a view is
 the plan of the same query written with the subquery, its tables are locked and read as
 any subquery's, and a cached plan goes when the view is replaced or dropped (the catalog
@@ -33,9 +33,9 @@ from minidb.catalog import ColumnDef
 from minidb.catalog import views as catviews
 from minidb.sql import ast
 from minidb.sql.result import Result
+from minidb.sql.rewrite import check_not_view
 
-__all__ = ["create_view", "drop_view", "expand", "dependents", "drop_dependents",
-           "check_not_view"]
+__all__ = ["create_view", "drop_view", "dependents", "drop_dependents", "check_not_view"]
 
 
 def _names_in(node, out: set) -> None:
@@ -51,26 +51,13 @@ def _names_in(node, out: set) -> None:
 
 
 def create_view(engine, st: ast.CreateViewStmt) -> Result:
-    from minidb.sql.binder import Binder
-    from minidb.sql.ctas import _column_type
-    from minidb.sql.parser.translate import parse_expression_text
+    from minidb.sql.ctas import _column_type, query_columns
     session = engine.session
 
     def body(snap):
         catalog = session.backend.catalog
-        bound = Binder(catalog, (), default_parser=parse_expression_text).bind(st.query)
-        cols = list(zip(bound.names, bound.types))
-        if st.columns:
-            if len(st.columns) > len(cols):
-                raise errors.SyntaxError_("CREATE VIEW specifies more column names than "
-                                          "columns")
-            cols = [(st.columns[i] if i < len(st.columns) else n, t)
-                    for i, (n, t) in enumerate(cols)]
-        seen = set()
-        for n, _ in cols:
-            if n in seen:
-                raise errors.DuplicateColumn(f'column "{n}" specified more than once')
-            seen.add(n)
+        cols = query_columns(engine, st.query, st.columns,
+                             "CREATE VIEW specifies more column names than columns")
         defs = [ColumnDef(n, _column_type(t)) for n, t in cols]
         named: set = set()
         _names_in(st.query, named)
@@ -172,24 +159,3 @@ def drop_view(engine, st: ast.DropViewStmt) -> Result:
             catalog.run_change(catviews.drop_view, name)
         return Result(None, [], -1, "DROP VIEW", msgs), True
     return engine._statement(body)
-
-
-def check_not_view(catalog, name: str, what: str) -> None:
-    """A view named as the target of ``what`` (INSERT, UPDATE, DELETE, COPY, ...): 42809."""
-    if catalog.view(name) is not None:
-        raise errors.WrongObjectType(f'cannot {what} view "{name}"\nDETAIL:  Views that '
-                                     "are not automatically updatable are not supported.")
-
-
-def expand(catalog, item: ast.TableRef):
-    """The subquery a FROM item naming a view stands for (None: not a view)."""
-    v = catalog.view(item.name)
-    if v is None:
-        return None
-    from minidb.sql.parser import parse
-    query = parse(v.query)
-    cols = item.col_aliases
-    names = [c.name for c in v.columns]
-    if cols:
-        names = list(cols) + names[len(cols):]
-    return ast.SubqueryRef(query, item.alias or item.name, names)

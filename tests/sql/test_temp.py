@@ -45,13 +45,13 @@ def test_private_and_shadowing(inst, db, db2):
     db.x("DROP TABLE t")                       # the temporary one
     assert db.rows("SELECT x FROM t") == [(1,)]
     db.close()
-    names = [r[0] for r in db2.rows("SELECT relname FROM pg_class WHERE relname LIKE "
-                                    "'pg_temp%'")]
-    assert len(names) == 1 and names[0].endswith(".t")      # db2's only
+    assert db2.rows("SELECT c.relname, n.nspname FROM pg_class c JOIN pg_namespace n ON "
+                    "n.oid = c.relnamespace WHERE c.relpersistence = 't'") == [
+        ("t", f"pg_temp_{db2.session.backend.slot}")]        # db2's only
     db2.close()
     check = DB(inst)
     try:
-        assert check.rows("SELECT relname FROM pg_class WHERE relname LIKE 'pg_temp%'") == []
+        assert check.rows("SELECT relname FROM pg_class WHERE relpersistence = 't'") == []
         assert check_catalog(check.session.backend) == []
     finally:
         check.close()
@@ -133,7 +133,7 @@ def test_gone_after_the_owner_is_killed(tmp_path):
     conn = minidb.connect(d, max_worker_processes=0)
     try:
         cur = conn.cursor()
-        cur.execute("SELECT relname FROM pg_class WHERE relname LIKE 'pg_temp%'")
+        cur.execute("SELECT relname FROM pg_class WHERE relpersistence = 't'")
         assert cur.fetchall() == []
         cur.execute("SELECT x FROM keep")
         assert cur.fetchall() == [(1,)]
