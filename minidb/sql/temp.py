@@ -74,14 +74,19 @@ def after_commit(engine) -> None:
     from minidb.exec import indexam
     backend = session.backend
     catalog = backend.catalog
-    for long, what in list(actions.items()):
-        t = dict.get(catalog.tables, long)
+    by_oid = {t.oid: t for t in catalog.tables.values()}
+    for key, what in list(actions.items()):
+        # keyed by the stored name until the creation commits, then by OID (a RENAME keeps
+        # the action, as PostgreSQL's on-commit list is by OID)
+        t = by_oid.get(key) if isinstance(key, int) else dict.get(catalog.tables, key)
+        actions.pop(key, None)
         if t is None:                      # rolled back or dropped
-            actions.pop(long, None)
             continue
+        long = t.name
         if what == "drop":
-            actions.pop(long, None)
             catalog.drop_table(long)
-        elif backend.instance.smgr.nblocks(t.relfilenode) > 0:
+            continue
+        actions[t.oid] = what
+        if backend.instance.smgr.nblocks(t.relfilenode) > 0:
             catalog.truncate_table(long, build_index=lambda idef: indexam.rebuild_index(
                 backend, idef))

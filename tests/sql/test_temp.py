@@ -64,6 +64,9 @@ def test_on_commit(db):
     assert db.one("SELECT count(*) FROM oc") == 2
     db.x("COMMIT")
     assert db.one("SELECT count(*) FROM oc") == 0
+    db.x("ALTER TABLE oc RENAME TO oc2")       # the action follows the table
+    db.x("INSERT INTO oc2 VALUES (3)")
+    assert db.one("SELECT count(*) FROM oc2") == 0
     db.x("CREATE TEMP TABLE keep (x int) ON COMMIT PRESERVE ROWS")
     db.x("INSERT INTO keep VALUES (1)")
     assert db.one("SELECT count(*) FROM keep") == 1
