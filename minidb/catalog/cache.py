@@ -573,6 +573,8 @@ class Catalog:
 
     # -- public changes -------------------------------------------------------------------------
     def create_table(self, name: str, columns: list[ColumnDef]) -> TableDef:
+        if name.startswith(TEMP_PREFIX):
+            self.made_temp = True     # the backend's end drops its temporary tables
         return self._run("create_table", name, columns)
 
     def _long(self, name: str) -> str:
@@ -601,6 +603,8 @@ class Catalog:
     def drop_temp_tables(self, own: bool) -> None:
         """Drop this backend's temporary tables (``own``), or every one there is (at open:
         left by a crash), each in a transaction of its own (``minidb.sql.temp``)."""
+        if own and not self.__dict__.get("made_temp"):
+            return                    # none made: no catalog read at a backend's end
         prefix = self.temp_prefix if own else TEMP_PREFIX
         st = self._state()
         if not st.temp:
