@@ -347,7 +347,8 @@ class SequenceGeneratorLimitExceeded(DataError):
 
 
 class WrongObjectType(ProgrammingError):
-    """A relation of the wrong kind (nextval of a table, DROP SEQUENCE of a table)."""
+    """A relation of the wrong kind (nextval of a table, DROP VIEW of a table, INSERT into a
+    view)."""
     sqlstate = "42809"
 
 
@@ -365,3 +366,19 @@ class CardinalityViolation(ProgrammingError):
 class InvalidObjectDefinition(ProgrammingError):
     """An object definition PostgreSQL refuses (a volatile function in an index predicate)."""
     sqlstate = "42P17"
+
+
+# -- views, CHECK constraints, dependencies (minidb.sql.views, minidb.sql.checks) --------------
+class CheckViolation(IntegrityError):
+    """A row fails a CHECK constraint."""
+    sqlstate = "23514"
+
+
+class DependentObjectsStillExist(ProgrammingError):
+    """DROP of a relation other objects depend on, without CASCADE."""
+    sqlstate = "2BP01"
+
+
+class InvalidTableDefinition(ProgrammingError):
+    """CREATE OR REPLACE VIEW that drops or renames a column, and the like."""
+    sqlstate = "42P16"

@@ -111,6 +111,7 @@ import numpy as np
 
 from minidb.catalog import Catalog, CatalogCache, at_xact_end, bootstrap
 from minidb.catalog.storage import at_subxact_abort
+from minidb.catalog.bootstrap import add_missing_catalogs
 from minidb.catalog.bootstrap import PG_CLASS
 from minidb.catalog.cache import temp_backend
 from minidb.config import SETTINGS, Settings
@@ -264,6 +265,11 @@ class Instance:
                 f'data directory "{self.datadir}" has no catalog: the file of pg_class '
                 f"(base/{PG_CLASS.oid}) is missing; the directory is damaged or its "
                 f"initialisation was interrupted")
+        else:
+            with temp_backend(self) as b:
+                if add_missing_catalogs(b):   # a directory older than pg_rewrite / pg_constraint
+                    b.xact.commit()
+                b.catalog.drop_temp_tables(own=False)   # left by a crash or a killed session
         with temp_backend(self) as b:
             self.catalog_cache.init_next_oid(b)
 
@@ -830,6 +836,10 @@ class Backend:
             return  # stale: its slot, pins and locks went with the old shared memory
         try:
             self.xact.rollback()
+            try:
+                self.catalog.drop_temp_tables(own=True)   # the session's temporary tables
+            except Exception:  # noqa: BLE001 - closing goes on
+                pass            # left for the next open (or the slot's next session)
         finally:
             try:
                 self.lockmgr.release_all()

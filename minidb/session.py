@@ -104,9 +104,26 @@ class Session:
         inst.enter_call()
         try:
             inst.check_interrupts(self._backend)
-            return self.xact.commit()
+            ok = self.xact.commit()
         finally:
             inst.leave_call()
+        self.run_after_commit()
+        return ok
+
+    @property
+    def after_commit_hooks(self) -> list:
+        """Callables run after each commit of this session, outside any transaction (the
+        SQL layer's ON COMMIT actions of temporary tables: ``minidb.sql.temp``)."""
+        hooks = self.__dict__.get("_after_commit")
+        if hooks is None:
+            hooks = self._after_commit = []
+        return hooks
+
+    def run_after_commit(self) -> None:
+        hooks = self.__dict__.get("_after_commit")
+        if hooks and self.xact.state == "idle":
+            for fn in list(hooks):
+                fn()
 
     def rollback(self) -> None:
         inst = self.instance
@@ -145,9 +162,11 @@ class Session:
                 raise
             if implicit:
                 xact.commit()
-            return result
         finally:
             inst.leave_call()
+        if implicit:
+            self.run_after_commit()
+        return result
 
     # -- statements ----------------------------------------------------------------------------
     def insert(self, table: str, row: tuple) -> tuple[int, int]:

@@ -19,6 +19,10 @@ pg_index           2610  index: indexrelid, indrelid, indisunique, indisprimary,
                          SQL), indpred (a partial index's WHERE as SQL)
 pg_statistic       2619  (table, column) ANALYZE measured: stanullfrac, stawidth,
                          stadistinct, stacorrelation, stavalues
+pg_rewrite         2618  view (relkind ``v`` in pg_class, no file): its query's SQL text and
+                         the OIDs of the relations it names (``views``)
+pg_constraint      2606  CHECK constraint: conname, conrelid, contype ``c``, consrc
+                         (``constraints``)
 =================  ====  ================================================================
 
 User relations get OIDs from 16384 (FirstNormalObjectId) up, from a counter in the shared
@@ -58,13 +62,15 @@ and with the files on disk (no orphan file, no relation without its file).
 
 Departures from PostgreSQL
 --------------------------
-* No stored pg_namespace, pg_type, pg_attrdef, pg_constraint, pg_depend: one schema
+* No stored pg_namespace, pg_type, pg_attrdef, pg_depend: one schema
   (relnamespace 2200, ``public``; the catalogs 11), the type's SQL spelling is in
   ``atttypname`` (with PostgreSQL's ``atttypid`` / ``atttypmod`` beside it), a column's
   default expression text in ``attdefault`` (an identity column's kind, ALWAYS or BY
   DEFAULT, is written after it: ``bootstrap.IDENTITY_MARK``), a sequence's parameters and
-  owning column are in its own page (``sequence``), and a primary key is
-  ``indisprimary``.  What
+  owning column are in its own page (``sequence``), a primary key is ``indisprimary``, a
+  view's dependencies are OIDs in its pg_rewrite row, expressions (views, CHECKs) are SQL
+  text.  Temporary tables are named ``pg_temp_<slot>.<name>`` (no pg_temp_N namespace
+  row).  What
   clients read of PostgreSQL's catalog (pg_namespace, pg_type, the extra columns of
   pg_class ..., information_schema) is virtual, computed from this state when scanned
   (``pgcatalog``).
@@ -77,8 +83,8 @@ Departures from PostgreSQL
   cheap and the hot path cheaper than PostgreSQL's hash lookups.
 * ADD / DROP COLUMN rewrite the table (no "missing value" for an added column, no
   ``attisdropped`` slot for a dropped one: the fixed row layout has no room for tuples of
-  another shape); attnums are renumbered after a drop.  A constraint is its index (no
-  pg_constraint).
+  another shape); attnums are renumbered after a drop.  A primary key or unique
+  constraint is its index (pg_constraint holds CHECK constraints only).
 * VACUUM and ANALYZE write relpages / reltuples in place (not transactionally), as
   PostgreSQL's ``heap_inplace_update`` does; ANALYZE's pg_statistic rows are transactional.
   ``stavalues`` holds the MCV list, its frequencies and the histogram as JSON text instead

@@ -48,6 +48,9 @@ __all__ = ["rename_relation", "rename_column", "set_not_null", "reindex", "rewri
 # -- public: each one catalog change in the backend's transaction --------------------------------
 def rename_relation(catalog, name: str, new: str, kind: str = "table"):
     """ALTER TABLE / ALTER INDEX ``name`` RENAME TO ``new``."""
+    long = catalog._long(name)
+    if long != name:            # a temporary table stays in the session's schema
+        new = long[:len(long) - len(name)] + new
     return catalog.run_change(_rename_relation, name, new, kind)
 
 

@@ -31,6 +31,7 @@ RELKIND_SEQUENCE = "S"
 # pg_attribute has no attidentity column: an identity column's kind is written after its
 # default's text (``nextval('t_id_seq')`` + IDENTITY_MARK + "a"), read back by column_def
 IDENTITY_MARK = " /* identity "
+RELKIND_VIEW = "v"              # a view: pg_class + pg_attribute rows, its query in pg_rewrite, no file
 
 # PostgreSQL's type OIDs of the types minidb has (pg_type.dat); atttypid
 TYPE_OIDS = {"boolean": 16, "bigint": 20, "integer": 23, "text": 25,
@@ -90,7 +91,19 @@ PG_STATISTIC = CatalogDesc(2619, "pg_statistic", (
     ("stawidth", "double precision", True), ("stadistinct", "double precision", True),
     ("stacorrelation", "double precision", False), ("stavalues", "text", False)))
 
-CATALOGS: tuple[CatalogDesc, ...] = (PG_CLASS, PG_ATTRIBUTE, PG_INDEX, PG_STATISTIC)
+# a view's query (PostgreSQL keeps its parse tree in ev_action: minidb its SQL text) and the
+# relations it reads (PostgreSQL's pg_depend rows for it: OIDs, as "16384 16390")
+PG_REWRITE = CatalogDesc(2618, "pg_rewrite", (
+    ("ev_class", "integer", True), ("rulename", "text", True), ("ev_action", "text", True),
+    ("ev_deps", "text", True)))
+# CHECK constraints (contype 'c'; primary keys and unique constraints are their indexes:
+# pg_index); consrc is the expression's SQL text (PostgreSQL's conbin is its tree)
+PG_CONSTRAINT = CatalogDesc(2606, "pg_constraint", (
+    ("oid", "integer", True), ("conname", "text", True), ("conrelid", "integer", True),
+    ("contype", "char(1)", True), ("consrc", "text", True)))
+
+CATALOGS: tuple[CatalogDesc, ...] = (PG_CLASS, PG_ATTRIBUTE, PG_INDEX, PG_STATISTIC,
+                                     PG_REWRITE, PG_CONSTRAINT)
 BY_OID = {d.oid: d for d in CATALOGS}
 BY_NAME = {d.name: d for d in CATALOGS}
 
@@ -124,6 +137,34 @@ def column_def(row: tuple) -> ColumnDef:
     return ColumnDef(row[1], row[7], bool(row[5]), default, identity)
 
 
+def add_missing_catalogs(backend) -> bool:
+    """A data directory made before a catalog existed (pg_rewrite and pg_constraint came
+    after the first four) gets that catalog's file and rows now, in one transaction the
+    caller commits; True if anything was added."""
+    smgr = backend.instance.smgr
+    missing = [d for d in CATALOGS if not smgr.exists(d.oid)]
+    if not missing:
+        return False
+    xact = backend.xact
+    xact.start_statement()
+    xid = xact.xid_for_write()
+    for d in missing:
+        smgr.create(d.oid)
+        log_smgr_create(backend.wal, d.oid)
+        _insert_own_rows(backend, d, xid)
+    xact.command_done(True)
+    return True
+
+
+def _insert_own_rows(backend, d, xid) -> None:
+    heap_insert(backend, PG_CLASS.rel,
+                class_row(d.oid, d.name, RELKIND_TABLE, d.oid, len(d.columns),
+                          namespace=PG_CATALOG_NAMESPACE), xmin=xid, cmin=0)
+    for i, col in enumerate(d.column_defs(), start=1):
+        heap_insert(backend, PG_ATTRIBUTE.rel, attribute_row(d.oid, i, col),
+                    xmin=xid, cmin=0)
+
+
 def bootstrap(backend) -> None:
     """Create the catalogs' files and insert their own rows (a new data directory only);
     the caller commits."""
@@ -135,10 +176,5 @@ def bootstrap(backend) -> None:
     xact.start_statement()
     xid = xact.xid_for_write()
     for d in CATALOGS:
-        heap_insert(backend, PG_CLASS.rel,
-                    class_row(d.oid, d.name, RELKIND_TABLE, d.oid, len(d.columns),
-                              namespace=PG_CATALOG_NAMESPACE), xmin=xid, cmin=0)
-        for i, col in enumerate(d.column_defs(), start=1):
-            heap_insert(backend, PG_ATTRIBUTE.rel, attribute_row(d.oid, i, col),
-                        xmin=xid, cmin=0)
+        _insert_own_rows(backend, d, xid)
     xact.command_done(True)

@@ -19,9 +19,11 @@ import json
 import os
 
 from minidb.catalog.bootstrap import (BY_NAME, BY_OID, CATALOGS, PG_ATTRIBUTE, PG_CLASS,
-                                      PG_INDEX, PG_STATISTIC, RELKIND_INDEX, RELKIND_SEQUENCE,
-                                      RELKIND_TABLE, attribute_row, class_row, column_def)
-from minidb.catalog.defs import FIRST_OID, ColumnDef, IndexDef, SequenceDef, TableDef
+                                      PG_CONSTRAINT, PG_INDEX, PG_REWRITE, PG_STATISTIC,
+                                      RELKIND_INDEX, RELKIND_SEQUENCE, RELKIND_TABLE,
+                                      RELKIND_VIEW, attribute_row, class_row, column_def)
+from minidb.catalog.defs import (FIRST_OID, CheckDef, ColumnDef, IndexDef, SequenceDef,
+                                 TableDef, ViewDef)
 from minidb.catalog.storage import create_relation_storage
 from minidb.errors import (DuplicateTable, InFailedSqlTransaction, InsufficientPrivilege,
                            ProgramLimitExceeded, SerializationFailure,
@@ -35,13 +37,35 @@ from minidb.shmem import CTL_CATALOG_GEN, CTL_NEXT_OID
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE
 from minidb.storage.htup import HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY
-from minidb.storage.xloginsert import PageRecord
+from minidb.storage.xloginsert import PageRecord, unlogged
 from minidb.txn import visibility as vis
 from minidb.txn.visibility import TM_DELETED, TM_OK, TM_SELF_MODIFIED, TM_UPDATED
 from minidb.txn.xact import FAILED, IDLE
 from minidb.wal.record import RM_HEAP, XLOG_HEAP_INPLACE
 
 MAX_OID = (1 << 31) - 1
+# a temporary table's name in pg_class: "pg_temp_<backend slot>.<name>" (PostgreSQL's
+# pg_temp_N schema); the backend of that slot finds it by its short name first
+# (``Catalog.temp_prefix``, ``minidb.sql.temp``)
+TEMP_PREFIX = "pg_temp_"
+
+
+class _TempAware(dict):
+    """The tables by name, where this backend's temporary tables are found by their short
+    names first (lookups only: iteration shows the stored names)."""
+
+    __slots__ = ("prefix",)
+
+    def __contains__(self, k):
+        return dict.__contains__(self, self.prefix + k) or dict.__contains__(self, k)
+
+    def __getitem__(self, k):
+        got = dict.get(self, self.prefix + k)
+        return got if got is not None else dict.__getitem__(self, k)
+
+    def get(self, k, default=None):
+        got = dict.get(self, self.prefix + k)
+        return got if got is not None else dict.get(self, k, default)
 _overlay_serial = itertools.count(1)
 
 
@@ -49,7 +73,8 @@ class CatalogState:
     """One consistent picture of the catalog (a relcache generation)."""
 
     __slots__ = ("version", "gen", "tables", "indexes", "system", "by_rfn", "rels",
-                 "class_tid", "attr_tids", "index_tid", "stat_tids", "max_oid", "sequences")
+                 "class_tid", "attr_tids", "index_tid", "stat_tids", "max_oid", "sequences",
+                 "views", "rewrite_tid", "con_tids", "temp")
 
     def __init__(self, version, gen: int):
         self.version = version        # plan-cache key: gen (committed) or a unique tuple
@@ -65,6 +90,10 @@ class CatalogState:
         self.stat_tids: dict[int, list] = {}       # relid -> TIDs of its pg_statistic rows
         self.max_oid = FIRST_OID - 1               # largest OID / relfilenode named
         self.sequences: dict[str, SequenceDef] = {}
+        self.views: dict[str, ViewDef] = {}
+        self.rewrite_tid: dict[int, tuple] = {}    # view oid -> TID of its pg_rewrite row
+        self.con_tids: dict[int, tuple] = {}       # constraint oid -> TID of its row
+        self.temp = False                          # some table is temporary (TEMP_PREFIX)
 
     def lookup_table(self, name: str) -> TableDef | None:
         t = self.tables.get(name)
@@ -114,6 +143,8 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
         attrs = _rows(backend, PG_ATTRIBUTE, snap)
         idx = _rows(backend, PG_INDEX, snap)
         stats = _rows(backend, PG_STATISTIC, snap)
+        rewrites = _rows(backend, PG_REWRITE, snap)
+        cons = _rows(backend, PG_CONSTRAINT, snap)
     finally:
         if clear:
             backend.xact.procarray.clear_xmin(backend.slot)
@@ -130,6 +161,15 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
     for tid, r in stats:
         stats_of.setdefault(r[0], {})[r[1]] = r
         st.stat_tids.setdefault(r[0], []).append(tid)
+    rewrite_of = {}
+    for tid, r in rewrites:
+        rewrite_of[r[0]] = r
+        st.rewrite_tid[r[0]] = tid
+    checks_of: dict[int, list] = {}
+    for tid, r in cons:
+        st.con_tids[r[0]] = tid
+        st.max_oid = max(st.max_oid, r[0])
+        checks_of.setdefault(r[2], []).append(CheckDef(r[0], r[1], r[4]))
     by_oid: dict[int, TableDef] = {}
     idx_classes = []
     for tid, r in classes:
@@ -145,7 +185,10 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
             cols = [c for _, c in sorted(cols_of.get(oid, []), key=lambda x: x[0])]
             t = TableDef(oid, name, rfn, cols, [], relpages, reltuples)
             t.column_stats = _column_stats(cols, stats_of.get(oid, {}))
+            t.checks = sorted(checks_of.get(oid, []), key=lambda c: c.name)
             st.tables[name] = t
+            if name.startswith(TEMP_PREFIX):
+                st.temp = True
             by_oid[oid] = t
             st.by_rfn[rfn] = name
         elif kind == RELKIND_INDEX:
@@ -153,6 +196,10 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
         elif kind == RELKIND_SEQUENCE:
             st.sequences[name] = SequenceDef(oid, name, rfn)
             st.by_rfn[rfn] = name
+        elif kind == RELKIND_VIEW and oid in rewrite_of:
+            cols = [c for _, c in sorted(cols_of.get(oid, []), key=lambda x: x[0])]
+            rw = rewrite_of[oid]
+            st.views[name] = ViewDef(oid, name, cols, rw[2], [int(x) for x in rw[3].split()])
     for oid, name, rfn in sorted(idx_classes):
         r = index_rows.get(oid)
         t = by_oid.get(r[1]) if r is not None else None
@@ -330,8 +377,29 @@ class Catalog:
         return self._state().version
 
     @property
+    def temp_prefix(self) -> str:
+        """The prefix of this backend's temporary tables' stored names."""
+        b = self._backend
+        return f"{TEMP_PREFIX}{b.slot}." if b is not None else "\x00"
+
+    def _temp_name(self, st: CatalogState, name: str) -> str:
+        if st.temp:
+            long = self.temp_prefix + name
+            if long in st.tables:
+                return long
+        return name
+
+    @property
     def tables(self) -> dict[str, TableDef]:
-        return self._state().tables
+        st = self._state()
+        if not st.temp:
+            return st.tables
+        got = self.__dict__.get("_aware")
+        if got is None or got[0] is not st:
+            d = _TempAware(st.tables)
+            d.prefix = self.temp_prefix
+            got = self._aware = (st, d)
+        return got[1]
 
     @property
     def indexes(self) -> dict[str, IndexDef]:
@@ -346,7 +414,8 @@ class Catalog:
         return self._state().system
 
     def table(self, name: str) -> TableDef:
-        t = self._state().lookup_table(name)
+        st = self._state()
+        t = st.lookup_table(self._temp_name(st, name))
         if t is None:
             raise UndefinedTable(f'relation "{name}" does not exist')
         return t
@@ -357,9 +426,18 @@ class Catalog:
             raise UndefinedObject(f'index "{name}" does not exist')
         return i
 
+    @property
+    def views(self) -> dict[str, ViewDef]:
+        """Views by name (``minidb.sql.views``; do not change)."""
+        return self._state().views
+
+    def view(self, name: str) -> ViewDef | None:
+        return self._state().views.get(name)
+
     def heap_rel(self, name: str) -> HeapRel:
         """The ``HeapRel`` of a table (built once per catalog state)."""
         st = self._state()
+        name = self._temp_name(st, name)
         rel = st.rels.get(name)
         if rel is not None:
             return rel
@@ -370,6 +448,8 @@ class Catalog:
         indexed = frozenset(a for i in t.indexes if i in st.indexes
                             for a in st.indexes[i].referenced_columns(t))
         rel = HeapRel(t.name, t.relfilenode, RowLayout(cols), t.oid, indexed)
+        if name.startswith(self.temp_prefix) and self._backend is not None:
+            unlogged(self._backend.bufmgr).add(t.relfilenode)   # its pages: no WAL
         st.rels[name] = rel
         return rel
 
@@ -459,10 +539,11 @@ class Catalog:
             row[names.index(k)] = v
         self._write(b, PG_CLASS, tid, tuple(row))
 
-    def _claim_name(self, b, name: str, row_of_oid) -> int:
+    def _claim_name(self, b, name: str, row_of_oid, storage: bool = True) -> int:
         """Under the catalog lock: check no relation is called ``name`` (waiting for a
         transaction that is creating or dropping one), allocate an OID, create its file
-        (deleted again if the transaction aborts) and insert its pg_class row."""
+        (deleted again if the transaction aborts; none for a view: ``storage`` False) and
+        insert its pg_class row."""
         xact = b.xact
         xid = xact.xid_for_write()
         while True:
@@ -470,7 +551,8 @@ class Catalog:
                 wait = self._name_taken(b, name)
                 if wait == 0:
                     oid = self._cache.new_oid()
-                    create_relation_storage(b, oid)
+                    if storage:
+                        create_relation_storage(b, oid)
                     heap_insert(b, PG_CLASS.rel, row_of_oid(oid), xmin=xid, cmin=xact.cid)
                     return oid
             if wait < 0:
@@ -525,16 +607,22 @@ class Catalog:
 
     # -- public changes -------------------------------------------------------------------------
     def create_table(self, name: str, columns: list[ColumnDef]) -> TableDef:
+        if name.startswith(TEMP_PREFIX):
+            self.made_temp = True     # the backend's end drops its temporary tables
         return self._run("create_table", name, columns)
+
+    def _long(self, name: str) -> str:
+        """A table name as stored: this backend's temporary table of that name first."""
+        return self._temp_name(self._state(), name)
 
     def drop_table(self, name: str) -> TableDef:
         """Drop a table and its indexes (their files go at commit)."""
-        return self._run("drop_table", name)
+        return self._run("drop_table", self._long(name))
 
     def truncate_table(self, name: str, build_index=None) -> TableDef:
         """Give a table and its indexes new, empty files (the old ones go at commit);
         ``build_index(index_def)`` initialises each new index file."""
-        return self._run("truncate_table", name, build_index)
+        return self._run("truncate_table", self._long(name), build_index)
 
     def create_index(self, name: str, table: str, columns: list[str], *, unique: bool = False,
                      primary: bool = False, build=None, options=None, exprs=None,
@@ -544,16 +632,30 @@ class Catalog:
         ``options``: pg_index.indoption bits per column; ``exprs``: per column the SQL
         text of an expression column (its ``columns`` entry is then ignored) or None;
         ``predicate``: a partial index's WHERE as SQL text."""
-        return self._run("create_index", name, table, columns, unique=unique,
+        return self._run("create_index", name, self._long(table), columns, unique=unique,
                          primary=primary, build=build, options=options, exprs=exprs,
                          predicate=predicate)
 
     def drop_index(self, name: str) -> IndexDef:
         return self._run("drop_index", name)
 
+    def drop_temp_tables(self, own: bool) -> None:
+        """Drop this backend's temporary tables (``own``), or every one there is (at open:
+        left by a crash), each in a transaction of its own (``minidb.sql.temp``)."""
+        if own and not self.__dict__.get("made_temp"):
+            return                    # none made: no catalog read at a backend's end
+        prefix = self.temp_prefix if own else TEMP_PREFIX
+        st = self._state()
+        if not st.temp:
+            return
+        for name in [n for n in st.tables if n.startswith(prefix)]:
+            self.drop_table(name)
+
     def run_change(self, fn, *args):
         """Run ``fn(self, backend, *args)`` as a catalog change of the backend's transaction
         (ALTER TABLE and REINDEX: ``minidb.catalog.alter``)."""
+        if args and isinstance(args[0], str):
+            args = (self._long(args[0]),) + args[1:]
         return self._run("run_change", fn, *args)
 
     def _run_change(self, b, fn, *args):
@@ -567,7 +669,7 @@ class Catalog:
             with temp_backend(self._cache.instance) as tb:
                 return tb.catalog.set_stats(name, relpages, reltuples)
         st = self._state()
-        t = st.tables.get(name)
+        t = st.tables.get(self._temp_name(st, name))
         if t is None:
             return
         self._inplace_stats(b, st.class_tid[t.oid], int(relpages), float(reltuples))
@@ -577,7 +679,8 @@ class Catalog:
                          column_stats: dict) -> None:
         """ANALYZE: the table's size (in place) and its per-column statistics (new
         pg_statistic rows in the backend's transaction)."""
-        return self._run("set_column_stats", name, relpages, reltuples, column_stats)
+        return self._run("set_column_stats", self._long(name), relpages, reltuples,
+                         column_stats)
 
     # -- the changes, inside a transaction -------------------------------------------------------
     def _create_table(self, b, name: str, columns: list[ColumnDef]) -> TableDef:
@@ -615,6 +718,8 @@ class Catalog:
             self._drop_index_rows(b, st, st.indexes[iname])
         for tid in st.stat_tids.get(t.oid, []):
             self._write(b, PG_STATISTIC, tid)
+        for c in t.checks:
+            self._write(b, PG_CONSTRAINT, st.con_tids[c.oid])
         for tid in st.attr_tids.get(t.oid, []):
             self._write(b, PG_ATTRIBUTE, tid)
         self._write(b, PG_CLASS, st.class_tid[t.oid])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from minidb.catalog.bootstrap import (CATALOGS, PG_ATTRIBUTE, PG_CLASS, PG_INDEX, PG_STATISTIC,
-                                      RELKIND_INDEX, RELKIND_TABLE)
+                                      RELKIND_INDEX, RELKIND_TABLE, RELKIND_VIEW)
 from minidb.catalog.cache import _catalog_snapshot, _rows
 from minidb.errors import DataCorrupted
 from minidb.heap.check import check_heap
@@ -69,7 +69,7 @@ def check_catalog(backend, in_progress=()) -> list[str]:
                             f"{sorted(attnums.get(oid, []))}, expected 1..{natts}")
         if kind == RELKIND_INDEX and oid not in index_of:
             problems.append(f'pg_index: index "{r[1]}" has no row')
-        if not smgr.exists(rfn):
+        if kind != RELKIND_VIEW and not smgr.exists(rfn):
             problems.append(f'relation "{r[1]}" has no file (base/{rfn})')
     skip = set(in_progress)
     for fname in sorted(os.listdir(smgr.base)):

@@ -94,9 +94,30 @@ class TableDef:
     # avg_width, n_distinct, mcv / mcv_freq, histogram, correlation (minidb.sql.stats)
     column_stats: dict = field(default_factory=dict)
     system: bool = False  # a system catalog (pg_class, ...): no DROP, TRUNCATE or ANALYZE
+    checks: list = field(default_factory=list)   # [CheckDef] (pg_constraint, contype 'c')
 
     def column_index(self, name: str) -> int:
         for i, c in enumerate(self.columns):
             if c.name == name:
                 return i
         return -1
+
+
+@dataclass
+class CheckDef:
+    """A CHECK constraint: its pg_constraint OID, name and expression's SQL text."""
+    oid: int
+    name: str
+    expr: str
+
+
+@dataclass
+class ViewDef:
+    """A view (relkind 'v'): its columns (names and types of its query's output), its
+    query's SQL text, expanded where the view is named (``minidb.sql.views``), and the
+    OIDs of the relations the query reads (DROP of one of them needs CASCADE)."""
+    oid: int
+    name: str
+    columns: list[ColumnDef]
+    query: str
+    deps: list[int] = field(default_factory=list)

@@ -17,6 +17,10 @@ overlay) when a scan of it starts - nothing is stored, nothing can be written.
   snapshot shows (PostgreSQL reads pg_class with the statement's snapshot).
 * ``pg_namespace`` has ``pg_catalog`` (11) and ``public`` (2200); every relation is visible
   (``pg_table_is_visible`` is true): there is one schema for user tables.
+* ``pg_constraint`` lists the CHECK constraints (the stored catalog's rows); ``pg_views`` /
+  ``information_schema.views`` the views, with their stored query text; views are in
+  ``pg_class`` (relkind 'v'), ``pg_attribute``, ``information_schema.tables`` (VIEW) and
+  ``columns``.
 * ``pg_type`` lists the types minidb has, with PostgreSQL's OIDs (``TYPE_OIDS``).
 * ``pg_database`` has one database, ``minidb``; ``pg_roles`` / ``pg_user`` one role,
   ``minidb``, which owns everything (minidb has no roles: any user name connects).
@@ -42,7 +46,7 @@ from minidb.types import parse_type
 
 __all__ = ["VirtualRel", "VIRTUAL", "EMPTY", "SCHEMAS", "format_type", "index_def", "OWNER",
            "OWNER_OID", "DATABASE", "type_by_name", "relation_name", "relation_file",
-           "index_files", "size_pretty"]
+           "index_files", "size_pretty", "view_def", "constraint_def"]
 
 OWNER = "minidb"          # the one role: owns every relation, schema and the database
 OWNER_OID = 10            # BOOTSTRAP_SUPERUSERID
@@ -186,7 +190,27 @@ def relation_name(catalog, oid):
     for ix in list(catalog.indexes.values()) + list(catalog.sequences.values()):
         if ix.oid == oid:
             return ix.name
+    for v in catalog.views.values():
+        if v.oid == oid:
+            return v.name
     return str(oid)
+
+
+def view_def(catalog, oid) -> str | None:
+    """PostgreSQL's ``pg_get_viewdef(oid)``: the view's query (as stored: minidb.sql.views)."""
+    for v in catalog.views.values():
+        if v.oid == oid:
+            return " " + v.query + ";"
+    return None
+
+
+def constraint_def(catalog, oid) -> str | None:
+    """PostgreSQL's ``pg_get_constraintdef(oid)`` for a CHECK constraint."""
+    for t in catalog.tables.values():
+        for c in t.checks:
+            if c.oid == oid:
+                return f"CHECK ({c.expr})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -203,8 +227,36 @@ def _all_tables(cat):
                   key=lambda t: t.oid)
 
 
+TEMP_NAMESPACE_BASE = 14000     # pg_temp_N's namespace OID: this + N
+
+
+def _temp_parts(name: str):
+    """(slot, short name) of a temporary table's stored name (``minidb.sql.temp``), else
+    None."""
+    if name.startswith("pg_temp_") and "." in name:
+        head, short = name.split(".", 1)
+        if head[8:].isdigit():
+            return int(head[8:]), short
+    return None
+
+
 def _ns(t):
-    return PG_CATALOG_NAMESPACE if t.system else PUBLIC_NAMESPACE
+    if t.system:
+        return PG_CATALOG_NAMESPACE
+    tp = _temp_parts(t.name)
+    return TEMP_NAMESPACE_BASE + tp[0] if tp else PUBLIC_NAMESPACE
+
+
+def _own_prefix(cat) -> str:
+    return getattr(cat, "temp_prefix", "\x00")
+
+
+def table_visible(cat, oid) -> bool:
+    """``pg_table_is_visible``: false for another session's temporary table."""
+    for t in cat.tables.values():
+        if t.oid == oid:
+            return _temp_parts(t.name) is None or t.name.startswith(_own_prefix(cat))
+    return True
 
 
 _CLASS_EXTRA = (("relowner", "integer"), ("relam", "integer"), ("reltablespace", "integer"),
@@ -219,10 +271,11 @@ _CLASS_EXTRA = (("relowner", "integer"), ("relam", "integer"), ("reltablespace",
 def _class_rows(cat):
     out = []
     for t in _all_tables(cat):
-        base = (t.oid, t.name, _ns(t), "r", t.relfilenode, t.relpages, float(t.reltuples),
-                len(t.columns), bool(t.indexes))
-        out.append(base + (OWNER_OID, HEAP_AM, 0, 0, False, False, False, False, False, 0,
-                           "p", "d", 0, None, None, None))
+        tp = _temp_parts(t.name)
+        base = (t.oid, tp[1] if tp else t.name, _ns(t), "r", t.relfilenode, t.relpages,
+                float(t.reltuples), len(t.columns), bool(t.indexes))
+        out.append(base + (OWNER_OID, HEAP_AM, 0, len(t.checks), False, False, False, False, False, 0,
+                           "t" if tp else "p", "d", 0, None, None, None))
     for ix in sorted(cat.indexes.values(), key=lambda i: i.oid):
         base = (ix.oid, ix.name, PUBLIC_NAMESPACE, "i", ix.relfilenode, 0, -1.0,
                 len(ix.columns), False)
@@ -232,12 +285,16 @@ def _class_rows(cat):
         base = (sq.oid, sq.name, PUBLIC_NAMESPACE, "S", sq.relfilenode, 1, 1.0, 3, False)
         out.append(base + (OWNER_OID, 0, 0, 0, False, False, False, False, False, 0,
                            "p", "n", 0, None, None, None))
+    for v in sorted(cat.views.values(), key=lambda v: v.oid):
+        base = (v.oid, v.name, PUBLIC_NAMESPACE, "v", 0, 0, -1.0, len(v.columns), False)
+        out.append(base + (OWNER_OID, 0, 0, 0, True, False, False, False, False, 0,
+                           "p", "n", 0, None, None, None))
     return out
 
 
 def _attribute_rows(cat):
     out = []
-    for t in _all_tables(cat):
+    for t in _all_tables(cat) + sorted(cat.views.values(), key=lambda v: v.oid):
         for n, c in enumerate(t.columns, 1):
             typid, typmod = type_oid_mod(c.type)
             out.append((t.oid, c.name, typid, typmod, n, bool(c.not_null),
@@ -285,8 +342,12 @@ def _attrdef_rows(cat):
 
 
 def _tables_view(cat):
-    return [("public", t.name, OWNER, None, bool(t.indexes), False, False, False)
-            for t in sorted(cat.tables.values(), key=lambda t: t.name)]
+    out = []
+    for t in sorted(cat.tables.values(), key=lambda t: t.name):
+        tp = _temp_parts(t.name)
+        out.append((f"pg_temp_{tp[0]}" if tp else "public", tp[1] if tp else t.name, OWNER,
+                    None, bool(t.indexes), False, False, False))
+    return out
 
 
 def _indexes_view(cat):
@@ -295,20 +356,46 @@ def _indexes_view(cat):
 
 
 def _is_tables(cat):
-    rows = [(DATABASE, "public", t.name, "BASE TABLE", "YES", "NO")
-            for t in sorted(cat.tables.values(), key=lambda t: t.name)]
+    rows = []
+    for t in sorted(cat.tables.values(), key=lambda t: t.name):
+        tp = _temp_parts(t.name)
+        if tp is None:
+            rows.append((DATABASE, "public", t.name, "BASE TABLE", "YES", "NO"))
+        elif t.name.startswith(_own_prefix(cat)):     # another session's: not listed
+            rows.append((DATABASE, f"pg_temp_{tp[0]}", tp[1], "LOCAL TEMPORARY", "YES", "NO"))
+    rows += [(DATABASE, "public", v.name, "VIEW", "NO", "NO")
+             for v in sorted(cat.views.values(), key=lambda v: v.name)]
     rows += [(DATABASE, "pg_catalog", t.name, "BASE TABLE", "NO", "NO")
              for t in sorted(cat.system_tables.values(), key=lambda t: t.name)]
     return rows
 
 
+def _views_view(cat):
+    return [("public", v.name, OWNER, " " + v.query + ";")
+            for v in sorted(cat.views.values(), key=lambda v: v.name)]
+
+
+def _is_views(cat):
+    return [(DATABASE, "public", v.name, " " + v.query + ";", "NONE", "NO", "NO")
+            for v in sorted(cat.views.values(), key=lambda v: v.name)]
+
+
+def _constraint_rows(cat):
+    """CHECK constraints (contype 'c'); primary keys and unique constraints are their
+    indexes and not listed (pg_index has them)."""
+    return [(c.oid, c.name, PUBLIC_NAMESPACE, "c", False, False, t.oid, 0, True,
+             f"CHECK ({c.expr})")
+            for t in sorted(cat.tables.values(), key=lambda t: t.oid) for c in t.checks]
+
+
 def _is_columns(cat):
     out = []
-    for t in _all_tables(cat):
+    for t in _all_tables(cat) + sorted(cat.views.values(), key=lambda v: v.oid):
         for n, c in enumerate(t.columns, 1):
             st = parse_type(c.type)
             typid, _ = type_oid_mod(c.type)
-            out.append((DATABASE, "pg_catalog" if t.system else "public", t.name, c.name, n,
+            out.append((DATABASE, "pg_catalog" if getattr(t, "system", False) else "public",
+                        t.name, c.name, n,
                         c.default, "NO" if c.not_null else "YES",
                         _TYPE_NAMES.get(typid, c.type), st.length,
                         _TYPE_SHORT.get(typid, c.type)))
@@ -337,7 +424,9 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
                           ("nspacl", "text")),
          lambda cat: [(PG_CATALOG_NAMESPACE, "pg_catalog", OWNER_OID, None),
                       (PUBLIC_NAMESPACE, "public", OWNER_OID, None),
-                      (INFORMATION_SCHEMA, "information_schema", OWNER_OID, None)]),
+                      (INFORMATION_SCHEMA, "information_schema", OWNER_OID, None)]
+         + [(TEMP_NAMESPACE_BASE + s, f"pg_temp_{s}", OWNER_OID, None) for s in sorted(
+             {tp[0] for tp in map(_temp_parts, cat.tables) if tp is not None})]),
     _rel("pg_type", (("oid", "integer"), ("typname", "text"), ("typnamespace", "integer"),
                      ("typowner", "integer"), ("typlen", "integer"), ("typtype", "text"),
                      ("typcategory", "text"), ("typisdefined", "boolean"),
@@ -366,12 +455,19 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
     _rel("pg_constraint", (("oid", "integer"), ("conname", "text"),
                            ("connamespace", "integer"), ("contype", "text"),
                            ("condeferrable", "boolean"), ("condeferred", "boolean"),
-                           ("conrelid", "integer"), ("conindid", "integer")),
-         lambda cat: []),
+                           ("conrelid", "integer"), ("conindid", "integer"),
+                           ("convalidated", "boolean"), ("consrc", "text")),
+         _constraint_rows),
     _rel("pg_tables", (("schemaname", "text"), ("tablename", "text"), ("tableowner", "text"),
                        ("tablespace", "text"), ("hasindexes", "boolean"),
                        ("hasrules", "boolean"), ("hastriggers", "boolean"),
                        ("rowsecurity", "boolean")), _tables_view),
+    _rel("pg_views", (("schemaname", "text"), ("viewname", "text"), ("viewowner", "text"),
+                      ("definition", "text")), _views_view),
+    _rel("information_schema.views", (
+        ("table_catalog", "text"), ("table_schema", "text"), ("table_name", "text"),
+        ("view_definition", "text"), ("check_option", "text"), ("is_updatable", "text"),
+        ("is_insertable_into", "text")), _is_views),
     _rel("pg_indexes", (("schemaname", "text"), ("tablename", "text"), ("indexname", "text"),
                         ("tablespace", "text"), ("indexdef", "text")), _indexes_view),
     _rel("information_schema.tables", (

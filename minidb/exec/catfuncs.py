@@ -57,7 +57,7 @@ def _regclass_in(ectx, name):
     t = cat.tables.get(n) or cat.system_tables.get(n)
     if t is not None:
         return t.oid
-    ix = cat.indexes.get(n) or cat.sequences.get(n)
+    ix = cat.indexes.get(n) or cat.sequences.get(n) or cat.views.get(n)
     if ix is not None:
         return ix.oid
     raise errors.UndefinedTable(f'relation "{name}" does not exist')
@@ -113,13 +113,16 @@ def _sequence_funcs() -> dict:
 
 
 CATALOG_FUNCS = {
-    "pg_table_is_visible": lambda ectx, oid: None if oid is None else True,
+    "pg_table_is_visible": lambda ectx, oid: None if oid is None else
+        pgcatalog.table_visible(ectx.backend.catalog, oid),
     "pg_get_userbyid": lambda ectx, oid: None if oid is None else pgcatalog.OWNER,
     "format_type": lambda ectx, oid, mod=None: pgcatalog.format_type(oid, mod),
     "pg_get_indexdef": lambda ectx, oid, col=0, pretty=None:
         pgcatalog.index_def(ectx.backend.catalog, oid),
     "pg_get_expr": lambda ectx, expr, relid, pretty=None: expr,
-    "pg_get_constraintdef": lambda ectx, oid, pretty=None: None,
+    "pg_get_constraintdef": lambda ectx, oid, pretty=None:
+        pgcatalog.constraint_def(ectx.backend.catalog, oid),
+    "pg_get_viewdef": lambda ectx, oid, pretty=None: pgcatalog.view_def(ectx.backend.catalog, oid),
     "obj_description": lambda ectx, oid, catalog=None: None,
     "col_description": lambda ectx, oid, num: None,
     "shobj_description": lambda ectx, oid, catalog: None,

@@ -34,6 +34,7 @@ from minidb.exec import indexam
 from minidb.exec.chunk import Chunk, chunk_to_rows, column_from_values, column_to_list, \
     rows_to_chunk
 from minidb.exec.datatypes import from_repr
+from minidb.exec.checks import row_checker
 from minidb.exec.compile import K, evaluate, truth
 from minidb.exec.expr import and_all
 from minidb.exec.nodes import PlanNode
@@ -147,12 +148,17 @@ class InsertNode(PlanNode):
         child = self.children[0]
         stats = backend.pgstat
         ret = _returning_of(self, ectx)
+        checker = row_checker(ectx, self.entry)
         n = 0
         it = child.run(ectx)
         try:
             for chunk in it:
                 cols = [column_to_list(v, m, ttypes[a])
                         for (v, m), a in zip(chunk.cols, self.attnos)]
+                rows = None
+                if checker is not None:  # (per-row defaults - nextval - evaluated once)
+                    rows = _full_rows(cols, self.attnos, fill, per_row, one, ncols, chunk.n)
+                    checker.check(rows)
                 if chunk.n >= BULK_INSERT_MIN_ROWS and not per_row and ret is None:
                     data = {self.entry.columns[a][0]: col for col, a in zip(cols, self.attnos)}
                     for a, v in fill.items():
@@ -161,14 +167,9 @@ class InsertNode(PlanNode):
                     bulk_insert(backend, rel, indexes, data, chunk.n, xid, cid)
                     n += chunk.n
                     continue
-                for r in range(chunk.n):
-                    row = [None] * ncols
-                    for a, v in fill.items():
-                        row[a] = v
-                    for a, c in per_row.items():
-                        row[a] = _value(c, one)
-                    for col, a in zip(cols, self.attnos):
-                        row[a] = col[r]
+                if rows is None:
+                    rows = _full_rows(cols, self.attnos, fill, per_row, one, ncols, chunk.n)
+                for row in rows:
                     tid = heap_insert(backend, rel, row, xmin=xid, cmin=cid)
                     n += 1
                     indexam.insert_entries(backend, indexes, row, tid)
@@ -184,6 +185,21 @@ class InsertNode(PlanNode):
             if n:
                 stats.count(rel.oid, "ins", n)
         ectx.rows_affected = n
+
+
+def _full_rows(cols, attnos, fill, per_row, one, ncols, n) -> list:
+    """The rows a chunk inserts, every column filled (for the CHECK constraints)."""
+    rows = []
+    for r in range(n):
+        row = [None] * ncols
+        for a, v in fill.items():
+            row[a] = v
+        for a, c in per_row.items():
+            row[a] = _value(c, one)
+        for col, a in zip(cols, attnos):
+            row[a] = col[r]
+        rows.append(row)
+    return rows
 
 
 def bulk_insert(backend, rel, indexes, data: dict, nrows: int, xid: int, cid: int) -> None:
@@ -220,6 +236,13 @@ class _Writer(PlanNode):
         full = {(self.entry.index, a): a for a in range(len(self.entry.columns))}
         self.full_types = [t for _, t in self.entry.columns]
         q = ectx.compile(and_all(self.recheck_quals), full) if self.recheck_quals else None
+        if getattr(self, "joined", False):
+            # UPDATE ... FROM / DELETE ... USING: a row changed concurrently is not re-joined
+            # (minidb.sql.updfrom): 40001
+            def where(row):
+                raise errors.SerializationFailure(
+                    "could not serialize access due to concurrent update")
+            return where
 
         def where(row):
             if q is None:
@@ -251,11 +274,13 @@ class UpdateNode(_Writer):
         layout = child.layout()
         full = {(self.entry.index, a): a for a in range(len(self.entry.columns))}
         comp = [(a, ectx.compile(e, layout)) for a, e in self.assignments]
-        comp_full = [(a, ectx.compile(e, full)) for a, e in self.assignments]
+        comp_full = [] if getattr(self, "joined", False) else \
+            [(a, ectx.compile(e, full)) for a, e in self.assignments]
         types = self.full_types
         positions = [layout[(self.entry.index, a)] for a in range(len(types))]
         rindex = self.entry.index
         ret = _returning_of(self, ectx)
+        checker = row_checker(ectx, self.entry)
 
         def new_row_of(row, computed):
             new = list(row)
@@ -272,6 +297,8 @@ class UpdateNode(_Writer):
                 precomputed = {}
                 for r, row in enumerate(rows):
                     precomputed[id(row)] = new_row_of(row, [(a, col[r]) for a, col in newcols])
+                if checker is not None:
+                    checker.check(list(precomputed.values()))
                 blocks, offsets = chunk.tids[rindex]
 
                 def set_fn(row, _pre=precomputed):
@@ -279,8 +306,11 @@ class UpdateNode(_Writer):
                     if got is not None:
                         return got
                     one = rows_to_chunk([row], types)
-                    return new_row_of(row, [(a, column_to_list(*evaluate(c, one), types[a])[0])
-                                            for a, c in comp_full])
+                    new = new_row_of(row, [(a, column_to_list(*evaluate(c, one), types[a])[0])
+                                           for a, c in comp_full])
+                    if checker is not None:
+                        checker.check([new])      # a concurrently updated row's new version
+                    return new
 
                 def on_done(tid, row, new_tid, hot, new_row):
                     if new_tid is not None and not hot:

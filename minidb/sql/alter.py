@@ -45,6 +45,7 @@ from minidb.catalog import ColumnDef
 from minidb.catalog import alter as catalter
 from minidb.exec import indexam
 from minidb.sql import ast
+from minidb.sql.checks import add_check, drop_check
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.txn.lmgr import AccessExclusiveLock, ShareLock
 from minidb.types import parse_type
@@ -234,6 +235,8 @@ def _add_constraint(engine, name, act, msgs):
 def _drop_constraint(engine, name, act, msgs):
     backend = engine.session.backend
     catalog = backend.catalog
+    if drop_check(engine, name, act.name):
+        return name
     idef = catalog.indexes.get(act.name)
     if idef is None or idef.table != name or not idef.unique:
         if act.missing_ok:
@@ -280,6 +283,7 @@ def _drop_not_null(engine, name, act, msgs):
 _ACTIONS = {"add_column": _add_column, "drop_column": _drop_column,
             "rename_column": _rename_column, "rename": _rename,
             "add_constraint": _add_constraint, "drop_constraint": _drop_constraint,
+            "add_check": add_check,
             "set_not_null": _set_not_null, "drop_not_null": _drop_not_null}
 
 

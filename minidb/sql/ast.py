@@ -293,6 +293,7 @@ class UpdateStmt(Statement):
     nparams: int = 0
     tag: str = "UPDATE"
     returning: list | None = None      # RETURNING [(expr, alias)]
+    from_: list = field(default_factory=list)    # UPDATE ... FROM items (as SELECT's)
 
 
 @dataclass
@@ -303,6 +304,7 @@ class DeleteStmt(Statement):
     nparams: int = 0
     tag: str = "DELETE"
     returning: list | None = None      # RETURNING [(expr, alias)]
+    using: list = field(default_factory=list)    # DELETE ... USING items (as SELECT's FROM)
 
 
 @dataclass
@@ -315,6 +317,7 @@ class ColumnSpec:
     unique: bool = False
     identity: str = ""                # "serial", "a" (ALWAYS), "d" (BY DEFAULT): sequences.py
     seq_options: dict | None = None   # the identity's sequence options
+    checks: list = field(default_factory=list)   # [(name | None, SQL text)] CHECK (...)
 
 
 @dataclass
@@ -325,6 +328,24 @@ class CreateTableStmt(Statement):
     uniques: list = field(default_factory=list)
     if_not_exists: bool = False
     tag: str = "CREATE TABLE"
+    checks: list = field(default_factory=list)   # table CHECKs: [(name | None, SQL text)]
+    temp: bool = False                # CREATE TEMP[ORARY] TABLE (minidb.sql.temp)
+    on_commit: str | None = None      # TEMP: "drop" / "delete" / "preserve"
+
+
+@dataclass
+class CreateTableAsStmt(Statement):
+    """CREATE TABLE t [(cols)] AS query [WITH [NO] DATA], SELECT ... INTO t
+    (``minidb.sql.ctas``)."""
+    name: str
+    query: Any                        # SelectStmt or SetOpStmt
+    columns: list | None = None       # column names given after the table name
+    with_data: bool = True
+    if_not_exists: bool = False
+    temp: bool = False
+    into: bool = False                # written as SELECT ... INTO
+    tag: str = "SELECT"
+    on_commit: str | None = None      # TEMP: "drop" / "delete" / "preserve"
 
 
 @dataclass
@@ -332,6 +353,26 @@ class DropTableStmt(Statement):
     names: list
     if_exists: bool = False
     tag: str = "DROP TABLE"
+    cascade: bool = False             # drop the views that read it too
+
+
+@dataclass
+class CreateViewStmt(Statement):
+    """CREATE [OR REPLACE] VIEW v [(cols)] AS query (``minidb.sql.views``)."""
+    name: str
+    query: Any                        # SelectStmt or SetOpStmt
+    text: str                         # the query's SQL text, as stored and shown
+    columns: list | None = None
+    replace: bool = False
+    tag: str = "CREATE VIEW"
+
+
+@dataclass
+class DropViewStmt(Statement):
+    names: list
+    if_exists: bool = False
+    cascade: bool = False
+    tag: str = "DROP VIEW"
 
 
 @dataclass
@@ -357,7 +398,7 @@ class DropIndexStmt(Statement):
 @dataclass
 class AlterAction:
     """One action of ALTER TABLE (``kind``: add_column, drop_column, rename_column, rename,
-    add_constraint, drop_constraint, set_not_null, drop_not_null)."""
+    add_constraint, add_check, drop_constraint, set_not_null, drop_not_null)."""
     kind: str
     name: str | None = None           # the column or constraint acted on
     new_name: str | None = None       # RENAME targets
@@ -365,6 +406,7 @@ class AlterAction:
     columns: list | None = None       # ADD CONSTRAINT's key columns
     primary: bool = False             # ADD CONSTRAINT: PRIMARY KEY (else UNIQUE)
     missing_ok: bool = False          # IF EXISTS / IF NOT EXISTS
+    expr: str | None = None           # ADD CONSTRAINT ... CHECK (expr): its SQL text
 
 
 @dataclass

@@ -137,6 +137,7 @@ class RangeEntry:
     sub: object = None       # subquery: its bound query; cte: CTEDef; function: (name, args);
     #                          virtual: the pgcatalog.VirtualRel
     hidden: set = field(default_factory=set)   # names merged by USING (unqualified lookup)
+    checks: list = field(default_factory=list)  # a write's target: [(name, Expr)] CHECKs
 
     def attno(self, name: str) -> int:
         for i, (n, _) in enumerate(self.columns):
@@ -220,6 +221,7 @@ class BoundUpdate:
     quals: list
     param_types: dict = field(default_factory=dict)
     returning: list = field(default_factory=list)
+    join: object = None               # UPDATE ... FROM: BoundSelect (minidb.sql.updfrom)
 
 
 @dataclass
@@ -228,6 +230,7 @@ class BoundDelete:
     quals: list
     param_types: dict = field(default_factory=dict)
     returning: list = field(default_factory=list)
+    join: object = None               # DELETE ... USING: BoundSelect (minidb.sql.updfrom)
 
 
 def _dup_alias(name):
@@ -295,11 +298,22 @@ class Binder:
         vrel = _virtual_relation(name)
         if vrel is not None:
             return _virtual_entry(index, vrel, alias or name.split(".")[-1], col_aliases)
+        if self.catalog.views and self.catalog.view(name) is not None:
+            from minidb.sql.rewrite import check_not_view
+            check_not_view(self.catalog, name, "change")
         t = self.catalog.table(name)
         self.ctx.tables[t.oid] = t
         cols = _renamed([(c.name, parse_type(c.type)) for c in t.columns], col_aliases,
                         alias or name)
         return RangeEntry(index, alias or name, t, cols, [c.not_null for c in t.columns])
+
+    def _view(self, item):
+        """The subquery a FROM name stands for if it names a view (not a CTE):
+        ``minidb.sql.rewrite.expand``."""
+        if not self.catalog.views or any(item.name in f for f in self.ctx.ctes):
+            return None
+        from minidb.sql.rewrite import expand
+        return expand(self.catalog, item)
 
     def query(self, s):
         if isinstance(s, ast.SetOpStmt):
@@ -518,6 +532,9 @@ class Binder:
 
         def add(item, top):
             if isinstance(item, ast.TableRef):
+                sub = self._view(item)
+                if sub is not None:           # a view: its query, as a subquery
+                    return add(sub, top)
                 alias = item.alias or item.name
                 if any(e.alias == alias for e in scope):
                     raise _dup_alias(alias)
@@ -822,6 +839,7 @@ class Binder:
             bs.targets = new_targets
             sel_bound = bs
             sel = sel_bound
+        entry.checks = self.check_constraints(entry)
         if s.overriding or any(c.identity for c in entry.table.columns):
             from minidb.sql.identity import check_identity_insert
             rows = check_identity_insert(entry.table, attnos, rows, s.overriding)
@@ -833,8 +851,14 @@ class Binder:
         return BoundInsert(entry, attnos, rows, sel, defaults, dict(self.param_types), ret, oc)
 
     def update(self, s: ast.UpdateStmt) -> BoundUpdate:
-        entry = self._entry(0, s.table, s.alias)
-        scope = [entry]
+        join = None
+        if s.from_:
+            from minidb.sql import updfrom
+            entry, scope, join = updfrom.bind_from(self, BoundSelect, s.table, s.alias,
+                                                   s.from_)
+        else:
+            entry = self._entry(0, s.table, s.alias)
+            scope = [entry]
         defaults = None
         assigns = []
         seen = set()
@@ -859,10 +883,26 @@ class Binder:
                 e = self.expr(node, scope, ctx=t)
             assigns.append((a, self.assignable(e, t, name)))
         quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) if s.where is not None else []
+        entry.checks = self.check_constraints(entry)
+        if join is not None:
+            if s.returning:
+                raise errors.NotSupportedError("RETURNING in UPDATE ... FROM is not supported")
+            updfrom.finish(join, entry, quals, [e for _, e in assigns])
+            return BoundUpdate(entry, assigns, [], dict(self.param_types), join=join)
         ret = self.returning(s.returning, entry)
         return BoundUpdate(entry, assigns, quals, dict(self.param_types), ret)
 
     def delete(self, s: ast.DeleteStmt) -> BoundDelete:
+        if s.using:
+            from minidb.sql import updfrom
+            entry, scope, join = updfrom.bind_from(self, BoundSelect, s.table, s.alias,
+                                                   s.using)
+            quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) \
+                if s.where is not None else []
+            if s.returning:
+                raise errors.NotSupportedError("RETURNING in DELETE ... USING is not supported")
+            updfrom.finish(join, entry, quals, [])
+            return BoundDelete(entry, [], dict(self.param_types), join=join)
         entry = self._entry(0, s.table, s.alias)
         quals = _conjuncts(self.boolean(s.where, [entry], "WHERE")) if s.where is not None else []
         ret = self.returning(s.returning, entry)
@@ -879,6 +919,16 @@ class Binder:
             if any(isinstance(n, (SubLink, SubPlan)) for n in walk(ex)):
                 raise errors.NotSupportedError("subqueries in RETURNING are not supported")
         return targets
+
+    def check_constraints(self, entry: RangeEntry) -> list:
+        """[(name, bound boolean Expr over ``entry``)] of the target table's CHECKs
+        (``minidb.sql.checks``; the executor's ``minidb.exec.checks`` tests them)."""
+        t = entry.table
+        if t is None or not getattr(t, "checks", None):
+            return []
+        b = Binder(self.catalog)
+        return [(c.name, b.boolean(self.default_parser(c.expr), [entry], "CHECK"))
+                for c in t.checks]
 
     def defaults(self, entry: RangeEntry) -> dict:
         out = {}

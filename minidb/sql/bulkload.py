@@ -109,6 +109,9 @@ def run_insert(engine, entry, attnos, defaults, chunks) -> int:
     ``entry``'s table, in their types) as one statement of ``engine``'s session; returns
     the row count.  The caller holds the table's RowExclusiveLock."""
     types = [entry.columns[a][1] for a in attnos]
+    if not entry.checks:
+        from minidb.sql.checks import bind_checks
+        entry.checks = bind_checks(engine.session.backend.catalog, entry)
     node = InsertNode(entry, attnos, ChunksNode(chunks, types), defaults)
 
     def body(snap):

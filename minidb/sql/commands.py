@@ -12,9 +12,13 @@ SET TRANSACTION ISOLATION   ``xact.set_isolation`` (before the block's first que
 SET / RESET / SHOW          the backend's session settings (``minidb.config``); instance
                             settings cannot change (55P02); SHOW ALL lists every setting
 CREATE TABLE                catalog rows + file; PRIMARY KEY -> unique index ``T_pkey`` (its
-                            columns NOT NULL), UNIQUE -> unique index ``T_COLS_key``; one
-                            statement: if an index cannot be built nothing is left
-DROP TABLE                  its catalog rows and its indexes'; the files go at commit
+                            columns NOT NULL), UNIQUE -> unique index ``T_COLS_key``, CHECK ->
+                            pg_constraint rows (``checks``); TEMP: ``temp``; one statement: if
+                            an index cannot be built nothing is left
+CREATE TABLE ... AS         ``ctas`` (SELECT ... INTO too)
+CREATE / DROP VIEW          ``views``
+DROP TABLE                  its catalog rows and its indexes'; the files go at commit; the
+                            views that read it: 2BP01, or dropped first with CASCADE
 CREATE [UNIQUE] INDEX       ``minidb.index.create_index`` (default name ``T_COLS_idx``)
 DROP INDEX                  ``minidb.index.drop_index``; a primary key's index is refused
                             (2BP01, HINT: ALTER TABLE ... DROP CONSTRAINT drops it)
@@ -50,6 +54,9 @@ from minidb.config import SETTINGS
 from minidb.exec import indexam
 from minidb.sql import ast, indexpred, savepoint, sequences
 from minidb.sql.alter import alter_table, check_default, free_name, reindex
+from minidb.sql import temp, views
+from minidb.sql.checks import create_table_checks
+from minidb.sql.ctas import create_table_as
 from minidb.sql.locking import lock_oid, lock_table
 from minidb.sql.result import Result
 from minidb.txn.lmgr import (SQL_MODES, AccessExclusiveLock, ShareLock,
@@ -72,6 +79,7 @@ def run_utility(engine, stmt):
     res = h(engine, stmt)
     if was_idle and xact.state != "idle" and not xact.explicit:
         xact.commit()   # the implicit transaction that held the statement's locks
+        engine.session.run_after_commit()
     return res
 
 
@@ -187,6 +195,8 @@ def _create_table(engine, st: ast.CreateTableStmt):
 
 
 def _create_table_body(engine, st: ast.CreateTableStmt):
+    if st.temp:
+        st = temp.for_create(engine, st)     # named in the session's pg_temp schema
     session = engine.session
     backend = session.backend
     catalog = backend.catalog
@@ -224,6 +234,7 @@ def _create_table_body(engine, st: ast.CreateTableStmt):
         defs.append(ColumnDef(c.name, str(t), c.not_null or c.name in pk, c.default))
     owned = sequences.serial_columns(engine, st, defs)
     catalog.create_table(st.name, defs)
+    create_table_checks(engine, st)
     sequences.create_owned(engine, st.name, owned)
     if pk:
         indexam.create_index(backend, st.name, free_name(catalog, f"{st.name}_pkey"), pk,
@@ -249,6 +260,9 @@ def _drop_table_body(engine, st: ast.DropTableStmt):
         if name in catalog.system_tables:
             catalog.drop_table(name)  # refused: 42501
         if name not in catalog.tables:
+            if catalog.view(name) is not None:
+                raise errors.WrongObjectType(
+                    f'"{name}" is not a table\nHINT:  Use DROP VIEW to remove a view.')
             if st.if_exists:
                 msgs.append(_notice(f'table "{name}" does not exist, skipping'))
                 continue
@@ -264,6 +278,10 @@ def _drop_table_body(engine, st: ast.DropTableStmt):
                 msgs.append(_notice(f'table "{name}" does not exist, skipping'))
                 continue
             locked.append(name)
+    for name in locked:
+        if name in catalog.tables:            # not dropped by an earlier CASCADE
+            views.drop_dependents(engine, "table", name, catalog.tables[name].oid,
+                                  st.cascade, msgs)
     for name in locked:
         sequences.drop_owned(engine, catalog.tables[name].oid)
         catalog.drop_table(name)
@@ -358,8 +376,8 @@ def _truncate_body(engine, st: ast.TruncateStmt):
 # -- maintenance ---------------------------------------------------------------------------------
 def _tables(engine, names):
     catalog = engine.session.backend.catalog
-    if not names:
-        return sorted(catalog.tables)
+    if not names:       # every table but temporary ones (other sessions' among them)
+        return sorted(n for n in catalog.tables if not n.startswith("pg_temp_"))
     for n in names:
         catalog.table(n)
     return list(names)
@@ -445,4 +463,6 @@ _HANDLERS = {
     ast.AlterTableStmt: alter_table, ast.ReindexStmt: reindex,
     **sequences.HANDLERS,
     **savepoint.HANDLERS,
+    ast.CreateTableAsStmt: create_table_as,
+    ast.CreateViewStmt: views.create_view, ast.DropViewStmt: views.drop_view,
 }

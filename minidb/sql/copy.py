@@ -56,7 +56,10 @@ _TEXT_ESC = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\", "b": "\b", "f": "\f", 
 
 def run_copy(engine, st) -> int:
     from minidb.sql.locking import lock_table
+    from minidb.sql.rewrite import check_not_view
     from minidb.txn.lmgr import AccessShareLock, RowExclusiveLock
+    check_not_view(engine.session.backend.catalog, st.table,
+                   "copy to" if st.direction == "from" else "copy from")
     t = lock_table(engine, st.table,
                    AccessShareLock if st.direction == "to" else RowExclusiveLock)
     if st.freeze:

@@ -409,7 +409,11 @@ class Engine:
             # (RETURNING and ON CONFLICT: the plan nodes)
             fast = plan.point = (compile_point(plan) if session.settings.enable_fast_path
                                  and (plan.kind == "select" or not plan.names)
-                                 and getattr(plan.root, "on_conflict", None) is None else None)
+                                 and getattr(plan.root, "on_conflict", None) is None
+                                 and not getattr(getattr(plan.root, "entry", None), "checks",
+                                                 None) and not getattr(plan.root, "joined",
+                                                                       False)
+                                 else None)       # CHECKs, UPDATE ... FROM: the nodes
         if fast is not None:
             self.counters["fast_path"] += 1
             out = session.statement(lambda snap: fast(session, snap, params))

@@ -43,6 +43,17 @@ from minidb.wal import record as rec
 DELTA_LIMIT = 4096  # a delta larger than this is logged as an image instead
 
 
+def unlogged(bm) -> set:
+    """The relfilenodes of the temporary tables of the backend whose buffer manager ``bm``
+    is (``minidb.sql.temp``): their pages are written without WAL, as PostgreSQL's local
+    buffers are (only that backend writes them); a crash loses them, and the tables are
+    dropped when the data directory is next opened."""
+    got = bm.__dict__.get("unlogged_rels")
+    if got is None:
+        got = bm.unlogged_rels = set()
+    return got
+
+
 class PageRecord:
     """The pages changed together by one WAL record (see the module docstring)."""
 
@@ -66,6 +77,9 @@ class PageRecord:
             bm.mark_dirty(b)
         wal = bm.wal
         if wal is None:
+            return 0
+        skip = bm.__dict__.get("unlogged_rels")
+        if skip and all(bm.buffer_tag(b)[0] in skip for b in self.bufs):
             return 0
         blocks = []
         for b, before in zip(self.bufs, self.befores):
@@ -113,6 +127,9 @@ def log_hint(bm, b: int, page) -> None:
     if not sh.ctl[3] or pg.get_lsn(page) > sh.redo_lsn():   # WAL_FPW, WAL_REDO
         return
     rfn, fork, blk = bm.buffer_tag(b)
+    skip = bm.__dict__.get("unlogged_rels")
+    if skip and rfn in skip:
+        return
     copy = page.copy()
     lsn = wal.insert(rec.RM_XLOG, rec.XLOG_FPI_FOR_HINT, 0, b"",
                      [(rfn, fork, blk, copy, rec.REGBUF_FORCE_IMAGE, b"")])

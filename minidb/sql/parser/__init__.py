@@ -106,7 +106,15 @@ def parse_at(full: str, start: int, piece: str) -> ast.Statement:
     raise syntax_error(full, start + off, word or piece[:1])
 
 
+_ON_COMMIT_DROP = re.compile(r"\s+ON\s+COMMIT\s+DROP\s*$", re.IGNORECASE)
+
+
 def _sqlglot(full: str, start: int, piece: str, word: str) -> ast.Statement:
+    on_commit_drop = None
+    if word == "create":    # sqlglot reads ON COMMIT DELETE / PRESERVE ROWS, not DROP
+        on_commit_drop = _ON_COMMIT_DROP.search(strip_comments(piece))
+        if on_commit_drop is not None:
+            piece = strip_comments(piece)[:on_commit_drop.start()]
     _stray_comma(full, start, piece)
     overriding = None
     if word == "insert":
@@ -138,6 +146,11 @@ def _sqlglot(full: str, start: int, piece: str, word: str) -> ast.Statement:
     stmt.nparams = max(nq, nd)
     if overriding is not None:
         stmt.overriding = overriding
+    if on_commit_drop is not None:
+        if not getattr(stmt, "temp", False):
+            raise ProgrammingError("ON COMMIT can only be used on temporary tables",
+                                   sqlstate="42P16")
+        stmt.on_commit = "drop"
     return stmt
 
 

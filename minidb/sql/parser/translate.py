@@ -149,6 +149,8 @@ _ARG_LABELS = {
 # ---------------------------------------------------------------------------------------------
 # statements
 def translate_statement(node: exp.Expression) -> ast.Statement:
+    if isinstance(node, exp.Select) and node.args.get("into") is not None:
+        return _select_into(node)
     if isinstance(node, (exp.Select, exp.SetOperation, exp.Subquery)):
         return translate_query(node)
     if isinstance(node, exp.Insert):
@@ -493,9 +495,8 @@ def _insert(node: exp.Insert) -> ast.InsertStmt:
 
 
 def _update(node: exp.Update) -> ast.UpdateStmt:
-    _only(node, {"this", "expressions", "where", "returning"}, {"from_": "UPDATE ... FROM",
-                                                  "order": "UPDATE ... ORDER BY",
-                                                  "limit": "UPDATE ... LIMIT"})
+    _only(node, {"this", "expressions", "where", "from_", "returning"},
+          {"order": "UPDATE ... ORDER BY", "limit": "UPDATE ... LIMIT"})
     tab = _table(node.this)
     assigns = []
     for a in node.expressions:
@@ -506,18 +507,39 @@ def _update(node: exp.Update) -> ast.UpdateStmt:
             raise unsupported("qualified column names in SET")
         assigns.append((_ident(col.this), translate_expression(a.expression, default_ok=True)))
     w = node.args.get("where")
-    return ast.UpdateStmt(tab.name, tab.alias, assigns,
-                          translate_expression(w.this) if w is not None else None,
-                          returning=_returning(node))
+    st = ast.UpdateStmt(tab.name, tab.alias, assigns,
+                        translate_expression(w.this) if w is not None else None,
+                        returning=_returning(node))
+    f = node.args.get("from_")
+    if f is not None:
+        _only(f, {"this"})
+        st.from_ = _from_items(f.this)
+    return st
+
+
+def _from_items(t) -> list:
+    """A FROM list given as one sqlglot node whose joins hang on its first table
+    (UPDATE ... FROM, DELETE ... USING): its comma-separated items."""
+    if isinstance(t, exp.Table) and t.args.get("joins"):
+        inner = t.copy()
+        joins = inner.args.pop("joins")
+        items = [_from_item(inner)]
+        for j in joins:
+            items = _join(items, j)
+        return items
+    return [_from_item(t)]
 
 
 def _delete(node: exp.Delete) -> ast.DeleteStmt:
-    _only(node, {"this", "where", "returning"}, {"using": "DELETE ... USING"})
+    _only(node, {"this", "where", "using", "returning"})
     tab = _table(node.this)
     w = node.args.get("where")
-    return ast.DeleteStmt(tab.name, tab.alias,
-                          translate_expression(w.this) if w is not None else None,
-                          returning=_returning(node))
+    st = ast.DeleteStmt(tab.name, tab.alias,
+                        translate_expression(w.this) if w is not None else None,
+                        returning=_returning(node))
+    for item in node.args.get("using") or []:
+        st.using.extend(_from_items(item))
+    return st
 
 
 def _type_text(dt_node) -> str:
@@ -547,7 +569,12 @@ def _storage_options(props) -> None:
 
 def _create(node: exp.Create) -> ast.Statement:
     kind = (node.args.get("kind") or "").upper()
+    if kind == "TABLE" and node.args.get("expression") is not None:
+        return _create_table_as(node)
+    if kind == "VIEW":
+        return _create_view(node)
     if kind == "TABLE":
+        temp, on_commit = _temp_options(node)
         _storage_options(node.args.get("properties"))
         _only(node, {"this", "kind", "exists", "properties"},
               {"expression": "CREATE TABLE ... AS", "replace": "OR REPLACE"})
@@ -557,7 +584,8 @@ def _create(node: exp.Create) -> ast.Statement:
         _only(schema, {"this", "expressions"})
         tab = _table(schema.this)
         st = ast.CreateTableStmt(name=tab.name, columns=[],
-                                 if_not_exists=bool(node.args.get("exists")))
+                                 if_not_exists=bool(node.args.get("exists")), temp=temp,
+                                 on_commit=on_commit)
         for item in schema.expressions:
             if isinstance(item, exp.ColumnDef):
                 st.columns.append(_column_def(item))
@@ -572,6 +600,11 @@ def _create(node: exp.Create) -> ast.Statement:
                 if not isinstance(sch, exp.Schema):
                     raise unsupported(item)
                 st.uniques.append([_ident(x) for x in sch.expressions])
+            elif isinstance(item, exp.CheckColumnConstraint):
+                st.checks.append((None, check_text(item)))
+            elif isinstance(item, exp.Constraint) and len(item.expressions) == 1 and \
+                    isinstance(item.expressions[0], exp.CheckColumnConstraint):
+                st.checks.append((_ident(item.this), check_text(item.expressions[0])))
             else:
                 raise unsupported(item)
         return st
@@ -620,6 +653,96 @@ def _create(node: exp.Create) -> ast.Statement:
     raise unsupported(f"CREATE {kind or node.sql(dialect='postgres')[:30]}")
 
 
+def _temp_options(node) -> tuple:
+    """(TEMP?, ON COMMIT action) of CREATE TABLE, taken out of its properties."""
+    props = node.args.get("properties")
+    temp, on_commit = False, None
+    if props is None:
+        return temp, on_commit
+    keep = []
+    for p in props.expressions:
+        if isinstance(p, exp.TemporaryProperty):
+            temp = True
+        elif isinstance(p, exp.OnCommitProperty):
+            on_commit = "delete" if p.args.get("delete") else "preserve"
+        else:
+            keep.append(p)
+    if on_commit is not None and not temp:
+        from minidb.errors import ProgrammingError
+        raise ProgrammingError("ON COMMIT can only be used on temporary tables",
+                               sqlstate="42P16")
+    props.set("expressions", keep)
+    if not keep:
+        node.set("properties", None)
+    return temp, on_commit
+
+
+def _create_table_as(node: exp.Create) -> ast.CreateTableAsStmt:
+    """CREATE [TEMP] TABLE t [(cols)] AS query [WITH [NO] DATA]."""
+    _only(node, {"this", "kind", "exists", "properties", "expression"},
+          {"replace": "OR REPLACE"})
+    with_data = True
+    temp, on_commit = _temp_options(node)
+    props = node.args.get("properties")
+    for p in (props.expressions if props is not None else []):
+        if isinstance(p, exp.WithDataProperty):
+            with_data = not p.args.get("no")
+        else:
+            raise unsupported(f"table option {p.sql(dialect='postgres')}")
+    target = node.this
+    cols = None
+    if isinstance(target, exp.Schema):
+        _only(target, {"this", "expressions"})
+        cols = []
+        for c in target.expressions:
+            if not isinstance(c, exp.Identifier):
+                raise unsupported("column definitions in CREATE TABLE ... AS")
+            cols.append(_ident(c))
+        target = target.this
+    tab = _table(target)
+    return ast.CreateTableAsStmt(tab.name, translate_query(node.expression), cols, with_data,
+                                 bool(node.args.get("exists")), temp, on_commit=on_commit)
+
+
+def _create_view(node: exp.Create) -> ast.CreateViewStmt:
+    """CREATE [OR REPLACE] VIEW v [(cols)] AS query: the query is kept as SQL text
+    (sqlglot's rendering of what was parsed) and bound where the view is named."""
+    props = node.args.get("properties")
+    for p in (props.expressions if props is not None else []):
+        if isinstance(p, exp.MaterializedProperty):
+            raise unsupported("materialized views (CREATE MATERIALIZED VIEW)")
+        raise unsupported(f"view option {p.sql(dialect='postgres')}")
+    _only(node, {"this", "kind", "expression", "replace", "properties"},
+          {"exists": "IF NOT EXISTS"})
+    target = node.this
+    cols = None
+    if isinstance(target, exp.Schema):
+        _only(target, {"this", "expressions"})
+        cols = [_ident(c) for c in target.expressions]
+        target = target.this
+    tab = _table(target)
+    q = node.expression
+    if q is None or not isinstance(q, (exp.Select, exp.SetOperation, exp.Subquery)):
+        raise unsupported("CREATE VIEW without a query")
+    if q.find(exp.Placeholder, exp.Parameter) is not None:
+        from minidb.errors import ProgrammingError
+        raise ProgrammingError("there is no parameter $1", sqlstate="42P02")
+    return ast.CreateViewStmt(tab.name, translate_query(q), q.sql(dialect=MinidbPostgres),
+                              cols, bool(node.args.get("replace")))
+
+
+def _select_into(node: exp.Select) -> ast.CreateTableAsStmt:
+    """SELECT ... INTO [TEMP] t FROM ...: CREATE TABLE t AS SELECT ..., as PostgreSQL
+    reads it."""
+    into = node.args["into"]
+    _only(into, {"this", "temporary"}, {"unlogged": "UNLOGGED", "bulk_collect": "BULK COLLECT"})
+    q = node.copy()
+    q.set("into", None)
+    tab = _table(into.this)
+    return ast.CreateTableAsStmt(tab.name, translate_query(q), None, True, False,
+                                 bool(into.args.get("temporary")), into=True)
+
+
 def _column_def(cd: exp.ColumnDef) -> ast.ColumnSpec:
     _only(cd, {"this", "kind", "constraints"})
     if cd.args.get("kind") is None:
@@ -644,6 +767,9 @@ def _column_def(cd: exp.ColumnDef) -> ast.ColumnSpec:
             spec.primary = True
         elif isinstance(k, exp.UniqueColumnConstraint):
             spec.unique = True
+        elif isinstance(k, exp.CheckColumnConstraint):
+            name = con.args.get("this")
+            spec.checks.append((_ident(name) if name is not None else None, check_text(k)))
         else:
             raise unsupported(f"column constraint {con.sql(dialect='postgres')}")
     return spec
@@ -670,6 +796,22 @@ def _identity(k) -> tuple[str, dict]:
     return ("a" if k.this else "d"), opts
 
 
+def check_text(k) -> str:
+    """The SQL text of a CHECK constraint's expression (checked to translate)."""
+    _only(k, {"this", "enforced"}, {"no_inherit": "NO INHERIT"})
+    translate_expression(k.this)
+    e = k.this
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return e.sql(dialect=MinidbPostgres)
+
+
+def parse_check_text(text: str) -> str:
+    """``CHECK (expr)`` of ALTER TABLE ... ADD CONSTRAINT, as stored text."""
+    node = sqlglot.parse_one(f"CREATE TABLE _ (_ int, CHECK ({text}))", read=MinidbPostgres)
+    return check_text(node.this.expressions[-1])
+
+
 def _drop(node: exp.Drop) -> ast.Statement:
     kind = (node.args.get("kind") or "").upper()
     _only(node, {"kind", "tables", "exists", "cascade", "restrict"},
@@ -678,9 +820,15 @@ def _drop(node: exp.Drop) -> ast.Statement:
     for t in node.args.get("tables") or []:
         names.append(_table(t).name)
     if kind == "TABLE":
-        return ast.DropTableStmt(names, bool(node.args.get("exists")))
+        return ast.DropTableStmt(names, bool(node.args.get("exists")),
+                                 cascade=bool(node.args.get("cascade")))
     if kind == "INDEX":
         return ast.DropIndexStmt(names, bool(node.args.get("exists")))
+    if kind == "VIEW":
+        _only(node, {"kind", "tables", "exists", "cascade", "restrict"},
+              {"materialized": "materialized views"})
+        return ast.DropViewStmt(names, bool(node.args.get("exists")),
+                                bool(node.args.get("cascade")))
     raise unsupported(f"DROP {kind}")
 
 

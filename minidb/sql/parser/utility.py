@@ -278,7 +278,7 @@ def _alter_action(p: _P) -> ast.AlterAction:
             cname = p.name()
             return _constraint(p, cname)
         t = p.peek()
-        if t is not None and t.kind == "ident" and t.value in ("primary", "unique"):
+        if t is not None and t.kind == "ident" and t.value in ("primary", "unique", "check"):
             return _constraint(p, None)
         p.word("column")
         missing_ok = False
@@ -333,7 +333,19 @@ def _alter_action(p: _P) -> ast.AlterAction:
 
 def _constraint(p: _P, name: str | None) -> ast.AlterAction:
     w = p.expect_word("primary", "unique", "check", "foreign", "exclude")
-    if w in ("check", "foreign", "exclude"):
+    if w == "check":
+        from minidb.sql.parser.translate import parse_check_text
+        text = _action_text(p).strip()
+        if not (text.startswith("(") and text.endswith(")")):
+            raise p.error(None, "CHECK needs a parenthesized condition")
+        try:
+            expr = parse_check_text(text[1:-1])
+        except NotSupportedError:
+            raise
+        except Exception:  # noqa: BLE001 - sqlglot's errors: a syntax error in the condition
+            raise p.error(None, f"could not read the condition {text!r}") from None
+        return ast.AlterAction("add_check", name, expr=expr)
+    if w in ("foreign", "exclude"):
         raise NotSupportedError(f"{w.upper()} constraints are not supported")
     if w == "primary":
         p.expect_word("key")

@@ -303,18 +303,25 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
 
     def plan_modify(self, b, kind) -> Plan:
         entry = b.entry
-        br = self._base_rel(entry, b.quals)
-        if kind == "update" or b.returning:
-            br.needed = set(range(len(entry.columns)))
-        scan = self._best_scan(br, Estimator({entry.index: br.stats}), need_tids=True)
+        if b.join is not None:            # UPDATE ... FROM / DELETE ... USING
+            for e in b.join.rtable:
+                self._entries[e.index] = e
+            self._tids_for = {entry.index}
+            scan = self._join_tree(b.join)
+        else:
+            br = self._base_rel(entry, b.quals)
+            if kind == "update" or b.returning:
+                br.needed = set(range(len(entry.columns)))
+            scan = self._best_scan(br, Estimator({entry.index: br.stats}), need_tids=True)
         if kind == "update":
             node = UpdateNode(entry, scan, b.assignments, b.quals)
         else:
             node = DeleteNode(entry, scan, b.quals)
+        node.joined = b.join is not None
         node.set_cost(scan.startup_cost,
                       scan.total_cost + scan.rows * self.settings.cpu_tuple_cost, 0, 0)
-        return _returning(Plan(kind, node, [], [], b.param_types, dict(self.rel_pages), False,
-                               [entry.table.name]), b.returning)
+        return _returning(Plan(kind, node, [], [], b.param_types, dict(self.rel_pages),
+                               b.join is not None, [entry.table.name]), b.returning)
 
     # -- SELECT ----------------------------------------------------------------------------------
     def plan_select(self, b: B.BoundSelect):

@@ -533,7 +533,8 @@ class JoinPaths:
             nd, _ = rbr.stats.n_distinct(first)
             sel = 1.0 / max(nd, 1.0)
             inner = self._index_node(rbr, idef, ipages, est, [], [], [], [q], rbr.quals,
-                                     False, loop_count=max(left.rows, 1.0), eq_values=[lexpr],
+                                     rbr.entry.index in getattr(self, "_tids_for", ()),
+                                     loop_count=max(left.rows, 1.0), eq_values=[lexpr],
                                      display_quals=[q], sel_idx=sel)
             inner.rows = clamp(rbr.tuples * sel * (est.clauses(rbr.quals) if rbr.quals else 1))
             startup = left.startup_cost + inner.startup_cost

@@ -137,6 +137,8 @@ class ScanPaths:
         return sum(br.stats.width(a) for a in attnos)
 
     def _best_scan(self, br, est, need_tids=False):
+        # UPDATE ... FROM / DELETE ... USING: the target's TIDs come up through the joins
+        need_tids = need_tids or br.entry.index in getattr(self, "_tids_for", ())
         index_paths = self._index_paths(br, est, need_tids)
         keyed = [p for p in index_paths if _unique_key_lookup(p)]
         s = self.settings
