@@ -18,6 +18,11 @@ overlay) when a scan of it starts - nothing is stored, nothing can be written.
 * ``pg_namespace`` has ``pg_catalog`` (11) and ``public`` (2200); every relation is visible
   (``pg_table_is_visible`` is true): there is one schema for user tables.
 * ``pg_type`` lists the types minidb has, with PostgreSQL's OIDs (``TYPE_OIDS``).
+* ``pg_proc`` lists the functions minidb has by name and kind (``f`` / ``a`` aggregate /
+  ``w`` window), all in ``pg_catalog``, without argument and result types (``proargtypes``
+  empty, ``prorettype`` 0): the upper layers name them (``register_functions``), since the
+  catalog layer does not import the SQL front end.  psql's ``\\df`` lists no function, as
+  PostgreSQL's does in a database without user functions.
 * ``pg_database`` has one database, ``minidb``; ``pg_roles`` / ``pg_user`` one role,
   ``minidb``, which owns everything (minidb has no roles: any user name connects).
 * Relations for features minidb does not have (row-level security policies, extended
@@ -40,7 +45,8 @@ from minidb.types import parse_type
 
 __all__ = ["VirtualRel", "VIRTUAL", "EMPTY", "SCHEMAS", "format_type", "index_def", "OWNER",
            "OWNER_OID", "DATABASE", "type_by_name", "relation_name", "relation_file",
-           "index_files", "size_pretty"]
+           "index_files", "size_pretty", "index_column_def", "register_functions",
+           "function_name"]
 
 OWNER = "minidb"          # the one role: owns every relation, schema and the database
 OWNER_OID = 10            # BOOTSTRAP_SUPERUSERID
@@ -142,6 +148,41 @@ def index_def(catalog, oid) -> str | None:
     return None
 
 
+def index_column_def(catalog, oid, n):
+    """``pg_get_indexdef(oid, n, pretty)`` for n > 0: the n-th column of the index."""
+    for ix in catalog.indexes.values():
+        if ix.oid == oid:
+            return _qident(ix.columns[n - 1]) if 0 < n <= len(ix.columns) else ""
+    return None
+
+
+# pg_proc: function name -> prokind ('f', 'a' aggregate, 'w' window), named by the layers
+# that have the functions (minidb.exec.catfuncs, minidb.sql.binder)
+_FUNCTIONS: dict[str, str] = {}
+FIRST_PROC_OID = 8000       # below FirstNormalObjectId (16384), as built-in objects are
+
+
+def register_functions(names, kind: str = "f") -> None:
+    """Name functions minidb has, for ``pg_proc`` (``kind``: PostgreSQL's prokind)."""
+    for n in names:
+        _FUNCTIONS.setdefault(n, kind)
+
+
+def _proc_rows(cat):
+    return [(FIRST_PROC_OID + i, name, PG_CATALOG_NAMESPACE, OWNER_OID, kind, 0, "", None,
+             False)
+            for i, (name, kind) in enumerate(sorted(_FUNCTIONS.items()))]
+
+
+def function_name(oid):
+    """A ``pg_proc`` OID's function name, else None."""
+    if oid is None:
+        return None
+    names = sorted(_FUNCTIONS)
+    i = int(oid) - FIRST_PROC_OID
+    return names[i] if 0 <= i < len(names) else None
+
+
 def relation_name(catalog, oid):
     """``oid::regclass`` as text: the relation's name, else the number."""
     if oid is None:
@@ -204,15 +245,22 @@ def _attribute_rows(cat):
             typid, typmod = type_oid_mod(c.type)
             out.append((t.oid, c.name, typid, typmod, n, bool(c.not_null),
                         c.default is not None, c.type, c.default,
-                        0, "", "", False, True, 0))
+                        0, "", "", False, True, 0, _storage(typid), "", -1))
     for ix in cat.indexes.values():
         table = cat.tables.get(ix.table)
         for n, name in enumerate(ix.columns, 1):
             c = table.columns[table.column_index(name)] if table is not None else None
             typid, typmod = type_oid_mod(c.type) if c is not None else (0, -1)
             out.append((ix.oid, name, typid, typmod, n, False, False,
-                        c.type if c is not None else "", None, 0, "", "", False, True, 0))
+                        c.type if c is not None else "", None, 0, "", "", False, True, 0,
+                        _storage(typid), "", -1))
     return out
+
+
+def _storage(typid) -> str:
+    """attstorage as PostgreSQL shows it in \\d+: plain for fixed-width types, extended
+    for variable-width ones (minidb neither compresses nor moves values out of line)."""
+    return "p" if _TYPE_LEN.get(typid, -1) > 0 else "x"
 
 
 def _index_rows(cat):
@@ -223,7 +271,8 @@ def _index_rows(cat):
             continue
         key = " ".join(str(table.column_index(c) + 1) for c in ix.columns)
         out.append((ix.oid, table.oid, len(ix.columns), ix.unique, ix.primary, key,
-                    len(ix.columns), False, True, True, False, True, True, False))
+                    len(ix.columns), False, True, True, False, True, True, False,
+                    False, None))
     return out
 
 
@@ -283,12 +332,14 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
     _rel("pg_class", _stored("pg_class") + _CLASS_EXTRA, _class_rows),
     _rel("pg_attribute", _stored("pg_attribute") + (
         ("attcollation", "integer"), ("attidentity", "text"), ("attgenerated", "text"),
-        ("attisdropped", "boolean"), ("attislocal", "boolean"), ("attndims", "integer")),
+        ("attisdropped", "boolean"), ("attislocal", "boolean"), ("attndims", "integer"),
+        ("attstorage", "text"), ("attcompression", "text"), ("attstattarget", "integer")),
         _attribute_rows),
     _rel("pg_index", _stored("pg_index") + (
         ("indnkeyatts", "integer"), ("indisclustered", "boolean"), ("indisvalid", "boolean"),
         ("indisready", "boolean"), ("indisreplident", "boolean"), ("indislive", "boolean"),
-        ("indimmediate", "boolean"), ("indisexclusion", "boolean")), _index_rows),
+        ("indimmediate", "boolean"), ("indisexclusion", "boolean"),
+        ("indnullsnotdistinct", "boolean"), ("indpred", "text")), _index_rows),
     _rel("pg_namespace", (("oid", "integer"), ("nspname", "text"), ("nspowner", "integer"),
                           ("nspacl", "text")),
          lambda cat: [(PG_CATALOG_NAMESPACE, "pg_catalog", OWNER_OID, None),
@@ -312,8 +363,14 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
     _rel("pg_roles", (("oid", "integer"), ("rolname", "text"), ("rolsuper", "boolean"),
                       ("rolinherit", "boolean"), ("rolcreaterole", "boolean"),
                       ("rolcreatedb", "boolean"), ("rolcanlogin", "boolean"),
-                      ("rolconnlimit", "integer")),
-         lambda cat: [(OWNER_OID, OWNER, True, True, True, True, True, -1)]),
+                      ("rolconnlimit", "integer"), ("rolvaliduntil", "timestamptz"),
+                      ("rolreplication", "boolean"), ("rolbypassrls", "boolean")),
+         lambda cat: [(OWNER_OID, OWNER, True, True, True, True, True, -1, None, True,
+                       True)]),
+    _rel("pg_proc", (("oid", "integer"), ("proname", "text"), ("pronamespace", "integer"),
+                     ("proowner", "integer"), ("prokind", "text"), ("prorettype", "integer"),
+                     ("proargtypes", "text"), ("prosrc", "text"), ("proretset", "boolean")),
+         _proc_rows),
     _rel("pg_user", (("usename", "text"), ("usesysid", "integer"), ("usecreatedb", "boolean"),
                      ("usesuper", "boolean")),
          lambda cat: [(OWNER, OWNER_OID, True, True)]),
@@ -345,6 +402,7 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
 EMPTY = frozenset({"pg_policy", "pg_statistic_ext", "pg_publication", "pg_publication_rel",
                    "pg_publication_namespace", "pg_inherits", "pg_collation", "pg_trigger",
                    "pg_rewrite", "pg_partitioned_table", "pg_foreign_table", "pg_sequence",
-                   "pg_description", "pg_event_trigger", "pg_extension"})
+                   "pg_description", "pg_event_trigger", "pg_extension",
+                   "pg_auth_members"})
 
 _ = TYPE_OIDS

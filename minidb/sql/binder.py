@@ -42,6 +42,7 @@ import uuid as _uuid
 from dataclasses import dataclass, field
 
 import minidb.errors as errors
+from minidb.catalog import pgcatalog
 from minidb.exec import datatypes as dtm
 from minidb.exec.datatypes import (BIGINT, BOOLEAN, BYTEA, DATE, DOUBLE, INTEGER, INTERVAL,
                                    NUMERIC, TEXT, TIME, TIMESTAMP, TIMESTAMPTZ, UNKNOWN, UUID,
@@ -62,6 +63,8 @@ _AGG_NAMES = {"count", "sum", "avg", "min", "max", "string_agg", "array_agg", "b
               "var_pop"}
 _WINDOW_ONLY = {"row_number", "rank", "dense_rank", "lag", "lead", "first_value", "last_value",
                 "ntile", "percent_rank", "cume_dist"}
+pgcatalog.register_functions(_AGG_NAMES, "a")       # pg_proc's aggregates and window
+pgcatalog.register_functions(_WINDOW_ONLY, "w")     # functions
 
 
 class _Ctx:
@@ -1213,6 +1216,10 @@ class Binder:
         st = bq.types[0]
         if n.kind == "scalar":
             return SubLink("scalar", holder, None, False, tuple(outer), st)
+        if n.kind == "array":
+            if family(st) == "array":
+                raise errors.NotSupportedError("ARRAY(subquery) of arrays is not supported")
+            return SubLink("array", holder, None, False, tuple(outer), ArrayType(st))
         a = self.expr(n.arg, scope, _ctx_of_type(st), agg_ok)
         cmp = self._compare("=", a, ColRef(("sub", 0), st, bq.names[0], ""))
         holder.test = cmp

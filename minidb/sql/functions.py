@@ -309,6 +309,10 @@ _CATALOG = {
     "pg_indexes_size": ((_OID,), 1, "bigint"),
     "pg_size_pretty": ((_INT,), 1, "text"),
     "current_schema": ((), 0, "text"),
+    "pg_function_is_visible": ((_OID,), 1, "boolean"),
+    "pg_get_function_result": ((_OID,), 1, "text"),
+    "pg_get_function_arguments": ((_OID,), 1, "text"),
+    "pg_get_function_identity_arguments": ((_OID,), 1, "text"),
 }
 
 

@@ -2,7 +2,8 @@
 the virtual pg_catalog relations, information_schema / pg_tables / pg_indexes, schema-
 qualified names, ``::regclass`` / ``::oid``, the catalog functions, and the statements
 PostgreSQL 15's psql sends for ``\\d``, ``\\dt``, ``\\di``, ``\\l``, ``\\dn`` (captured with
-log_statement = all: tests/server/psql_queries)."""
+log_statement = all: tests/server/psql_queries), and for ``\\d INDEX``, ``\\du``, ``\\df``
+(pg_proc, ARRAY(subquery))."""
 
 from __future__ import annotations
 
@@ -207,3 +208,40 @@ def test_types_by_name_and_sizes(cur):
     assert pages > 0 and pages % 8192 == 0
     assert total >= idx >= 2 * 8192          # two indexes: their metapages at least
     assert pretty == "20 kB" and own == f"{pages // 1024} kB"
+
+
+def test_psql_index_roles_and_functions(cur):
+    """The statements of psql 15's ``\\d INDEX``, ``\\du`` and ``\\df``."""
+    oid = oid_of(cur, "accounts_bid")
+    qs = [q.replace("'16389'", f"'{oid}'") for q in psql_statements("d_index")]
+    assert len(qs) == 4
+    assert rows(cur, qs[0]) == [(oid, "public", "accounts_bid")]
+    assert rows(cur, qs[1])[0][:3] == (0, "i", False)
+    assert rows(cur, qs[2]) == [("bid", "integer", "yes", "bid")]
+    assert rows(cur, qs[3]) == [(False, False, False, True, False, False, False, False,
+                                 "btree", "accounts", None)]
+    (q,) = psql_statements("du")
+    assert rows(cur, q) == [("minidb", True, True, True, True, True, -1, None, [], True, True)]
+    (q,) = psql_statements("df")
+    assert rows(cur, q) == []           # no user functions: every function is pg_catalog's
+    got = dict(rows(cur, "SELECT proname, prokind FROM pg_proc WHERE proname IN "
+                         "('lower', 'sum', 'rank', 'pg_get_indexdef')"))
+    assert got == {"lower": "f", "sum": "a", "rank": "w", "pg_get_indexdef": "f"}
+
+
+def test_array_subquery(cur):
+    """ARRAY(subquery): the column's values in the subquery's order, NULLs kept, ``{}``
+    when it has no row; correlated or not."""
+    cur.execute("CREATE TABLE arr (id integer, g integer, name text)")
+    cur.execute("INSERT INTO arr VALUES (1, 1, 'x'), (2, 1, 'y'), (3, 2, NULL)")
+    try:
+        assert rows(cur, "SELECT ARRAY(SELECT name FROM arr ORDER BY id)") == \
+            [(["x", "y", None],)]
+        assert rows(cur, "SELECT ARRAY(SELECT id FROM arr WHERE id > 9)") == [([],)]
+        assert rows(cur, "SELECT a.id, ARRAY(SELECT b.id FROM arr b WHERE b.g = a.g "
+                         "ORDER BY b.id DESC) FROM arr a ORDER BY a.id") == \
+            [(1, [2, 1]), (2, [2, 1]), (3, [3])]
+        assert rows(cur, "SELECT pg_catalog.array_to_string(ARRAY(SELECT name FROM arr "
+                         "WHERE name IS NOT NULL ORDER BY id), ', ')") == [("x, y",)]
+    finally:
+        cur.connection.rollback()

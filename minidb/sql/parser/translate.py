@@ -697,6 +697,12 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
     if cls is exp.Exists:
         _only(e, {"this"})
         return ast.SubqueryE("exists", translate_query(e.this))
+    if cls is exp.Array and len(e.expressions) == 1 and \
+            isinstance(e.expressions[0], (exp.Select, exp.SetOperation, exp.Subquery)):
+        # ARRAY(subquery): its column's values as an array (psql's \du reads one)
+        q = e.expressions[0]
+        return ast.SubqueryE("array", translate_query(q.this if isinstance(q, exp.Subquery)
+                                                      else q))
     if cls in (exp.NullSafeEQ, exp.NullSafeNEQ):
         _only(e, {"this", "expression"})
         return ast.DistinctFromE(t(e.this), t(e.expression), cls is exp.NullSafeEQ)
