@@ -59,19 +59,33 @@ INFORMATION_SCHEMA = 13000
 # PostgreSQL's spelling of each type (format_type), by OID
 _TYPE_NAMES = {16: "boolean", 20: "bigint", 23: "integer", 25: "text",
                701: "double precision", 1042: "character", 1043: "character varying",
-               1114: "timestamp without time zone"}
+               1114: "timestamp without time zone",
+               17: "bytea", 21: "smallint", 700: "real", 1700: "numeric", 1082: "date",
+               1083: "time without time zone", 1184: "timestamp with time zone",
+               1186: "interval", 2950: "uuid"}
 _TYPE_SHORT = {16: "bool", 20: "int8", 23: "int4", 25: "text", 701: "float8", 1042: "bpchar",
-               1043: "varchar", 1114: "timestamp"}
-_TYPE_LEN = {16: 1, 20: 8, 23: 4, 25: -1, 701: 8, 1042: -1, 1043: -1, 1114: 8}
+               1043: "varchar", 1114: "timestamp",
+               17: "bytea", 21: "int2", 700: "float4", 1700: "numeric", 1082: "date",
+               1083: "time", 1184: "timestamptz", 1186: "interval", 2950: "uuid"}
+_TYPE_LEN = {16: 1, 20: 8, 23: 4, 25: -1, 701: 8, 1042: -1, 1043: -1, 1114: 8,
+             17: -1, 21: 2, 700: 4, 1700: -1, 1082: 4, 1083: 8, 1184: 8, 1186: 16, 2950: 16}
 _TYPE_ARRAY = {16: 1000, 20: 1016, 23: 1007, 25: 1009, 701: 1022, 1042: 1014, 1043: 1015,
-               1114: 1115}
+               1114: 1115,
+               17: 1001, 21: 1005, 700: 1021, 1700: 1231, 1082: 1182, 1083: 1183, 1184: 1185,
+               1186: 1187, 2950: 2951}
 _TYPE_ALIASES = {"int": 23, "int4": 23, "integer": 23, "int8": 20, "bigint": 20, "bool": 16,
                  "boolean": 16, "text": 25, "float8": 701, "double precision": 701,
                  "bpchar": 1042, "char": 1042, "character": 1042, "varchar": 1043,
                  "character varying": 1043, "timestamp": 1114,
-                 "timestamp without time zone": 1114}
+                 "timestamp without time zone": 1114,
+                 "bytea": 17, "int2": 21, "smallint": 21, "float4": 700, "real": 700,
+                 "numeric": 1700, "decimal": 1700, "date": 1082, "time": 1083,
+                 "time without time zone": 1083, "timestamptz": 1184,
+                 "timestamp with time zone": 1184, "interval": 1186, "uuid": 2950}
 _TYPE_CATEGORY = {16: "B", 20: "N", 23: "N", 25: "S", 701: "N", 1042: "S", 1043: "S",
-                  1114: "D"}
+                  1114: "D",
+                  17: "U", 21: "N", 700: "N", 1700: "N", 1082: "D", 1083: "D", 1184: "D",
+                  1186: "T", 2950: "U"}
 
 
 def format_type(typid, typmod=None):
@@ -83,6 +97,8 @@ def format_type(typid, typmod=None):
         return "???"
     if typmod is not None and typmod >= 4 and int(typid) in (1042, 1043):
         return f"{name}({typmod - 4})"
+    if typmod is not None and typmod >= 4 and int(typid) == 1700:
+        return f"numeric({(typmod - 4) >> 16},{(typmod - 4) & 0x7FF})"
     return name
 
 
@@ -278,7 +294,8 @@ def _index_rows(cat):
 
 def _type_rows(cat):
     return [(oid, _TYPE_SHORT[oid], PG_CATALOG_NAMESPACE, OWNER_OID, _TYPE_LEN[oid], "b",
-             _TYPE_CATEGORY[oid], True, 0, 0, 0 if oid in (16, 20, 23, 701, 1114) else 100,
+             _TYPE_CATEGORY[oid], True, 0, 0,
+             100 if oid in (25, 1042, 1043) else 0,
              _TYPE_ARRAY[oid], ",")
             for oid in sorted(_TYPE_NAMES)]
 

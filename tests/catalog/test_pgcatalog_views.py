@@ -245,3 +245,23 @@ def test_array_subquery(cur):
                          "WHERE name IS NOT NULL ORDER BY id), ', ')") == [("x, y",)]
     finally:
         cur.connection.rollback()
+
+
+def test_every_type_has_its_pg_type_row(cur):
+    """format_type / pg_type for every type minidb has (psql's \\d shows their names)."""
+    cur.execute("CREATE TABLE ty (a smallint, b real, c numeric(12,4), d date, e time, "
+                "f timestamptz, g interval, h bytea, i uuid, j numeric)")
+    try:
+        got = rows(cur, "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
+                        "t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+                        "WHERE a.attrelid = 'ty'::regclass ORDER BY a.attnum")
+        assert got == [("a", "smallint", "int2"), ("b", "real", "float4"),
+                       ("c", "numeric(12,4)", "numeric"), ("d", "date", "date"),
+                       ("e", "time without time zone", "time"),
+                       ("f", "timestamp with time zone", "timestamptz"),
+                       ("g", "interval", "interval"), ("h", "bytea", "bytea"),
+                       ("i", "uuid", "uuid"), ("j", "numeric", "numeric")]
+        assert rows(cur, "SELECT to_regtype('float4'), to_regtype('timestamp with time zone')"
+                    ) == [(700, 1184)]
+    finally:
+        cur.connection.rollback()
