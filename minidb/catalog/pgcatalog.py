@@ -214,8 +214,8 @@ def relation_name(catalog, oid):
 
 @dataclass(frozen=True)
 class VirtualRel:
-    """A relation computed at scan time: its columns (name, minidb type spelling) and
-    ``rows(catalog)`` -> list of tuples."""
+    """A relation computed at scan time: its columns (name, minidb type spelling, or
+    ``elem[]`` for an array) and ``rows(catalog)`` -> list of tuples."""
     name: str
     columns: tuple
     rows: object
@@ -236,7 +236,7 @@ _CLASS_EXTRA = (("relowner", "integer"), ("relam", "integer"), ("reltablespace",
                 ("relforcerowsecurity", "boolean"), ("relispartition", "boolean"),
                 ("reloftype", "integer"), ("relpersistence", "text"),
                 ("relreplident", "text"), ("reltoastrelid", "integer"),
-                ("relpartbound", "text"), ("relacl", "text"), ("reloptions", "text"))
+                ("relpartbound", "text"), ("relacl", "text"), ("reloptions", "text[]"))
 
 
 def _class_rows(cat):
@@ -274,9 +274,10 @@ def _attribute_rows(cat):
 
 
 def _storage(typid) -> str:
-    """attstorage as PostgreSQL shows it in \\d+: plain for fixed-width types, extended
-    for variable-width ones (minidb neither compresses nor moves values out of line)."""
-    return "p" if _TYPE_LEN.get(typid, -1) > 0 else "x"
+    """attstorage as PostgreSQL shows it in \\d+ (its types' typstorage): plain for
+    fixed-width types, main for numeric, extended for the other variable-width ones
+    (minidb neither compresses values nor moves them out of line)."""
+    return "p" if _TYPE_LEN.get(typid, -1) > 0 else "m" if typid == 1700 else "x"
 
 
 def _index_rows(cat):

@@ -2,6 +2,7 @@
 ``pg_table_is_visible``, ``format_type``, ``pg_get_indexdef``, ``pg_get_userbyid``,
 ``pg_get_expr``, ``obj_description``, ``array_to_string``, ``pg_encoding_to_char``,
 ``pg_function_is_visible`` / ``pg_get_function_result`` / ``..._arguments`` (psql's ``\\df``),
+``array_cat`` (``array || array``, psql's ``\\d+``),
 ``current_setting``, ``to_regtype``, the relation sizes (``pg_table_size`` ...,
 ``pg_size_pretty``), and the ``::regclass`` / ``::regtype`` casts.
 
@@ -111,6 +112,7 @@ CATALOG_FUNCS = {
     "pg_encoding_to_char": lambda ectx, enc: None if enc is None else
         ("UTF8" if enc == 6 else "SQL_ASCII" if enc == 0 else ""),
     "array_to_string": _array_to_string,
+    "array_cat": lambda ectx, a, b: b if a is None else a if b is None else list(a) + list(b),
     "current_setting": lambda ectx, name, missing_ok=False: _setting(ectx, name, missing_ok),
     "current_database": lambda ectx: pgcatalog.DATABASE,
     "current_schema": lambda ectx: "public",

@@ -265,3 +265,21 @@ def test_every_type_has_its_pg_type_row(cur):
                     ) == [(700, 1184)]
     finally:
         cur.connection.rollback()
+
+
+def test_psql_describe_plus_and_unnest(cur):
+    """psql 15's ``\\d+ TABLE``: reloptions (an array), ``unnest`` in FROM reading the
+    enclosing query's row, ``array || array``, the columns' storage."""
+    oid = oid_of(cur, "accounts")
+    qs = [q.replace("'16384'", f"'{oid}'") for q in psql_statements("dplus_table")]
+    assert len(qs) == 9
+    assert rows(cur, qs[1]) == [(0, "r", True, False, False, False, False, False, False, "",
+                                 0, "", "p", "d", "heap")]
+    assert [(r[0], r[1], r[7]) for r in rows(cur, qs[2])] == [
+        ("aid", "integer", "p"), ("bid", "integer", "p"), ("abalance", "bigint", "p"),
+        ("filler", "character(84)", "x"), ("note", "character varying(20)", "x")]
+    assert rows(cur, "SELECT x FROM unnest(ARRAY(SELECT relname FROM pg_class WHERE "
+                     "relname LIKE 'accounts%' ORDER BY 1)) x") == \
+        [("accounts",), ("accounts_bid",), ("accounts_pkey",)]
+    assert rows(cur, "SELECT ARRAY(SELECT 1) || ARRAY(SELECT 2), "
+                     "ARRAY(SELECT 1 WHERE false) || ARRAY(SELECT 3)") == [([1, 2], [3])]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from test_postmaster import children_of, wait_until  # noqa: E402 - the same helpers
+from test_serve_processes import children_of, wait_until  # noqa: E402 - the same helpers
 
 psycopg = pytest.importorskip("psycopg")
 

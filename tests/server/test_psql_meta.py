@@ -1,5 +1,5 @@
 """PostgreSQL 15's psql against ``minidb serve``: its catalog meta-commands (``\\dt``,
-``\\di``, ``\\d TABLE``, ``\\d INDEX``, ``\\d``, ``\\l``, ``\\dn``, ``\\du``, ``\\df``) list the
+``\\di``, ``\\d[+] TABLE``, ``\\d INDEX``, ``\\d``, ``\\l``, ``\\dn``, ``\\du``, ``\\df``) list the
 right tables, columns with their types, indexes, roles and functions; psycopg's type loading
 works.  The statements psql sends for them are in ``psql_queries/`` (captured from a
 PostgreSQL 15 with log_statement = all); minidb answers them from its virtual pg_catalog
@@ -80,6 +80,10 @@ def test_psql_describe_commands(server):
     (row,) = table_lines(dtp)
     assert row[:6] == ["public", "accounts", "table", "minidb", "permanent", "heap"]
     assert row[6].endswith(("bytes", "kB"))
+
+    dplus = psql(server, r"\d+ accounts")
+    assert "Storage" in dplus and "Access method: heap" in dplus
+    assert {r[0]: r[5] for r in table_lines(dplus)}["filler"] == "extended"
 
     dix = psql(server, r"\d accounts_bid")
     assert 'Index "public.accounts_bid"' in dix
