@@ -150,8 +150,15 @@ LOCK_FILE = "postmaster.pid"
 class Instance:
     """An open data directory (see the module docstring)."""
 
-    def __init__(self, datadir: str, **settings):
+    def __init__(self, datadir: str, *, background=None, **settings):
+        """``background``: None - the WAL writer / checkpointer and the postmaster's reaper
+        run as threads of this process (an embedded opener); else a callable ``f(instance)``
+        returning an object with ``start()``, ``stop()`` and ``stop_event.set()`` that runs
+        the WAL writer / checkpointer elsewhere - ``minidb serve``'s postmaster, which stays
+        single-threaded (it forks backends), runs it in a process of its own and calls
+        ``postmaster_tick`` from its own loop instead of a reaper thread."""
         self.datadir = os.path.abspath(datadir)
+        self._new_background = background or Background
         self.settings = Settings(settings)
         self.settings.freeze_instance_settings()
         try:
@@ -196,10 +203,12 @@ class Instance:
             self._stop_monitor()
             self._release_lock()
             raise
-        self._reaper = threading.Thread(target=self._reaper_loop, name="minidb-postmaster",
-                                        daemon=True)
-        self._reaper.start()
-        self._background = Background(self)
+        self._reaper = None
+        if background is None:
+            self._reaper = threading.Thread(target=self._reaper_loop, name="minidb-postmaster",
+                                            daemon=True)
+            self._reaper.start()
+        self._background = self._new_background(self)
         self._background.start()
 
     def _start_shared(self, new: bool) -> None:
@@ -545,14 +554,23 @@ class Instance:
         while not self._stop.wait(REAPER_INTERVAL_S):
             if os.getpid() != self.owner_pid:
                 return  # pragma: no cover - threads do not survive fork, but be safe
-            try:
-                if self.locks.crashed() is not None:
-                    if self.settings.restart_after_crash and not self.restart_failed:
-                        self.crash_restart()
-                else:
-                    self.reap_dead_backends()
-            except Exception as e:  # pragma: no cover - the postmaster must never die
-                self.restart_error = e
+            self.postmaster_tick()
+
+    def postmaster_tick(self) -> None:
+        """One round of the postmaster's duties, every ``REAPER_INTERVAL_S``: free the
+        slots of dead backends, or run the crash restart once the crash flag is set.  The
+        reaper thread calls it; ``minidb serve``'s single-threaded postmaster calls it from
+        its own loop (``background=``)."""
+        if self._closed or self._stop.is_set():
+            return
+        try:
+            if self.locks.crashed() is not None:
+                if self.settings.restart_after_crash and not self.restart_failed:
+                    self.crash_restart()
+            else:
+                self.reap_dead_backends()
+        except Exception as e:  # pragma: no cover - the postmaster must never die
+            self.restart_error = e
 
     def reap_dead_backends(self) -> list[int]:
         """Free the slots of backends whose process has died (PostgreSQL's postmaster does
@@ -642,7 +660,7 @@ class Instance:
             self._detach_orphan()  # ...and stops counting as attached to it
             return
         self._stop.set()
-        if threading.current_thread() is not self._reaper:
+        if self._reaper is not None and threading.current_thread() is not self._reaper:
             self._reaper.join(RESTART_TIMEOUT_S)  # (a crash restart in progress ends first)
         if self.pool is not None:
             self.pool.stop()  # the workers close their backends; nothing is left running
@@ -770,7 +788,7 @@ class Instance:
             done["error"] = f"{type(e).__name__}: {e}"
             self.restarts.append(done)
             return done
-        self._background = Background(self)
+        self._background = self._new_background(self)
         self._background.start()
         done.update(recovery=dict(self.recovery_stats), seconds=time.monotonic() - t0)
         self.restarts.append(done)

@@ -459,11 +459,14 @@ def _fsync_relation_files(inst) -> int:
 # -- the background thread ----------------------------------------------------------------------
 
 class Background(threading.Thread):
-    """WAL writer and checkpointer of an instance (a thread of its opening process)."""
+    """WAL writer and checkpointer of an instance: a thread of its opening process, or
+    (``minidb serve``) the main loop of a process of its own, which calls ``run`` directly;
+    either way the process that made it runs it."""
 
     def __init__(self, inst):
         super().__init__(name="minidb-walwriter-checkpointer", daemon=True)
         self.inst = inst
+        self.pid = os.getpid()
         self.stop_event = threading.Event()
         self.last_checkpoint_time = time.monotonic()
         self.last_checkpoint_insert = -1
@@ -474,7 +477,7 @@ class Background(threading.Thread):
         wal = inst.wal_shared
         delay = inst.settings.wal_writer_delay / 1000.0
         while not self.stop_event.wait(delay):
-            if os.getpid() != inst.owner_pid:
+            if os.getpid() != self.pid:
                 return  # pragma: no cover
             if inst.locks.crashed():
                 continue  # nothing is trusted until the directory is reopened (recovery)

@@ -154,17 +154,21 @@ START_TIMEOUT_S = 90.0   # two shared cores under a loaded test run
 
 class Server:
     def __init__(self, datadir: str, port: int = 5432, settings: dict | None = None,
-                 extra: list | None = None):
+                 extra: list | None = None, launcher: list | None = None,
+                 env: dict | None = None):
         self.datadir = datadir
         self.port = port
         self.sock = os.path.join(datadir, f".s.PGSQL.{port}")
-        args = [sys.executable, "-m", "minidb.cli", "serve", datadir, "-p", str(port)]
+        # launcher: what runs minidb's command line (a test's wrapper script instead)
+        args = (launcher or [sys.executable, "-m", "minidb.cli"]) + \
+            ["serve", datadir, "-p", str(port)]
         for k, v in (settings or {"max_worker_processes": 0}).items():
             args += ["-c", f"{k}={v}"]
         args += extra or []
         self.log_path = os.path.join(os.path.dirname(datadir), f"server-{port}.log")
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **env} if env else None)
         end = time.monotonic() + START_TIMEOUT_S
         while not os.path.exists(self.sock):
             if self.proc.poll() is not None:

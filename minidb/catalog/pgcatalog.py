@@ -22,6 +22,11 @@ overlay) when a scan of it starts - nothing is stored, nothing can be written.
   ``pg_class`` (relkind 'v'), ``pg_attribute``, ``information_schema.tables`` (VIEW) and
   ``columns``.
 * ``pg_type`` lists the types minidb has, with PostgreSQL's OIDs (``TYPE_OIDS``).
+* ``pg_proc`` lists the functions minidb has by name and kind (``f`` / ``a`` aggregate /
+  ``w`` window), all in ``pg_catalog``, without argument and result types (``proargtypes``
+  empty, ``prorettype`` 0): the upper layers name them (``register_functions``), since the
+  catalog layer does not import the SQL front end.  psql's ``\\df`` lists no function, as
+  PostgreSQL's does in a database without user functions.
 * ``pg_database`` has one database, ``minidb``; ``pg_roles`` / ``pg_user`` one role,
   ``minidb``, which owns everything (minidb has no roles: any user name connects).
 * Relations for features minidb does not have (row-level security policies, extended
@@ -46,7 +51,8 @@ from minidb.types import parse_type
 
 __all__ = ["VirtualRel", "VIRTUAL", "EMPTY", "SCHEMAS", "format_type", "index_def", "OWNER",
            "OWNER_OID", "DATABASE", "type_by_name", "relation_name", "relation_file",
-           "index_files", "size_pretty", "view_def", "constraint_def"]
+           "index_files", "size_pretty", "view_def", "constraint_def", "index_column_def",
+           "index_column_by_oid", "register_functions", "function_name"]
 
 OWNER = "minidb"          # the one role: owns every relation, schema and the database
 OWNER_OID = 10            # BOOTSTRAP_SUPERUSERID
@@ -59,19 +65,33 @@ INFORMATION_SCHEMA = 13000
 # PostgreSQL's spelling of each type (format_type), by OID
 _TYPE_NAMES = {16: "boolean", 20: "bigint", 23: "integer", 25: "text",
                701: "double precision", 1042: "character", 1043: "character varying",
-               1114: "timestamp without time zone"}
+               1114: "timestamp without time zone",
+               17: "bytea", 21: "smallint", 700: "real", 1700: "numeric", 1082: "date",
+               1083: "time without time zone", 1184: "timestamp with time zone",
+               1186: "interval", 2950: "uuid"}
 _TYPE_SHORT = {16: "bool", 20: "int8", 23: "int4", 25: "text", 701: "float8", 1042: "bpchar",
-               1043: "varchar", 1114: "timestamp"}
-_TYPE_LEN = {16: 1, 20: 8, 23: 4, 25: -1, 701: 8, 1042: -1, 1043: -1, 1114: 8}
+               1043: "varchar", 1114: "timestamp",
+               17: "bytea", 21: "int2", 700: "float4", 1700: "numeric", 1082: "date",
+               1083: "time", 1184: "timestamptz", 1186: "interval", 2950: "uuid"}
+_TYPE_LEN = {16: 1, 20: 8, 23: 4, 25: -1, 701: 8, 1042: -1, 1043: -1, 1114: 8,
+             17: -1, 21: 2, 700: 4, 1700: -1, 1082: 4, 1083: 8, 1184: 8, 1186: 16, 2950: 16}
 _TYPE_ARRAY = {16: 1000, 20: 1016, 23: 1007, 25: 1009, 701: 1022, 1042: 1014, 1043: 1015,
-               1114: 1115}
+               1114: 1115,
+               17: 1001, 21: 1005, 700: 1021, 1700: 1231, 1082: 1182, 1083: 1183, 1184: 1185,
+               1186: 1187, 2950: 2951}
 _TYPE_ALIASES = {"int": 23, "int4": 23, "integer": 23, "int8": 20, "bigint": 20, "bool": 16,
                  "boolean": 16, "text": 25, "float8": 701, "double precision": 701,
                  "bpchar": 1042, "char": 1042, "character": 1042, "varchar": 1043,
                  "character varying": 1043, "timestamp": 1114,
-                 "timestamp without time zone": 1114}
+                 "timestamp without time zone": 1114,
+                 "bytea": 17, "int2": 21, "smallint": 21, "float4": 700, "real": 700,
+                 "numeric": 1700, "decimal": 1700, "date": 1082, "time": 1083,
+                 "time without time zone": 1083, "timestamptz": 1184,
+                 "timestamp with time zone": 1184, "interval": 1186, "uuid": 2950}
 _TYPE_CATEGORY = {16: "B", 20: "N", 23: "N", 25: "S", 701: "N", 1042: "S", 1043: "S",
-                  1114: "D"}
+                  1114: "D",
+                  17: "U", 21: "N", 700: "N", 1700: "N", 1082: "D", 1083: "D", 1184: "D",
+                  1186: "T", 2950: "U"}
 
 
 def format_type(typid, typmod=None):
@@ -83,6 +103,8 @@ def format_type(typid, typmod=None):
         return "???"
     if typmod is not None and typmod >= 4 and int(typid) in (1042, 1043):
         return f"{name}({typmod - 4})"
+    if typmod is not None and typmod >= 4 and int(typid) == 1700:
+        return f"numeric({(typmod - 4) >> 16},{(typmod - 4) & 0x7FF})"
     return name
 
 
@@ -180,6 +202,41 @@ def _is_call(text: str) -> bool:
     return False
 
 
+def index_column_by_oid(catalog, oid, n):
+    """``pg_get_indexdef(oid, n, pretty)`` for n > 0: the n-th column of the index."""
+    for ix in catalog.indexes.values():
+        if ix.oid == oid:
+            return index_column_def(ix, n - 1) if 0 < n <= len(ix.columns) else ""
+    return None
+
+
+# pg_proc: function name -> prokind ('f', 'a' aggregate, 'w' window), named by the layers
+# that have the functions (minidb.exec.catfuncs, minidb.sql.binder)
+_FUNCTIONS: dict[str, str] = {}
+FIRST_PROC_OID = 8000       # below FirstNormalObjectId (16384), as built-in objects are
+
+
+def register_functions(names, kind: str = "f") -> None:
+    """Name functions minidb has, for ``pg_proc`` (``kind``: PostgreSQL's prokind)."""
+    for n in names:
+        _FUNCTIONS.setdefault(n, kind)
+
+
+def _proc_rows(cat):
+    return [(FIRST_PROC_OID + i, name, PG_CATALOG_NAMESPACE, OWNER_OID, kind, 0, "", None,
+             False)
+            for i, (name, kind) in enumerate(sorted(_FUNCTIONS.items()))]
+
+
+def function_name(oid):
+    """A ``pg_proc`` OID's function name, else None."""
+    if oid is None:
+        return None
+    names = sorted(_FUNCTIONS)
+    i = int(oid) - FIRST_PROC_OID
+    return names[i] if 0 <= i < len(names) else None
+
+
 def relation_name(catalog, oid):
     """``oid::regclass`` as text: the relation's name, else the number."""
     if oid is None:
@@ -215,8 +272,8 @@ def constraint_def(catalog, oid) -> str | None:
 
 @dataclass(frozen=True)
 class VirtualRel:
-    """A relation computed at scan time: its columns (name, minidb type spelling) and
-    ``rows(catalog)`` -> list of tuples."""
+    """A relation computed at scan time: its columns (name, minidb type spelling, or
+    ``elem[]`` for an array) and ``rows(catalog)`` -> list of tuples."""
     name: str
     columns: tuple
     rows: object
@@ -265,7 +322,7 @@ _CLASS_EXTRA = (("relowner", "integer"), ("relam", "integer"), ("reltablespace",
                 ("relforcerowsecurity", "boolean"), ("relispartition", "boolean"),
                 ("reloftype", "integer"), ("relpersistence", "text"),
                 ("relreplident", "text"), ("reltoastrelid", "integer"),
-                ("relpartbound", "text"), ("relacl", "text"), ("reloptions", "text"))
+                ("relpartbound", "text"), ("relacl", "text"), ("reloptions", "text[]"))
 
 
 def _class_rows(cat):
@@ -299,7 +356,7 @@ def _attribute_rows(cat):
             typid, typmod = type_oid_mod(c.type)
             out.append((t.oid, c.name, typid, typmod, n, bool(c.not_null),
                         c.default is not None, c.type, c.default,
-                        0, c.identity, "", False, True, 0))
+                        0, c.identity, "", False, True, 0, _storage(typid), "", -1))
     for ix in cat.indexes.values():
         table = cat.tables.get(ix.table)
         for n, name in enumerate(ix.columns, 1):
@@ -307,8 +364,16 @@ def _attribute_rows(cat):
             c = table.columns[table.column_index(name)] if plain else None
             typid, typmod = type_oid_mod(c.type) if c is not None else (0, -1)
             out.append((ix.oid, name, typid, typmod, n, False, False,
-                        c.type if c is not None else "", None, 0, "", "", False, True, 0))
+                        c.type if c is not None else "", None, 0, "", "", False, True, 0,
+                        _storage(typid), "", -1))
     return out
+
+
+def _storage(typid) -> str:
+    """attstorage as PostgreSQL shows it in \\d+ (its types' typstorage): plain for
+    fixed-width types, main for numeric, extended for the other variable-width ones
+    (minidb neither compresses values nor moves them out of line)."""
+    return "p" if _TYPE_LEN.get(typid, -1) > 0 else "m" if typid == 1700 else "x"
 
 
 def _index_rows(cat):
@@ -324,13 +389,14 @@ def _index_rows(cat):
         texts = [e for e in exprs if e is not None]
         out.append((ix.oid, table.oid, len(ix.columns), ix.unique, ix.primary, key,
                     option, json.dumps(texts) if texts else None, ix.predicate,
-                    len(ix.columns), False, True, True, False, True, True, False))
+                    len(ix.columns), False, True, True, False, True, True, False, False))
     return out
 
 
 def _type_rows(cat):
     return [(oid, _TYPE_SHORT[oid], PG_CATALOG_NAMESPACE, OWNER_OID, _TYPE_LEN[oid], "b",
-             _TYPE_CATEGORY[oid], True, 0, 0, 0 if oid in (16, 20, 23, 701, 1114) else 100,
+             _TYPE_CATEGORY[oid], True, 0, 0,
+             100 if oid in (25, 1042, 1043) else 0,
              _TYPE_ARRAY[oid], ",")
             for oid in sorted(_TYPE_NAMES)]
 
@@ -414,12 +480,14 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
     _rel("pg_class", _stored("pg_class") + _CLASS_EXTRA, _class_rows),
     _rel("pg_attribute", _stored("pg_attribute") + (
         ("attcollation", "integer"), ("attidentity", "text"), ("attgenerated", "text"),
-        ("attisdropped", "boolean"), ("attislocal", "boolean"), ("attndims", "integer")),
+        ("attisdropped", "boolean"), ("attislocal", "boolean"), ("attndims", "integer"),
+        ("attstorage", "text"), ("attcompression", "text"), ("attstattarget", "integer")),
         _attribute_rows),
     _rel("pg_index", _stored("pg_index") + (
         ("indnkeyatts", "integer"), ("indisclustered", "boolean"), ("indisvalid", "boolean"),
         ("indisready", "boolean"), ("indisreplident", "boolean"), ("indislive", "boolean"),
-        ("indimmediate", "boolean"), ("indisexclusion", "boolean")), _index_rows),
+        ("indimmediate", "boolean"), ("indisexclusion", "boolean"),
+        ("indnullsnotdistinct", "boolean")), _index_rows),
     _rel("pg_namespace", (("oid", "integer"), ("nspname", "text"), ("nspowner", "integer"),
                           ("nspacl", "text")),
          lambda cat: [(PG_CATALOG_NAMESPACE, "pg_catalog", OWNER_OID, None),
@@ -445,8 +513,14 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
     _rel("pg_roles", (("oid", "integer"), ("rolname", "text"), ("rolsuper", "boolean"),
                       ("rolinherit", "boolean"), ("rolcreaterole", "boolean"),
                       ("rolcreatedb", "boolean"), ("rolcanlogin", "boolean"),
-                      ("rolconnlimit", "integer")),
-         lambda cat: [(OWNER_OID, OWNER, True, True, True, True, True, -1)]),
+                      ("rolconnlimit", "integer"), ("rolvaliduntil", "timestamptz"),
+                      ("rolreplication", "boolean"), ("rolbypassrls", "boolean")),
+         lambda cat: [(OWNER_OID, OWNER, True, True, True, True, True, -1, None, True,
+                       True)]),
+    _rel("pg_proc", (("oid", "integer"), ("proname", "text"), ("pronamespace", "integer"),
+                     ("proowner", "integer"), ("prokind", "text"), ("prorettype", "integer"),
+                     ("proargtypes", "text"), ("prosrc", "text"), ("proretset", "boolean")),
+         _proc_rows),
     _rel("pg_user", (("usename", "text"), ("usesysid", "integer"), ("usecreatedb", "boolean"),
                      ("usesuper", "boolean")),
          lambda cat: [(OWNER, OWNER_OID, True, True)]),
@@ -485,6 +559,7 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
 EMPTY = frozenset({"pg_policy", "pg_statistic_ext", "pg_publication", "pg_publication_rel",
                    "pg_publication_namespace", "pg_inherits", "pg_collation", "pg_trigger",
                    "pg_rewrite", "pg_partitioned_table", "pg_foreign_table", "pg_sequence",
-                   "pg_description", "pg_event_trigger", "pg_extension"})
+                   "pg_description", "pg_event_trigger", "pg_extension",
+                   "pg_auth_members"})
 
 _ = TYPE_OIDS

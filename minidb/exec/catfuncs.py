@@ -1,6 +1,8 @@
 """The catalog functions PostgreSQL's clients call (psql's ``\\d`` queries, DB-API users):
 ``pg_table_is_visible``, ``format_type``, ``pg_get_indexdef``, ``pg_get_userbyid``,
 ``pg_get_expr``, ``obj_description``, ``array_to_string``, ``pg_encoding_to_char``,
+``pg_function_is_visible`` / ``pg_get_function_result`` / ``..._arguments`` (psql's ``\\df``),
+``array_cat`` (``array || array``, psql's ``\\d+``),
 ``current_setting``, ``to_regtype``, the relation sizes (``pg_table_size`` ...,
 ``pg_size_pretty``), and the ``::regclass`` / ``::regtype`` casts; and the sequence
 functions ``nextval`` / ``currval`` / ``setval`` / ``lastval`` (``minidb.catalog.sequence``:
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import minidb.errors as errors
 from minidb.catalog import pgcatalog
+from minidb.exec.functions import STRICT
 
 __all__ = ["CATALOG_FUNCS", "call"]
 
@@ -118,7 +121,12 @@ CATALOG_FUNCS = {
     "pg_get_userbyid": lambda ectx, oid: None if oid is None else pgcatalog.OWNER,
     "format_type": lambda ectx, oid, mod=None: pgcatalog.format_type(oid, mod),
     "pg_get_indexdef": lambda ectx, oid, col=0, pretty=None:
+        pgcatalog.index_column_by_oid(ectx.backend.catalog, oid, col) if col else
         pgcatalog.index_def(ectx.backend.catalog, oid),
+    "pg_function_is_visible": lambda ectx, oid: None if oid is None else True,
+    "pg_get_function_result": lambda ectx, oid: None,       # (pg_proc has no types)
+    "pg_get_function_arguments": lambda ectx, oid: None,
+    "pg_get_function_identity_arguments": lambda ectx, oid: None,
     "pg_get_expr": lambda ectx, expr, relid, pretty=None: expr,
     "pg_get_constraintdef": lambda ectx, oid, pretty=None:
         pgcatalog.constraint_def(ectx.backend.catalog, oid),
@@ -129,6 +137,7 @@ CATALOG_FUNCS = {
     "pg_encoding_to_char": lambda ectx, enc: None if enc is None else
         ("UTF8" if enc == 6 else "SQL_ASCII" if enc == 0 else ""),
     "array_to_string": _array_to_string,
+    "array_cat": lambda ectx, a, b: b if a is None else a if b is None else list(a) + list(b),
     "current_setting": lambda ectx, name, missing_ok=False: _setting(ectx, name, missing_ok),
     "current_database": lambda ectx: pgcatalog.DATABASE,
     "current_schema": lambda ectx: "public",
@@ -147,6 +156,14 @@ CATALOG_FUNCS = {
         {v: k for k, v in pgcatalog.SCHEMAS.items()}.get(oid, str(oid)),
     **_sequence_funcs(),
 }
+
+
+# pg_proc's rows: the scalar functions of the executor and these (aggregates and window
+# functions are named by the binder)
+pgcatalog.register_functions(sorted(STRICT) + sorted(
+    n for n in CATALOG_FUNCS if not n.endswith(("_in", "_out"))) + [
+    "abs", "lower", "upper", "length", "now", "version", "gen_random_uuid", "concat",
+    "generate_series"])
 
 
 def call(ectx, name: str, rows_of_args: list) -> list:

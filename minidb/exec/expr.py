@@ -198,7 +198,8 @@ class SubPlan:
 @dataclass(frozen=True)
 class SubLink(Expr):
     """A subquery used as an expression: ``scalar`` (its one value, NULL if no row),
-    ``exists``, ``in`` (``arg IN (subquery)`` with SQL's NULL rules; ``negated`` NOT IN).
+    ``exists``, ``in`` (``arg IN (subquery)`` with SQL's NULL rules; ``negated`` NOT IN),
+    ``array`` (``ARRAY(subquery)``: its values as a list, ``[]`` if no row).
     ``outer``: the enclosing query's columns the subquery reads (empty: uncorrelated,
     run once per execution as an InitPlan)."""
     kind: str
@@ -359,7 +360,7 @@ def deparse(e: Expr, qualify: bool = False, top: bool = True) -> str:
         return deparse(e.ref, True, False)
     if isinstance(e, SubLink):
         n = e.sub.number
-        if not e.outer and e.kind in ("scalar", "exists"):
+        if not e.outer and e.kind in ("scalar", "exists", "array"):
             return f"${n - 1}"
         if e.kind == "in" and not e.outer:
             s = f"(hashed SubPlan {n})"

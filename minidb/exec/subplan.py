@@ -62,6 +62,29 @@ def _scalar(ectx, sub):
     return x.item() if isinstance(x, np.generic) else x
 
 
+def _array(ectx, sub) -> list:
+    """ARRAY(subquery): the first column's values, in the subquery's order."""
+    data = run_subplan(ectx, sub)
+    if data.n == 0:
+        return []
+    v, m = data.cols[0]
+    if np.ndim(v) == 0:
+        v = [v] * data.n
+    out = [x.item() if isinstance(x, np.generic) else x for x in list(v)[:data.n]]
+    if m is not None:
+        out = [None if null else x for x, null in zip(out, m[:data.n])]
+    return out
+
+
+def _lists(arr: list):
+    def each_row(chunk, live):
+        out = np.empty(chunk.n, dtype=object)
+        for i in range(chunk.n):
+            out[i] = list(arr)
+        return out, None
+    return each_row
+
+
 def _exists(ectx, sub):
     return run_subplan(ectx, sub, first_only=True).n > 0
 
@@ -106,10 +129,12 @@ def compile_sublink(comp, e, K, V, evaluate, dtypes, fills):
     if sub.root is None:
         raise errors.InternalError("subquery was not planned")
     if not e.outer:
-        if e.kind in ("scalar", "exists"):
+        if e.kind in ("scalar", "exists", "array"):
             if sub not in ectx.initplans:
                 ectx.initplans[sub] = _scalar(ectx, sub) if e.kind == "scalar" \
-                    else _exists(ectx, sub)
+                    else _array(ectx, sub) if e.kind == "array" else _exists(ectx, sub)
+            if e.kind == "array":       # a list per row (a constant would broadcast it)
+                return V(_lists(ectx.initplans[sub]), e.type)
             return K(ectx.initplans[sub], e.type)
         if sub not in ectx.initplans:
             ectx.initplans[sub] = _value_set(comp, ectx, sub, evaluate)
@@ -166,6 +191,10 @@ def compile_sublink(comp, e, K, V, evaluate, dtypes, fills):
                         vals[idx] = x
                 elif e.kind == "exists":
                     vals[idx] = _exists(ectx, sub)
+                elif e.kind == "array":
+                    arr = _array(ectx, sub)
+                    for i in members:
+                        vals[i] = list(arr)
                 else:
                     values, has_null, nonempty = _value_set(comp, ectx, sub, evaluate)
                     r, m = _probe(av[idx], None if am is None else am[idx], values, has_null,

@@ -1,5 +1,5 @@
 """Scans of things that are not tables: a subquery in FROM (Subquery Scan), a WITH query
-(CTE Scan), a table function (Function Scan: generate_series), and the select list's
+(CTE Scan), a table function (Function Scan: generate_series, unnest), and the select list's
 set-returning functions (ProjectSet).
 
 * **Subquery Scan** renames its child's output columns (``("out", i)``) to the range
@@ -7,7 +7,8 @@ set-returning functions (ProjectSet).
 * **CTE Scan** reads a WITH query's rows: the query runs at most once per execution (its
   rows are kept in ``ExecContext.ctes``), however many CTE Scans read it, as PostgreSQL's
   CTEs materialize.
-* **Function Scan** computes ``generate_series(start, stop [, step])`` over integers,
+* **Function Scan** computes ``unnest(array)`` (the array's elements) or
+  ``generate_series(start, stop [, step])`` over integers,
   doubles or timestamps (a step of months is applied on the calendar) as whole arrays.
 * **ProjectSet** (``SELECT generate_series(1, n) FROM t``) repeats each input row once
   per value of its longest series, the shorter series giving NULL, as PostgreSQL 10+.
@@ -20,7 +21,7 @@ import datetime as _dt
 import numpy as np
 
 import minidb.errors as errors
-from minidb.exec.chunk import Chunk
+from minidb.exec.chunk import Chunk, rows_to_chunk
 from minidb.exec.compile import K, truth
 from minidb.exec.expr import and_all, deparse
 from minidb.exec.nodes import PlanNode
@@ -165,9 +166,10 @@ def _call_args(ectx, call):
     vals = []
     for a in call.args:
         c = ectx.compile(a, {})
-        if not isinstance(c, K):
-            raise errors.NotSupportedError("generate_series() arguments must not read "
-                                           "columns of the same FROM list")
+        if not isinstance(c, K):    # (an ARRAY(subquery): one value, computed here)
+            v, m = c.fn(Chunk([], 1), None)
+            vals.append(None if m is not None and m[0] else v[0])
+            continue
         vals.append(c.value)
     return vals
 
@@ -190,6 +192,13 @@ class FunctionScanNode(_FilteredScan):
             return
         vals = _call_args(ectx, self.call)
         if any(v is None for v in vals):
+            return
+        if self.call.name == "unnest":         # an array's elements (NULLs kept)
+            elems = list(vals[0])
+            if elems:
+                out = self._filter(q, rows_to_chunk([(x,) for x in elems], self.types))
+                if out.n:
+                    yield out
             return
         is_ts = self.types[0].name == "timestamp"
         step = vals[2] if len(vals) > 2 else 1

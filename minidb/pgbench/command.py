@@ -194,13 +194,9 @@ def bench(ctx, datadir, host, port, username, initialize, init_steps, fillfactor
                                  "initialization (-i) mode")
             if foreign_keys:
                 raise BenchError("foreign keys (--foreign-keys) are not supported by minidb")
-            from minidb.dbapi import served_socket
             from minidb.pgbench.init import init_pgbench
-            if host is not None or served_socket(datadir) is not None:
-                raise BenchError("initialization (-i) through a server is not supported: "
-                                 "stop the server (minidb serve --stop) and run minidb bench "
-                                 "-i on the directory, or use PostgreSQL's pgbench -i -h")
-            init_pgbench(datadir, scale or 1, fillfactor=fillfactor, vacuum=not no_vacuum,
+            # (a DATADIR that a server holds goes through its socket, as -h does)
+            init_pgbench(target, scale or 1, fillfactor=fillfactor, vacuum=not no_vacuum,
                          steps=init_steps, quiet=quiet, accounts_per_scale=aps,
                          settings=sets, log=err)
             sys.exit(0)

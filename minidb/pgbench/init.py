@@ -33,6 +33,15 @@ reserve (PostgreSQL keeps it per table).
 Existing indexes on the tables when ``g`` runs alone (``-I g``) are rebuilt after the load,
 since a bulk load does not maintain them.
 
+Through a server (``target`` a ``Served``: ``minidb bench -i -h DIR``, or a DATADIR that a
+``minidb serve`` holds) the steps are the SQL pgbench 15 itself sends, over the protocol:
+``DROP TABLE IF EXISTS``, ``CREATE TABLE``, then in one transaction ``TRUNCATE`` and
+``COPY ... FROM STDIN WITH (FREEZE ON)`` of each table (the rows generated here, streamed in
+CopyData messages of 100,000 rows, a progress line after each), ``VACUUM ANALYZE``, and
+``ALTER TABLE ... ADD PRIMARY KEY``.  The server's COPY loads rows as any COPY does (its
+departures: minidb/server/README.md); ``-F`` is the session's ``heap_fillfactor`` during the
+load, as embedded.
+
 ``accounts_per_scale`` (hidden CLI option ``--accounts-per-scale``) shrinks pgbench_accounts
 for tests only: the built-in scripts and ``--check`` then use the same figure.  Published
 pgbench results all use 100,000.
@@ -46,7 +55,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import minidb.errors as errors
-from minidb.pgbench.conn import BenchError, Log, connect, open_target
+from minidb.config import BLCKSZ
+from minidb.pgbench.conn import BenchError, Log, Served, connect, open_target
 from minidb.pgbench.scripts import NACCOUNTS, NBRANCHES, NTELLERS
 
 __all__ = ["init_pgbench", "InitResult", "TABLES", "DEFAULT_STEPS"]
@@ -119,6 +129,12 @@ def init_pgbench(target, scale: int = 1, *, fillfactor: int = 100, vacuum: bool 
     res = InitResult(scale, steps)
     t_all = time.perf_counter()
     with open_target(target, settings, create=True) as (inst, sess_settings):
+        if isinstance(inst, Served):        # a server holds it: through its socket
+            _init_served(inst, res, scale, fillfactor, accounts_per_scale, quiet,
+                         sess_settings, say)
+            res.total_seconds = time.perf_counter() - t_all
+            say(res.done_line())
+            return res
         session, engine = connect(inst, sess_settings)
         try:
             for s in steps:
@@ -213,6 +229,91 @@ def _generate(session, engine, scale, fillfactor, aps, quiet, say) -> None:
         engine.execute(f"SET heap_fillfactor = {before}")
     for table, name, cols, unique, primary in saved:
         create_index(backend, table, name, cols, unique=unique, primary=primary)
+
+
+def _init_served(target: Served, res: InitResult, scale: int, fillfactor: int, aps: int,
+                 quiet: bool, settings: dict | None, say) -> None:
+    """``init_pgbench``'s steps through a server's socket (see the module docstring)."""
+    from minidb.pgwire.client import PGClient  # (the client: only when a server is used)
+    try:
+        client = PGClient(path=target.path, host=target.host, port=target.port,
+                          user=target.user, password=target.password,
+                          params={k: ("on" if v is True else "off" if v is False else str(v))
+                                  for k, v in (settings or {}).items()})
+    except errors.Error as e:
+        raise BenchError(f"connection to server failed: {e}") from None
+    try:
+        for s in res.steps:
+            if s == " ":
+                continue
+            say(_STEP_BANNERS[s])
+            t0 = time.perf_counter()
+            if s == "d":
+                (r,) = client.simple("DROP TABLE IF EXISTS " + ", ".join(TABLES))
+                for m in r.messages:
+                    say(m)
+            elif s == "t":
+                for sql in _ddl(scale):
+                    client.simple(sql)
+            elif s == "g":
+                _copy_served(client, scale, fillfactor, aps, quiet, say)
+            elif s == "v":
+                for t in ("pgbench_branches", "pgbench_tellers", "pgbench_accounts",
+                          "pgbench_history"):
+                    client.simple(f"VACUUM ANALYZE {t}")
+            elif s == "p":
+                for table, col in _PKEYS:
+                    client.simple(f"ALTER TABLE {table} ADD PRIMARY KEY ({col})")
+            res.step_seconds[_STEP_NAMES[s]] = time.perf_counter() - t0
+        for t in TABLES:
+            (r,) = client.simple(
+                f"SELECT count(*), pg_relation_size('{t}'::regclass) FROM {t}")
+            n, size = r.rows[0]
+            res.rows[t], res.pages[t] = int(n), int(size) // BLCKSZ
+    except errors.Error as e:
+        raise BenchError(f"{type(e).__name__}: {e}") from e
+    finally:
+        client.close()
+
+
+def _copy_served(client, scale, fillfactor, aps, quiet, say) -> None:
+    """The ``g`` step over the protocol: one transaction, TRUNCATE and three COPYs."""
+    nb, nt, na = NBRANCHES * scale, NTELLERS * scale, aps * scale
+    (before,) = client.simple("SHOW heap_fillfactor")
+    client.simple(f"SET heap_fillfactor = {fillfactor}")
+    client.simple("BEGIN")
+    try:
+        client.simple("TRUNCATE " + ", ".join(TABLES))
+        client.simple("COPY pgbench_branches FROM STDIN WITH (FREEZE ON)", copy_data=[
+            "".join(f"{b}\t0\t\\N\n" for b in range(1, nb + 1))])
+        client.simple("COPY pgbench_tellers FROM STDIN WITH (FREEZE ON)", copy_data=[
+            "".join(f"{t}\t{(t - 1) // NTELLERS + 1}\t0\t\\N\n" for t in range(1, nt + 1))])
+        t0 = time.perf_counter()
+        last_log = [t0]
+
+        def accounts():
+            for lo in range(0, na, LOAD_BATCH_ROWS):
+                hi = min(lo + LOAD_BATCH_ROWS, na)
+                yield "".join(f"{a}\t{(a - 1) // aps + 1}\t0\t\n" for a in range(lo + 1, hi + 1))
+                now = time.perf_counter()
+                if quiet:
+                    if now - last_log[0] < QUIET_LOG_SECONDS and hi < na:
+                        continue
+                    last_log[0] = now
+                elif hi % LOAD_BATCH_ROWS != 0:
+                    continue
+                elapsed = now - t0
+                say(f"{hi} of {na} tuples ({hi * 100 // na}%) done "
+                    f"(elapsed {elapsed:.2f} s, remaining {(na - hi) * elapsed / hi:.2f} s)")
+        client.simple("COPY pgbench_accounts FROM STDIN WITH (FREEZE ON)",
+                      copy_data=accounts())
+        client.simple("COMMIT")
+    except BaseException:
+        if client.transaction_status != "I" and not client.closed:
+            client.simple("ROLLBACK")
+        raise
+    finally:
+        client.simple(f"SET heap_fillfactor = {before.rows[0][0]}")
 
 
 def _primary_keys(session) -> None:

@@ -29,10 +29,22 @@ The accept loop uses ``selectors`` with a self-pipe for signals:
 ``minidb serve --stop DATADIR [--mode smart|fast|immediate]`` reads the server's pid from
 ``postmaster.pid`` and sends the matching signal, as ``pg_ctl stop -m``.
 
-Departure: PostgreSQL's postmaster attaches no shared state and forks from a single thread;
-minidb's server is the instance's owner, whose WAL writer and reaper run as threads, so it
-forks from a process with threads, as ``minidb bench`` does for its clients (the child uses
-only its own session; the threads it does not inherit are the owner's).
+The postmaster has one thread, as PostgreSQL's, so that every fork copies a process in a
+known state (a fork copies only the forking thread: a lock another thread held would stay
+held in the child for ever).  It opens the instance with ``background=``: the WAL writer and
+checkpointer, an embedded opener's thread, run here as the main loop of a process of their
+own (``BackgroundProcess``, PostgreSQL's walwriter and checkpointer in one), forked at open
+and again after each crash restart; and the reaper thread's duties - free the slots of dead
+backends, the crash restart - are this loop's (``Instance.postmaster_tick`` every
+``REAPER_INTERVAL_S``).  The crash restart runs here too: it kills every process of the
+instance (the backends, the background process, the pool and the monitor), makes new shared
+memory, replays the WAL and forks the background process, the pool and the monitor again; the
+backends it killed are reaped as any others.
+
+Departure: PostgreSQL's postmaster attaches no shared memory of its own beyond creating it;
+minidb's postmaster is the instance's owner - it holds the lock file, runs crash recovery at
+start (PostgreSQL's startup process) and the shutdown checkpoint at the end (PostgreSQL's
+checkpointer), in its one thread, while no backend runs.
 """
 
 from __future__ import annotations
@@ -48,10 +60,121 @@ import time
 
 import minidb.errors as errors
 
-__all__ = ["serve", "stop_server", "socket_path", "SOCKET_MAX"]
+__all__ = ["serve", "stop_server", "socket_path", "SOCKET_MAX", "BackgroundProcess"]
 
 SOCKET_MAX = 107            # sun_path holds 108 bytes, one for the terminating NUL
 SHUTDOWN_WAIT_S = 60.0
+REAPER_INTERVAL_S = 0.1     # the instance's reaper thread's interval, this loop's here
+
+
+class _StopFlag:
+    """The background process's stop event: set by its SIGTERM handler, which must take no
+    lock (``threading.Event.set`` takes the lock the interrupted ``wait`` may hold), so a flag
+    polled in short sleeps."""
+
+    POLL_S = 0.02
+
+    def __init__(self):
+        self.flag = False
+
+    def set(self) -> None:
+        self.flag = True
+
+    def is_set(self) -> bool:
+        return self.flag
+
+    def wait(self, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while not self.flag:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(left, self.POLL_S))
+        return self.flag
+
+
+class _SignalStop:
+    """``stop_event`` of a ``BackgroundProcess`` as the instance sees it: set() is SIGTERM."""
+
+    def __init__(self, proc: "BackgroundProcess"):
+        self.proc = proc
+
+    def set(self) -> None:
+        if self.proc.pid:
+            _kill(self.proc.pid, signal.SIGTERM)
+
+
+class BackgroundProcess:
+    """The WAL writer and checkpointer (``minidb.recovery.Background``) as a process of its
+    own, forked by the single-threaded postmaster: what the instance's ``background=``
+    factory makes.  ``start`` forks it, ``stop_event.set()`` sends SIGTERM (it ends its
+    checkpoint without further pacing and exits), ``stop`` also waits for it.  ``close_fds``
+    are the postmaster's descriptors (listening sockets, its wake pipe) the child closes."""
+
+    STOP_WAIT_S = 60.0
+
+    def __init__(self, inst, close_fds=()):
+        self.inst = inst
+        self.pid = 0
+        self.close_fds = close_fds
+        self.stop_event = _SignalStop(self)
+
+    def start(self) -> None:
+        from minidb.recovery import Background
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid:
+            self.pid = pid
+            return
+        code = 0
+        try:
+            for fd in list(self.close_fds):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            stop = _StopFlag()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            signal.signal(signal.SIGINT, signal.SIG_IGN)    # the postmaster's, not ours
+            for sig in (signal.SIGQUIT, signal.SIGCHLD):
+                signal.signal(sig, signal.SIG_DFL)
+            bg = Background(self.inst)
+            bg.stop_event = stop
+            bg.run()                    # in this process's one thread, until SIGTERM
+            if bg.error is not None:
+                print(f"minidb serve: background writer: {bg.error}", file=sys.stderr)
+        except BaseException:  # noqa: BLE001 - never return into the postmaster's code
+            import traceback
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+    def is_alive(self) -> bool:
+        from minidb.shmem import pid_alive
+        return bool(self.pid) and pid_alive(self.pid)
+
+    def stop(self) -> None:
+        pid = self.pid
+        if not pid:
+            return
+        _kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.STOP_WAIT_S
+        while True:
+            try:
+                done, _status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                break           # reaped already (the postmaster's SIGCHLD handling)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                _kill(pid, signal.SIGKILL)
+                deadline = time.monotonic() + self.STOP_WAIT_S
+            time.sleep(0.005)
+        self.pid = 0
 
 
 def socket_path(datadir: str, port: int, socket_dir: str | None = None) -> str:
@@ -60,7 +183,9 @@ def socket_path(datadir: str, port: int, socket_dir: str | None = None) -> str:
 
 class _Server:
     def __init__(self, instance, *, port: int, listen: str | None, socket_dir: str | None,
-                 passwords: dict | None, log, auth: str = "scram-sha-256"):
+                 passwords: dict | None, log, auth: str = "scram-sha-256",
+                 close_fds: list | None = None):
+        close_fds = close_fds if close_fds is not None else []
         self.instance = instance
         self.port = port
         self.log = log
@@ -84,16 +209,28 @@ class _Server:
         os.set_blocking(self.wake_w, False)
         self.sel.register(self.wake_r, selectors.EVENT_READ, None)
         self.pending_signals: list[int] = []
+        self.crash_seen: str | None = None
+        # what a background process forked after a crash restart must not keep open
+        close_fds.extend([s.fileno() for s, _ in self.listeners] + [self.wake_r, self.wake_w])
 
     def _listen_unix(self) -> None:
         try:
             os.unlink(self.sock_path)   # a stale socket of a crashed server (we hold the lock)
         except FileNotFoundError:
             pass
+        # bound under a temporary name and renamed once it listens: a client that sees
+        # the socket's name never gets "connection refused" between bind and listen
+        # (a name as long as the socket's)
+        tmp = os.path.join(os.path.dirname(self.sock_path), f".s.PGTMP.{self.port}")
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.bind(self.sock_path)
-        os.chmod(self.sock_path, 0o777)
+        s.bind(tmp)
+        os.chmod(tmp, 0o777)
         s.listen(128)
+        os.rename(tmp, self.sock_path)
         s.setblocking(False)
         self.listeners.append((s, False))
         self.sel.register(s, selectors.EVENT_READ, False)
@@ -135,8 +272,8 @@ class _Server:
                 self.shutdown = "immediate"
                 self.log("received immediate shutdown request")
                 self._stop_listening()
-                for pid in self.children:
-                    _kill(pid, signal.SIGKILL)
+                for pid in list(self.children) + [self.instance._background.pid]:
+                    _kill(pid, signal.SIGKILL)     # (the background process: no checkpoint)
 
     def _reap(self) -> None:
         while True:
@@ -150,6 +287,33 @@ class _Server:
                 if os.WIFSIGNALED(status):
                     self.log(f"server process (PID {pid}) was terminated by signal "
                              f"{os.WTERMSIG(status)}")
+            elif pid == getattr(self.instance._background, "pid", None) and \
+                    self.shutdown is None and self.instance.locks.crashed() is None:
+                self.log(f"background writer process (PID {pid}) exited with status "
+                         f"{status}: no WAL writer or checkpointer until a restart")
+
+    def _tick(self) -> None:
+        """The reaper's round (``Instance.postmaster_tick``): free dead backends' slots, or
+        the crash restart, said in the log as PostgreSQL says it."""
+        if self.shutdown == "immediate":
+            return
+        inst = self.instance
+        crashed = inst.locks.crashed()
+        if crashed is not None and self.crash_seen != crashed:
+            self.crash_seen = crashed
+            self.log(f"{crashed}; terminating any other active server processes")
+        before = len(inst.restarts)
+        inst.postmaster_tick()
+        if len(inst.restarts) > before:
+            done = inst.restarts[-1]
+            self.crash_seen = None
+            self._reap()
+            if "error" in done:
+                self.log(f"crash restart failed: {done['error']}")
+            else:
+                self.log("all server processes terminated; reinitialized; "
+                         f"{done.get('recovery', {}).get('records', 0)} WAL records replayed; "
+                         "database system is ready to accept connections")
 
     def _stop_listening(self) -> None:
         for s, _tcp in self.listeners:
@@ -231,7 +395,7 @@ class _Server:
             if deadline is not None and time.monotonic() > deadline:
                 for pid in self.children:
                     _kill(pid, signal.SIGKILL)
-            for key, _ev in self.sel.select(timeout=1.0):
+            for key, _ev in self.sel.select(timeout=REAPER_INTERVAL_S):
                 if key.data is None:
                     try:
                         while os.read(self.wake_r, 512):
@@ -242,11 +406,14 @@ class _Server:
                     self._accept(key.fileobj, key.data)
             self._handle_signals()
             self._reap()
+            self._tick()
         self.log("database system is shut down" if self.shutdown != "immediate"
                  else "database system was shut down without a checkpoint")
 
 
 def _kill(pid: int, sig: int) -> None:
+    if pid <= 0:
+        return      # (0 or -1 would signal a process group)
     try:
         os.kill(pid, sig)
     except ProcessLookupError:
@@ -315,11 +482,13 @@ def serve(datadir: str, *, port: int = 5432, listen: str | None = None,
     import minidb.server.backend  # noqa: F401
     import minidb.sql.engine  # noqa: F401
     import minidb.sql.parser  # noqa: F401  (sqlglot)
-    inst = Instance(datadir, **instance_settings)
+    close_fds: list[int] = []
+    inst = Instance(datadir, background=lambda i: BackgroundProcess(i, close_fds),
+                    **instance_settings)
     srv = None
     try:
         srv = _Server(inst, port=port, listen=listen, socket_dir=socket_dir,
-                      passwords=passwords, log=log, auth=auth)
+                      passwords=passwords, log=log, auth=auth, close_fds=close_fds)
         srv.run()
     finally:
         if srv is not None:

@@ -151,7 +151,7 @@ class WindowE(Node):
 
 @dataclass(frozen=True, eq=False)
 class SubqueryE(Node):
-    kind: str                         # scalar | exists | in
+    kind: str                         # scalar | exists | in | array (ARRAY(subquery))
     query: Any                        # SelectStmt or SetOpStmt
     arg: Node | None = None           # the left side of IN
     negated: bool = False

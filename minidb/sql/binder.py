@@ -42,6 +42,7 @@ import uuid as _uuid
 from dataclasses import dataclass, field
 
 import minidb.errors as errors
+from minidb.catalog import pgcatalog
 from minidb.exec import datatypes as dtm
 from minidb.exec.datatypes import (BIGINT, BOOLEAN, BYTEA, DATE, DOUBLE, INTEGER, INTERVAL,
                                    NUMERIC, TEXT, TIME, TIMESTAMP, TIMESTAMPTZ, UNKNOWN, UUID,
@@ -62,6 +63,8 @@ _AGG_NAMES = {"count", "sum", "avg", "min", "max", "string_agg", "array_agg", "b
               "var_pop"}
 _WINDOW_ONLY = {"row_number", "rank", "dense_rank", "lag", "lead", "first_value", "last_value",
                 "ntile", "percent_rank", "cume_dist"}
+pgcatalog.register_functions(_AGG_NAMES, "a")       # pg_proc's aggregates and window
+pgcatalog.register_functions(_WINDOW_ONLY, "w")     # functions
 
 
 class _Ctx:
@@ -623,16 +626,17 @@ class Binder:
 
     def _function_rel(self, item, scope):
         f = item.func
-        if f.name != "generate_series":
+        if f.name not in ("generate_series", "unnest"):
             raise errors.NotSupportedError(f"function {f.name}() in FROM is not supported "
-                                           "(generate_series is)")
+                                           "(generate_series and unnest are)")
         if f.filter is not None or f.distinct or f.star:
             raise errors.ProgrammingError("syntax error in FROM function call", sqlstate="42601")
-        call = self._generate_series(f, Scope())
-        alias = item.alias or "generate_series"
+        call = self._generate_series(f, Scope()) if f.name == "generate_series" else \
+            self._unnest(f, Scope())
+        alias = item.alias or f.name
         if any(e.alias == alias for e in scope):
             raise _dup_alias(alias)
-        colname = (item.col_aliases or [item.alias or "generate_series"])[0]
+        colname = (item.col_aliases or [item.alias or f.name])[0]
         if item.col_aliases and len(item.col_aliases) > 1:
             raise errors.ProgrammingError(f'table "{alias}" has 1 columns available but '
                                           f"{len(item.col_aliases)} columns specified",
@@ -642,6 +646,21 @@ class Binder:
         self.ctx.next_rel += 1
         scope.append(e)
         return FromRel(e.index), [(colname, e.colref(0))]
+
+    def _array_cat(self, a, b):
+        """array || array (PostgreSQL's array_cat: a NULL side gives the other side)."""
+        if a.type is UNKNOWN or b.type is UNKNOWN or a.type != b.type:
+            raise errors.DatatypeMismatch(f"operator does not exist: {a.type} || {b.type}")
+        return Func("array_cat", (a, b), a.type)
+
+    def _unnest(self, f, scope) -> SRFCall:
+        """unnest(array) in FROM: its elements, one row each (the argument may read the
+        enclosing query's columns, as psql's \\d+ does, not the same FROM list's)."""
+        args = [self.expr(a, scope) for a in f.args]
+        if len(args) != 1 or not isinstance(args[0].type, ArrayType):
+            sig = ", ".join(str(a.type) for a in args)
+            raise errors.UndefinedFunction(f"function unnest({sig}) does not exist")
+        return SRFCall("unnest", (args[0],), args[0].type.elem)
 
     def _generate_series(self, f, scope) -> SRFCall:
         args = [self.expr(a, scope) for a in f.args]
@@ -1166,6 +1185,8 @@ class Binder:
                 a = self._coerce_unknown(a, TEXT)
             if b.type is UNKNOWN:
                 b = self._coerce_unknown(b, TEXT)
+            if family(a.type) == "array" or family(b.type) == "array":
+                return self._array_cat(a, b)
             if family(a.type) != "text" and family(b.type) != "text":
                 raise errors.DatatypeMismatch(f"operator does not exist: {a.type} || {b.type}")
             a = a if family(a.type) == "text" else _to_text(a)
@@ -1296,6 +1317,10 @@ class Binder:
         st = bq.types[0]
         if n.kind == "scalar":
             return SubLink("scalar", holder, None, False, tuple(outer), st)
+        if n.kind == "array":
+            if family(st) == "array":
+                raise errors.NotSupportedError("ARRAY(subquery) of arrays is not supported")
+            return SubLink("array", holder, None, False, tuple(outer), ArrayType(st))
         a = self.expr(n.arg, scope, _ctx_of_type(st), agg_ok)
         cmp = self._compare("=", a, ColRef(("sub", 0), st, bq.names[0], ""), keep_sides=True)
         holder.test = cmp
@@ -1785,6 +1810,13 @@ def _virtual_relation(name: str):
     return VIRTUAL.get(name)
 
 
+def _virtual_type(spelling: str):
+    """A virtual relation's column type: a minidb type, or ``elem[]`` an array of one."""
+    if spelling.endswith("[]"):
+        return ArrayType(parse_type(spelling[:-2]))
+    return parse_type(spelling)
+
+
 def _virtual_entry(index: int, vrel, alias: str, col_aliases) -> RangeEntry:
-    cols = _renamed([(n, parse_type(t)) for n, t in vrel.columns], col_aliases, alias)
+    cols = _renamed([(n, _virtual_type(t)) for n, t in vrel.columns], col_aliases, alias)
     return RangeEntry(index, alias, None, cols, [False] * len(cols), "virtual", vrel)

@@ -315,6 +315,10 @@ _CATALOG = {
     "currval": ((_ANY,), 1, "bigint"),
     "setval": ((_ANY, _INT, _BOOL), 2, "bigint"),
     "lastval": ((), 0, "bigint"),
+    "pg_function_is_visible": ((_OID,), 1, "boolean"),
+    "pg_get_function_result": ((_OID,), 1, "text"),
+    "pg_get_function_arguments": ((_OID,), 1, "text"),
+    "pg_get_function_identity_arguments": ((_OID,), 1, "text"),
 }
 
 

@@ -2,7 +2,8 @@
 the virtual pg_catalog relations, information_schema / pg_tables / pg_indexes, schema-
 qualified names, ``::regclass`` / ``::oid``, the catalog functions, and the statements
 PostgreSQL 15's psql sends for ``\\d``, ``\\dt``, ``\\di``, ``\\l``, ``\\dn`` (captured with
-log_statement = all: tests/server/psql_queries)."""
+log_statement = all: tests/server/psql_queries), and for ``\\d INDEX``, ``\\du``, ``\\df``
+(pg_proc, ARRAY(subquery))."""
 
 from __future__ import annotations
 
@@ -207,3 +208,78 @@ def test_types_by_name_and_sizes(cur):
     assert pages > 0 and pages % 8192 == 0
     assert total >= idx >= 2 * 8192          # two indexes: their metapages at least
     assert pretty == "20 kB" and own == f"{pages // 1024} kB"
+
+
+def test_psql_index_roles_and_functions(cur):
+    """The statements of psql 15's ``\\d INDEX``, ``\\du`` and ``\\df``."""
+    oid = oid_of(cur, "accounts_bid")
+    qs = [q.replace("'16389'", f"'{oid}'") for q in psql_statements("d_index")]
+    assert len(qs) == 4
+    assert rows(cur, qs[0]) == [(oid, "public", "accounts_bid")]
+    assert rows(cur, qs[1])[0][:3] == (0, "i", False)
+    assert rows(cur, qs[2]) == [("bid", "integer", "yes", "bid")]
+    assert rows(cur, qs[3]) == [(False, False, False, True, False, False, False, False,
+                                 "btree", "accounts", None)]
+    (q,) = psql_statements("du")
+    assert rows(cur, q) == [("minidb", True, True, True, True, True, -1, None, [], True, True)]
+    (q,) = psql_statements("df")
+    assert rows(cur, q) == []           # no user functions: every function is pg_catalog's
+    got = dict(rows(cur, "SELECT proname, prokind FROM pg_proc WHERE proname IN "
+                         "('lower', 'sum', 'rank', 'pg_get_indexdef')"))
+    assert got == {"lower": "f", "sum": "a", "rank": "w", "pg_get_indexdef": "f"}
+
+
+def test_array_subquery(cur):
+    """ARRAY(subquery): the column's values in the subquery's order, NULLs kept, ``{}``
+    when it has no row; correlated or not."""
+    cur.execute("CREATE TABLE arr (id integer, g integer, name text)")
+    cur.execute("INSERT INTO arr VALUES (1, 1, 'x'), (2, 1, 'y'), (3, 2, NULL)")
+    try:
+        assert rows(cur, "SELECT ARRAY(SELECT name FROM arr ORDER BY id)") == \
+            [(["x", "y", None],)]
+        assert rows(cur, "SELECT ARRAY(SELECT id FROM arr WHERE id > 9)") == [([],)]
+        assert rows(cur, "SELECT a.id, ARRAY(SELECT b.id FROM arr b WHERE b.g = a.g "
+                         "ORDER BY b.id DESC) FROM arr a ORDER BY a.id") == \
+            [(1, [2, 1]), (2, [2, 1]), (3, [3])]
+        assert rows(cur, "SELECT pg_catalog.array_to_string(ARRAY(SELECT name FROM arr "
+                         "WHERE name IS NOT NULL ORDER BY id), ', ')") == [("x, y",)]
+    finally:
+        cur.connection.rollback()
+
+
+def test_every_type_has_its_pg_type_row(cur):
+    """format_type / pg_type for every type minidb has (psql's \\d shows their names)."""
+    cur.execute("CREATE TABLE ty (a smallint, b real, c numeric(12,4), d date, e time, "
+                "f timestamptz, g interval, h bytea, i uuid, j numeric)")
+    try:
+        got = rows(cur, "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
+                        "t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+                        "WHERE a.attrelid = 'ty'::regclass ORDER BY a.attnum")
+        assert got == [("a", "smallint", "int2"), ("b", "real", "float4"),
+                       ("c", "numeric(12,4)", "numeric"), ("d", "date", "date"),
+                       ("e", "time without time zone", "time"),
+                       ("f", "timestamp with time zone", "timestamptz"),
+                       ("g", "interval", "interval"), ("h", "bytea", "bytea"),
+                       ("i", "uuid", "uuid"), ("j", "numeric", "numeric")]
+        assert rows(cur, "SELECT to_regtype('float4'), to_regtype('timestamp with time zone')"
+                    ) == [(700, 1184)]
+    finally:
+        cur.connection.rollback()
+
+
+def test_psql_describe_plus_and_unnest(cur):
+    """psql 15's ``\\d+ TABLE``: reloptions (an array), ``unnest`` in FROM reading the
+    enclosing query's row, ``array || array``, the columns' storage."""
+    oid = oid_of(cur, "accounts")
+    qs = [q.replace("'16384'", f"'{oid}'") for q in psql_statements("dplus_table")]
+    assert len(qs) == 9
+    assert rows(cur, qs[1]) == [(0, "r", True, False, False, False, False, False, False, "",
+                                 0, "", "p", "d", "heap")]
+    assert [(r[0], r[1], r[7]) for r in rows(cur, qs[2])] == [
+        ("aid", "integer", "p"), ("bid", "integer", "p"), ("abalance", "bigint", "p"),
+        ("filler", "character(84)", "x"), ("note", "character varying(20)", "x")]
+    assert rows(cur, "SELECT x FROM unnest(ARRAY(SELECT relname FROM pg_class WHERE "
+                     "relname LIKE 'accounts%' ORDER BY 1)) x") == \
+        [("accounts",), ("accounts_bid",), ("accounts_pkey",)]
+    assert rows(cur, "SELECT ARRAY(SELECT 1) || ARRAY(SELECT 2), "
+                     "ARRAY(SELECT 1 WHERE false) || ARRAY(SELECT 3)") == [([1, 2], [3])]

@@ -1,6 +1,8 @@
 """``minidb bench`` on a data directory a server holds: the clients connect through the
 socket (the served DATADIR found by itself, or ``-h DIRECTORY``), in the three query modes,
-and the balances add up afterwards; ``-i`` through a server is refused with a message."""
+and the balances add up afterwards; ``-i`` through the socket too (``-h``, or the served
+DATADIR), with pgbench's SQL: the tables, their rows and primary keys as an embedded ``-i``
+makes them."""
 
 from __future__ import annotations
 
@@ -35,6 +37,26 @@ def test_bench_through_the_socket(make_server, tmp_path):
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr
     assert "number of transactions actually processed: 3/3" in p.stdout
-    p = subprocess.run([sys.executable, "-m", "minidb.cli", "bench", "-i", datadir],
+    # -i through the socket: -h, then the served DATADIR by itself (the Python API)
+    p = subprocess.run([sys.executable, "-m", "minidb.cli", "bench", "-i", "-s", "2",
+                        "-h", srv.datadir, "--accounts-per-scale", str(APS)],
                        capture_output=True, text=True, timeout=120, env=env)
-    assert p.returncode == 1 and "through a server is not supported" in p.stderr
+    assert p.returncode == 0, p.stderr
+    assert "dropping old tables..." in p.stderr and "creating primary keys..." in p.stderr
+    assert "client-side generate" in p.stderr
+    with srv.connect() as c:
+        assert c.execute("SELECT (SELECT count(*) FROM pgbench_branches), "
+                         "(SELECT count(*) FROM pgbench_tellers), "
+                         "(SELECT count(*) FROM pgbench_accounts), "
+                         "(SELECT count(*) FROM pgbench_history), "
+                         "(SELECT max(bid) FROM pgbench_accounts), "
+                         "(SELECT sum(abalance) FROM pgbench_accounts)").fetchone() == \
+            (2, 20, 2 * APS, 0, 2, 0)
+        assert [r[0] for r in c.execute("SELECT indexname FROM pg_indexes ORDER BY 1")] == \
+            ["pgbench_accounts_pkey", "pgbench_branches_pkey", "pgbench_tellers_pkey"]
+    res = init_pgbench(datadir, 1, accounts_per_scale=APS)
+    assert res.rows == {"pgbench_accounts": APS, "pgbench_branches": 1,
+                        "pgbench_history": 0, "pgbench_tellers": 10}
+    assert res.pages["pgbench_accounts"] > 0
+    r = run_bench(datadir, clients=2, transactions=8, check=True, accounts_per_scale=APS)
+    assert sum(s.committed for s in r.scripts) == 16 and r.check.ok, r.check

@@ -1,9 +1,9 @@
 """PostgreSQL 15's psql against ``minidb serve``: its catalog meta-commands (``\\dt``,
-``\\di``, ``\\d TABLE``, ``\\d``, ``\\l``, ``\\dn``) list the right tables, columns with their
-types, and indexes; psycopg's type loading works.  The statements psql sends for them are
-in ``psql_queries/`` (captured from a PostgreSQL 15 with log_statement = all); minidb answers
-them from its virtual pg_catalog (``minidb.catalog.pgcatalog``).  The psql test is skipped
-when psql is absent."""
+``\\di``, ``\\d[+] TABLE``, ``\\d INDEX``, ``\\d``, ``\\l``, ``\\dn``, ``\\du``, ``\\df``) list the
+right tables, columns with their types, indexes, roles and functions; psycopg's type loading
+works.  The statements psql sends for them are in ``psql_queries/`` (captured from a
+PostgreSQL 15 with log_statement = all); minidb answers them from its virtual pg_catalog
+(``minidb.catalog.pgcatalog``).  The psql test is skipped when psql is absent."""
 
 from __future__ import annotations
 
@@ -80,6 +80,27 @@ def test_psql_describe_commands(server):
     (row,) = table_lines(dtp)
     assert row[:6] == ["public", "accounts", "table", "minidb", "permanent", "heap"]
     assert row[6].endswith(("bytes", "kB"))
+
+    dplus = psql(server, r"\d+ accounts")
+    assert "Storage" in dplus and "Access method: heap" in dplus
+    assert {r[0]: r[5] for r in table_lines(dplus)}["filler"] == "extended"
+
+    dix = psql(server, r"\d accounts_bid")
+    assert 'Index "public.accounts_bid"' in dix
+    assert table_lines(dix) == [["bid", "integer", "yes", "bid"]]
+    assert 'btree, for table "public.accounts"' in dix
+    assert 'primary key, btree, for table "public.accounts"' in psql(server,
+                                                                     r"\d accounts_pkey")
+
+    du = psql(server, r"\du")
+    assert "List of roles" in du
+    (row,) = [r for r in table_lines(du) if r[0] != "Role name"]
+    assert row[0] == "minidb" and row[1].startswith("Superuser") and row[2] == "{}"
+
+    df = psql(server, r"\df")
+    assert "List of functions" in df and "(0 rows)" in df
+    dfs = psql(server, r"\dfS lower")
+    assert table_lines(dfs) == [["pg_catalog", "lower", "", "", "func"]]
 
     missing = subprocess.run(["psql", "-X", "-h", server.datadir, "-U", "me", "minidb", "-c",
                               r"\d nosuch"], capture_output=True, text=True, timeout=120)

@@ -343,12 +343,19 @@ def _from_item(t):
     """One FROM item: a table, a subquery (derived table), a table function, or a
     parenthesized join."""
     if isinstance(t, exp.Table) and isinstance(t.this, exp.Func):
-        _only(t, {"this", "alias"})
+        _only(t, {"this", "alias", "db"})
+        if t.args.get("db") is not None and _ident(t.args["db"]) != "pg_catalog":
+            raise unsupported("a function of a schema other than pg_catalog")
         name, cols = _alias_parts(t.args.get("alias"))
         f = translate_expression(t.this)
         if not isinstance(f, ast.FuncE):
             raise unsupported(t.this)
         return ast.FunctionRef(f, name, cols)
+    if isinstance(t, exp.Unnest) and len(t.expressions) == 1 and not t.args.get("offset"):
+        _only(t, {"expressions", "alias", "offset"})
+        name, cols = _alias_parts(t.args.get("alias"))
+        return ast.FunctionRef(ast.FuncE("unnest", (translate_expression(t.expressions[0]),)),
+                               name, cols)
     if isinstance(t, exp.Table) and t.args.get("joins"):
         inner = t.copy()
         joins = inner.args.pop("joins")
@@ -852,7 +859,8 @@ _AGGS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp
          exp.LogicalOr: "bool_or", exp.Stddev: "stddev", exp.StddevSamp: "stddev_samp",
          exp.StddevPop: "stddev_pop", exp.Variance: "variance", exp.VariancePop: "var_pop"}
 # sqlglot classes of functions minidb has: name, and the argument names in SQL order
-_FUNCS = {exp.Abs: ("abs", ("this",)), exp.Lower: ("lower", ("this",)),
+_FUNCS = {exp.Explode: ("unnest", ("this",)),       # (sqlglot's name for unnest in FROM)
+          exp.Abs: ("abs", ("this",)), exp.Lower: ("lower", ("this",)),
           exp.Upper: ("upper", ("this",)), exp.Length: ("length", ("this",)),
           exp.Round: ("round", ("this", "decimals")), exp.Trunc: ("trunc", ("this", "decimals")),
           exp.Floor: ("floor", ("this",)), exp.Ceil: ("ceil", ("this",)),
@@ -937,6 +945,12 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
     if cls is exp.Exists:
         _only(e, {"this"})
         return ast.SubqueryE("exists", translate_query(e.this))
+    if cls is exp.Array and len(e.expressions) == 1 and \
+            isinstance(e.expressions[0], (exp.Select, exp.SetOperation, exp.Subquery)):
+        # ARRAY(subquery): its column's values as an array (psql's \du reads one)
+        q = e.expressions[0]
+        return ast.SubqueryE("array", translate_query(q.this if isinstance(q, exp.Subquery)
+                                                      else q))
     if cls in (exp.NullSafeEQ, exp.NullSafeNEQ):
         _only(e, {"this", "expression"})
         return ast.DistinctFromE(t(e.this), t(e.expression), cls is exp.NullSafeEQ)

@@ -235,7 +235,7 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
                         counter[0] += 1
                         n.sub.number = counter[0]
                         reset(n.sub.root)
-                        if not n.outer and n.kind in ("scalar", "exists"):
+                        if not n.outer and n.kind in ("scalar", "exists", "array"):
                             tgt.initplans.append(
                                 (f"InitPlan {counter[0]} (returns ${counter[0] - 1})",
                                  n.sub.root))

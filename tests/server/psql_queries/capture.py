@@ -29,6 +29,10 @@ COMMANDS = {
     "di": r"\di",
     "l": r"\l",
     "dn": r"\dn",
+    "d_index": r"\d accounts_bid",
+    "dplus_table": r"\d+ accounts",
+    "du": r"\du",
+    "df": r"\df",
 }
 SETUP = ("CREATE TABLE accounts (aid integer PRIMARY KEY, bid integer NOT NULL, "
          "abalance bigint, filler char(84)); CREATE INDEX accounts_bid ON accounts (bid);")
