@@ -332,3 +332,16 @@ class ObjectNotInPrerequisiteState(OperationalError):
     """The object is not in the state the command needs (COPY FREEZE on a table not new in
     this transaction)."""
     sqlstate = "55000"
+
+
+# -- foreign keys (minidb.sql.fkeys, minidb.exec.ri) -----------------------------------------
+class ForeignKeyViolation(IntegrityError):
+    """A referencing row's key is not present in the referenced table, or a referenced
+    row that is still referenced was deleted or had its key changed."""
+    sqlstate = "23503"
+
+
+class InvalidForeignKey(ProgrammingError):
+    """The referenced columns of a FOREIGN KEY have no unique constraint (or the column
+    lists do not match)."""
+    sqlstate = "42830"

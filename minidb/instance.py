@@ -110,7 +110,7 @@ import weakref
 import numpy as np
 
 from minidb.catalog import Catalog, CatalogCache, at_xact_end, bootstrap
-from minidb.catalog.bootstrap import PG_CLASS
+from minidb.catalog.bootstrap import PG_CLASS, add_missing_catalogs
 from minidb.catalog.cache import temp_backend
 from minidb.config import SETTINGS, Settings
 import minidb.monitor as monitor
@@ -263,6 +263,10 @@ class Instance:
                 f'data directory "{self.datadir}" has no catalog: the file of pg_class '
                 f"(base/{PG_CLASS.oid}) is missing; the directory is damaged or its "
                 f"initialisation was interrupted")
+        else:
+            with temp_backend(self) as b:
+                if add_missing_catalogs(b):
+                    b.xact.commit()
         with temp_backend(self) as b:
             self.catalog_cache.init_next_oid(b)
 

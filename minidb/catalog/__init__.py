@@ -16,6 +16,8 @@ pg_attribute       1249  column: attrelid, attname, atttypid, atttypmod, attnum,
 pg_index           2610  index: indexrelid, indrelid, indisunique, indisprimary, indkey
 pg_statistic       2619  (table, column) ANALYZE measured: stanullfrac, stawidth,
                          stadistinct, stacorrelation, stavalues
+pg_constraint      2606  foreign key: oid, conname, conrelid, contype 'f', consrc (its
+                         definition, read back by ``fkeys``)
 =================  ====  ================================================================
 
 User relations get OIDs from 16384 (FirstNormalObjectId) up, from a counter in the shared
@@ -55,7 +57,7 @@ and with the files on disk (no orphan file, no relation without its file).
 
 Departures from PostgreSQL
 --------------------------
-* No stored pg_namespace, pg_type, pg_attrdef, pg_constraint, pg_depend: one schema
+* No stored pg_namespace, pg_type, pg_attrdef, pg_depend: one schema
   (relnamespace 2200, ``public``; the catalogs 11), the type's SQL spelling is in
   ``atttypname`` (with PostgreSQL's ``atttypid`` / ``atttypmod`` beside it), a column's
   default expression text in ``attdefault``, and a primary key is ``indisprimary``.  What
@@ -71,8 +73,8 @@ Departures from PostgreSQL
   cheap and the hot path cheaper than PostgreSQL's hash lookups.
 * ADD / DROP COLUMN rewrite the table (no "missing value" for an added column, no
   ``attisdropped`` slot for a dropped one: the fixed row layout has no room for tuples of
-  another shape); attnums are renumbered after a drop.  A constraint is its index (no
-  pg_constraint).
+  another shape); attnums are renumbered after a drop.  A primary key or unique
+  constraint is its index; pg_constraint (``fkeys``) holds foreign keys, as text.
 * VACUUM and ANALYZE write relpages / reltuples in place (not transactionally), as
   PostgreSQL's ``heap_inplace_update`` does; ANALYZE's pg_statistic rows are transactional.
   ``stavalues`` holds the MCV list, its frequencies and the histogram as JSON text instead

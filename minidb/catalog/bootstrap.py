@@ -83,7 +83,15 @@ PG_STATISTIC = CatalogDesc(2619, "pg_statistic", (
     ("stawidth", "double precision", True), ("stadistinct", "double precision", True),
     ("stacorrelation", "double precision", False), ("stavalues", "text", False)))
 
-CATALOGS: tuple[CatalogDesc, ...] = (PG_CLASS, PG_ATTRIBUTE, PG_INDEX, PG_STATISTIC)
+# constraints other than a table's unique indexes (primary keys and unique constraints are
+# their indexes: pg_index); consrc is PostgreSQL's pg_get_constraintdef text (its conbin /
+# conkey / confkey ... are a tree and arrays), read back by minidb.catalog.fkeys for 'f'
+PG_CONSTRAINT = CatalogDesc(2606, "pg_constraint", (
+    ("oid", "integer", True), ("conname", "text", True), ("conrelid", "integer", True),
+    ("contype", "char(1)", True), ("consrc", "text", True)))
+
+CATALOGS: tuple[CatalogDesc, ...] = (PG_CLASS, PG_ATTRIBUTE, PG_INDEX, PG_STATISTIC,
+                                     PG_CONSTRAINT)
 BY_OID = {d.oid: d for d in CATALOGS}
 BY_NAME = {d.name: d for d in CATALOGS}
 
@@ -105,6 +113,34 @@ def attribute_row(relid: int, attnum: int, col: ColumnDef) -> tuple:
             col.default is not None, col.type, col.default)
 
 
+def add_missing_catalogs(backend) -> bool:
+    """A data directory made before a catalog existed (pg_constraint came after the first
+    four) gets that catalog's file and rows now, in one transaction the caller commits;
+    True if anything was added."""
+    smgr = backend.instance.smgr
+    missing = [d for d in CATALOGS if not smgr.exists(d.oid)]
+    if not missing:
+        return False
+    xact = backend.xact
+    xact.start_statement()
+    xid = xact.xid_for_write()
+    for d in missing:
+        smgr.create(d.oid)
+        log_smgr_create(backend.wal, d.oid)
+        _insert_own_rows(backend, d, xid)
+    xact.command_done(True)
+    return True
+
+
+def _insert_own_rows(backend, d, xid) -> None:
+    heap_insert(backend, PG_CLASS.rel,
+                class_row(d.oid, d.name, RELKIND_TABLE, d.oid, len(d.columns),
+                          namespace=PG_CATALOG_NAMESPACE), xmin=xid, cmin=0)
+    for i, col in enumerate(d.column_defs(), start=1):
+        heap_insert(backend, PG_ATTRIBUTE.rel, attribute_row(d.oid, i, col),
+                    xmin=xid, cmin=0)
+
+
 def bootstrap(backend) -> None:
     """Create the catalogs' files and insert their own rows (a new data directory only);
     the caller commits."""
@@ -116,10 +152,5 @@ def bootstrap(backend) -> None:
     xact.start_statement()
     xid = xact.xid_for_write()
     for d in CATALOGS:
-        heap_insert(backend, PG_CLASS.rel,
-                    class_row(d.oid, d.name, RELKIND_TABLE, d.oid, len(d.columns),
-                              namespace=PG_CATALOG_NAMESPACE), xmin=xid, cmin=0)
-        for i, col in enumerate(d.column_defs(), start=1):
-            heap_insert(backend, PG_ATTRIBUTE.rel, attribute_row(d.oid, i, col),
-                        xmin=xid, cmin=0)
+        _insert_own_rows(backend, d, xid)
     xact.command_done(True)

@@ -18,9 +18,10 @@ import itertools
 import json
 import os
 
+import minidb.catalog.fkeys as fkeys
 from minidb.catalog.bootstrap import (BY_NAME, BY_OID, CATALOGS, PG_ATTRIBUTE, PG_CLASS,
-                                      PG_INDEX, PG_STATISTIC, RELKIND_INDEX, RELKIND_TABLE,
-                                      attribute_row, class_row)
+                                      PG_CONSTRAINT, PG_INDEX, PG_STATISTIC, RELKIND_INDEX,
+                                      RELKIND_TABLE, attribute_row, class_row)
 from minidb.catalog.defs import FIRST_OID, ColumnDef, IndexDef, TableDef
 from minidb.catalog.storage import create_relation_storage
 from minidb.errors import (DuplicateTable, InFailedSqlTransaction, InsufficientPrivilege,
@@ -113,6 +114,7 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
         attrs = _rows(backend, PG_ATTRIBUTE, snap)
         idx = _rows(backend, PG_INDEX, snap)
         stats = _rows(backend, PG_STATISTIC, snap)
+        cons = _rows(backend, PG_CONSTRAINT, snap)
     finally:
         if clear:
             backend.xact.procarray.clear_xmin(backend.slot)
@@ -159,6 +161,7 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
         st.indexes[name] = IndexDef(oid, name, t.name, rfn, cols, bool(r[3]), bool(r[4]))
         t.indexes.append(name)
         st.by_rfn[rfn] = name
+    st.max_oid = max(st.max_oid, fkeys.attach(by_oid, cons))
     return st
 
 

@@ -45,9 +45,33 @@ class TableDef:
     # avg_width, n_distinct, mcv / mcv_freq, histogram, correlation (minidb.sql.stats)
     column_stats: dict = field(default_factory=dict)
     system: bool = False  # a system catalog (pg_class, ...): no DROP, TRUNCATE or ANALYZE
+    foreign_keys: list = field(default_factory=list)   # [FKeyDef] this table's (contype 'f')
+    referenced_by: list = field(default_factory=list)  # [FKeyDef] of tables referencing it
 
     def column_index(self, name: str) -> int:
         for i, c in enumerate(self.columns):
             if c.name == name:
                 return i
         return -1
+
+
+# referential actions, pg_constraint's confupdtype / confdeltype letters
+FK_NO_ACTION, FK_RESTRICT, FK_CASCADE, FK_SET_NULL, FK_SET_DEFAULT = "a", "r", "c", "n", "d"
+
+
+@dataclass
+class FKeyDef:
+    """A FOREIGN KEY constraint (pg_constraint, contype 'f'): the referencing table and
+    columns, the referenced table and columns (a unique index covers them), the actions
+    ON UPDATE / ON DELETE (``FK_*`` letters).  ``tid``: its catalog row (to drop it)."""
+    oid: int
+    name: str
+    table: str
+    columns: list[str]
+    ref_table: str
+    ref_columns: list[str]
+    on_update: str = FK_NO_ACTION
+    on_delete: str = FK_NO_ACTION
+    table_oid: int = 0
+    ref_oid: int = 0
+    tid: tuple | None = None

@@ -240,6 +240,37 @@ def _attrdef_rows(cat):
             if c.default is not None]
 
 
+def _foreign_keys(cat):
+    return [fk for t in _all_tables(cat) for fk in t.foreign_keys]
+
+
+def _constraint_rows(cat):
+    """Foreign keys (contype 'f'; minidb.catalog.fkeys)."""
+    out = []
+    for fk in _foreign_keys(cat):
+        ref = cat.tables.get(fk.ref_table)
+        ix = None
+        if ref is not None:
+            for i in ref.indexes:
+                idef = cat.indexes.get(i)
+                if idef is not None and idef.unique and \
+                        sorted(idef.columns) == sorted(fk.ref_columns):
+                    ix = idef.oid
+                    break
+        out.append((fk.oid, fk.name, PUBLIC_NAMESPACE, "f", False, False, fk.table_oid, ix,
+                    fk.ref_oid, fk.on_update, fk.on_delete, "s", True, 0))
+    return out
+
+
+def constraint_def(catalog, oid) -> str | None:
+    """PostgreSQL's ``pg_get_constraintdef(oid)`` (foreign keys)."""
+    from minidb.catalog.fkeys import definition
+    for fk in _foreign_keys(catalog):
+        if fk.oid == oid:
+            return definition(fk)
+    return None
+
+
 def _tables_view(cat):
     return [("public", t.name, OWNER, None, bool(t.indexes), False, False, False)
             for t in sorted(cat.tables.values(), key=lambda t: t.name)]
@@ -322,8 +353,11 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
     _rel("pg_constraint", (("oid", "integer"), ("conname", "text"),
                            ("connamespace", "integer"), ("contype", "text"),
                            ("condeferrable", "boolean"), ("condeferred", "boolean"),
-                           ("conrelid", "integer"), ("conindid", "integer")),
-         lambda cat: []),
+                           ("conrelid", "integer"), ("conindid", "integer"),
+                           ("confrelid", "integer"), ("confupdtype", "text"),
+                           ("confdeltype", "text"), ("confmatchtype", "text"),
+                           ("convalidated", "boolean"), ("conparentid", "integer")),
+         _constraint_rows),
     _rel("pg_tables", (("schemaname", "text"), ("tablename", "text"), ("tableowner", "text"),
                        ("tablespace", "text"), ("hasindexes", "boolean"),
                        ("hasrules", "boolean"), ("hastriggers", "boolean"),

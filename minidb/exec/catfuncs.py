@@ -97,7 +97,8 @@ CATALOG_FUNCS = {
     "pg_get_indexdef": lambda ectx, oid, col=0, pretty=None:
         pgcatalog.index_def(ectx.backend.catalog, oid),
     "pg_get_expr": lambda ectx, expr, relid, pretty=None: expr,
-    "pg_get_constraintdef": lambda ectx, oid, pretty=None: None,
+    "pg_get_constraintdef": lambda ectx, oid, pretty=None:
+        pgcatalog.constraint_def(ectx.backend.catalog, oid),
     "obj_description": lambda ectx, oid, catalog=None: None,
     "col_description": lambda ectx, oid, num: None,
     "shobj_description": lambda ectx, oid, catalog: None,

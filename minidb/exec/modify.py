@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 import minidb.errors as errors
-from minidb.exec import indexam
+from minidb.exec import indexam, ri
 from minidb.exec.chunk import Chunk, chunk_to_rows, column_from_values, column_to_list, \
     rows_to_chunk
 from minidb.exec.datatypes import from_repr
@@ -140,6 +140,7 @@ class InsertNode(PlanNode):
         child = self.children[0]
         stats = backend.pgstat
         n = 0
+        written = [] if tdef.foreign_keys else None   # rows for the foreign-key checks
         it = child.run(ectx)
         try:
             for chunk in it:
@@ -152,6 +153,9 @@ class InsertNode(PlanNode):
                             data[self.entry.columns[a][0]] = [v] * chunk.n
                     bulk_insert(backend, rel, indexes, data, chunk.n, xid, cid)
                     n += chunk.n
+                    if written is not None:
+                        names = [c for c, _ in self.entry.columns]
+                        written.extend(zip(*[data.get(c, [None] * chunk.n) for c in names]))
                     continue
                 for r in range(chunk.n):
                     row = [None] * ncols
@@ -164,6 +168,10 @@ class InsertNode(PlanNode):
                     tid = heap_insert(backend, rel, row, xmin=xid, cmin=cid)
                     n += 1
                     indexam.insert_entries(backend, indexes, row, tid)
+                    if written is not None:
+                        written.append(row)
+            if written:
+                ri.after_insert(backend, tdef, written, snap)
         finally:
             it.close()
             if n:
@@ -233,7 +241,9 @@ class UpdateNode(_Writer):
         where = self._setup(ectx)
         backend = ectx.backend
         rel = self.rel_now
-        indexes = list(backend.catalog.table(self.entry.table.name).indexes)
+        tdef = backend.catalog.table(self.entry.table.name)
+        indexes = list(tdef.indexes)
+        pairs = [] if ri.involved(tdef) else None   # (old, new) for the foreign keys
         child = self.children[0]
         layout = child.layout()
         full = {(self.entry.index, a): a for a in range(len(self.entry.columns))}
@@ -271,10 +281,14 @@ class UpdateNode(_Writer):
                 def on_done(tid, row, new_tid, hot, new_row):
                     if new_tid is not None and not hot:
                         indexam.insert_entries(backend, indexes, new_row, new_tid)
+                    if pairs is not None:
+                        pairs.append((row, new_row))
 
                 cands = zip(zip(blocks.tolist(), offsets.tolist()), rows)
                 n += modify_rows(backend, rel, ectx.snapshot, cands, where, "update", set_fn,
                                  on_done=on_done)
+            if pairs:
+                ri.after_update(backend, tdef, pairs, ectx.snapshot)
         finally:
             it.close()
         ectx.rows_affected = n
@@ -295,14 +309,23 @@ class DeleteNode(_Writer):
     def execute(self, ectx):
         where = self._setup(ectx)
         rindex = self.entry.index
+        backend = ectx.backend
+        tdef = backend.catalog.table(self.entry.table.name)
+        gone = [] if tdef.referenced_by else None   # deleted rows for the foreign keys
+
+        def keep_old(tid, *_):
+            gone.append(ri.old_row(backend, self.rel_now, tid))
+        on_done = keep_old if gone is not None else None
         n = 0
         it = self.children[0].run(ectx)
         try:
             for chunk in it:
                 blocks, offsets = chunk.tids[rindex]
                 cands = ((tid, None) for tid in zip(blocks.tolist(), offsets.tolist()))
-                n += modify_rows(ectx.backend, self.rel_now, ectx.snapshot, cands, where,
-                                 "delete", None)
+                n += modify_rows(backend, self.rel_now, ectx.snapshot, cands, where,
+                                 "delete", None, on_done=on_done)
+            if gone:
+                ri.after_delete(backend, tdef, gone, ectx.snapshot)
         finally:
             it.close()
         ectx.rows_affected = n

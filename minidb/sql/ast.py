@@ -298,6 +298,7 @@ class ColumnSpec:
     default: str | None = None        # SQL text of the default expression
     primary: bool = False
     unique: bool = False
+    references: object = None         # REFERENCES ...: a minidb.sql.fkeys.FKeySpec
 
 
 @dataclass
@@ -308,6 +309,7 @@ class CreateTableStmt(Statement):
     uniques: list = field(default_factory=list)
     if_not_exists: bool = False
     tag: str = "CREATE TABLE"
+    foreign_keys: list = field(default_factory=list)   # [minidb.sql.fkeys.FKeySpec]
 
 
 @dataclass
@@ -315,6 +317,7 @@ class DropTableStmt(Statement):
     names: list
     if_exists: bool = False
     tag: str = "DROP TABLE"
+    cascade: bool = False
 
 
 @dataclass
@@ -345,6 +348,7 @@ class AlterAction:
     columns: list | None = None       # ADD CONSTRAINT's key columns
     primary: bool = False             # ADD CONSTRAINT: PRIMARY KEY (else UNIQUE)
     missing_ok: bool = False          # IF EXISTS / IF NOT EXISTS
+    fkey: object = None               # ADD CONSTRAINT ... FOREIGN KEY: an FKeySpec
 
 
 @dataclass

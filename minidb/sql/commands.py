@@ -230,6 +230,9 @@ def _create_table_body(engine, st: ast.CreateTableStmt):
         indexam.create_index(backend, st.name,
                              free_name(catalog, f"{st.name}_{'_'.join(u)}_key"), u,
                              unique=True)
+    if st.foreign_keys:
+        from minidb.sql.fkeys import create_fkeys
+        create_fkeys(engine, st.name, st.foreign_keys)
     return _result("CREATE TABLE")
 
 
@@ -260,6 +263,8 @@ def _drop_table_body(engine, st: ast.DropTableStmt):
                 msgs.append(_notice(f'table "{name}" does not exist, skipping'))
                 continue
             locked.append(name)
+    from minidb.sql.fkeys import drop_dependents
+    drop_dependents(engine, locked, st.cascade, msgs, _notice)
     for name in locked:
         catalog.drop_table(name)
     return _result("DROP TABLE", messages=msgs)
@@ -333,6 +338,8 @@ def _truncate_body(engine, st: ast.TruncateStmt):
     catalog = backend.catalog
     for name in st.names:
         catalog.table(name)            # all exist, or nothing happens
+    from minidb.sql.fkeys import refuse_truncate
+    refuse_truncate(catalog, st.names)
     for name in st.names:              # wait for every transaction using them
         lock_table(engine, name, AccessExclusiveLock, indexes=True)
     for name in st.names:

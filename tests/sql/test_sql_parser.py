@@ -102,7 +102,7 @@ def test_syntax_error_positions(sql, where):
     ("INSERT INTO t VALUES (1) ON CONFLICT DO NOTHING", "ON CONFLICT"),
     ("UPDATE t SET a = 1 FROM u", "UPDATE ... FROM"),
     ("DELETE FROM t USING u", "USING"),
-    ("CREATE TABLE t (a int REFERENCES u (a))", "constraint"),
+    ("CREATE TABLE t (a int REFERENCES u (a) MATCH FULL)", "MATCH FULL"),
     ("CREATE TABLE t (a int CHECK (a > 0))", "constraint"),
     ("CREATE TABLE t AS SELECT 1", "AS"),
     ("CREATE VIEW v AS SELECT 1", "VIEW"),

@@ -518,8 +518,19 @@ def _create(node: exp.Create) -> ast.Statement:
                 if not isinstance(sch, exp.Schema):
                     raise unsupported(item)
                 st.uniques.append([_ident(x) for x in sch.expressions])
+            elif isinstance(item, exp.ForeignKey) or (
+                    isinstance(item, exp.Constraint) and len(item.expressions) == 1
+                    and isinstance(item.expressions[0], exp.ForeignKey)):
+                from minidb.sql.parser.fkeyspec import spec_from_sqlglot
+                named = isinstance(item, exp.Constraint)
+                st.foreign_keys.append(spec_from_sqlglot(
+                    item.expressions[0] if named else item,
+                    name=_ident(item.this) if named else None))
             else:
                 raise unsupported(item)
+        for c in st.columns:
+            if c.references is not None:
+                st.foreign_keys.append(c.references)
         return st
     if kind == "INDEX":
         _only(node, {"this", "kind", "unique", "exists"},
@@ -574,6 +585,10 @@ def _column_def(cd: exp.ColumnDef) -> ast.ColumnSpec:
             spec.primary = True
         elif isinstance(k, exp.UniqueColumnConstraint):
             spec.unique = True
+        elif isinstance(k, exp.Reference):
+            from minidb.sql.parser.fkeyspec import spec_from_sqlglot
+            spec.references = spec_from_sqlglot(
+                k, [spec.name], _ident(con.this) if con.this is not None else None)
         else:
             raise unsupported(f"column constraint {con.sql(dialect='postgres')}")
     return spec
@@ -587,7 +602,8 @@ def _drop(node: exp.Drop) -> ast.Statement:
     for t in node.args.get("tables") or []:
         names.append(_table(t).name)
     if kind == "TABLE":
-        return ast.DropTableStmt(names, bool(node.args.get("exists")))
+        return ast.DropTableStmt(names, bool(node.args.get("exists")),
+                                 cascade=bool(node.args.get("cascade")))
     if kind == "INDEX":
         return ast.DropIndexStmt(names, bool(node.args.get("exists")))
     raise unsupported(f"DROP {kind}")

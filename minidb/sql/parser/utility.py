@@ -324,12 +324,40 @@ def _alter_action(p: _P) -> ast.AlterAction:
 
 def _constraint(p: _P, name: str | None) -> ast.AlterAction:
     w = p.expect_word("primary", "unique", "check", "foreign", "exclude")
-    if w in ("check", "foreign", "exclude"):
+    if w == "foreign":
+        return _foreign_key(p, name)
+    if w in ("check", "exclude"):
         raise NotSupportedError(f"{w.upper()} constraints are not supported")
     if w == "primary":
         p.expect_word("key")
     cols = _name_list(p)
     return ast.AlterAction("add_constraint", name, columns=cols, primary=w == "primary")
+
+
+def _foreign_key(p: _P, name: str | None) -> ast.AlterAction:
+    """FOREIGN KEY (cols) REFERENCES t [(cols)] [ON DELETE a] [ON UPDATE a] (after ADD
+    [CONSTRAINT n])."""
+    from minidb.sql.parser.fkeyspec import FKeySpec, parse_actions
+    p.expect_word("key")
+    cols = _name_list(p)
+    p.expect_word("references")
+    ref = p.name()
+    t = p.peek()
+    ref_cols = _name_list(p) if t is not None and t.kind == "op" and t.value == "(" else None
+    options = []
+    while p.word("on"):
+        what = p.expect_word("delete", "update")
+        w = p.expect_word("no", "restrict", "cascade", "set")
+        if w == "no":
+            p.expect_word("action")
+            act = "NO ACTION"
+        elif w == "set":
+            act = "SET " + p.expect_word("null", "default").upper()
+        else:
+            act = w.upper()
+        options.append(f"ON {what} {act}")
+    spec = parse_actions(FKeySpec(name, cols, ref, ref_cols), options)
+    return ast.AlterAction("add_constraint", name, columns=cols, fkey=spec)
 
 
 def _lock(p: _P) -> ast.Statement:
