@@ -314,3 +314,93 @@ def test_deadlock_detected_not_hung(inst):
     finally:
         a.close()
         b.close()
+
+
+# -- FOR KEY SHARE: several lockers of one row at once (minidb.txn.multixact) -----------------
+def _lockers(db, table, key):
+    from minidb.heap.multixact import key_share_lockers
+    b = db.session.backend
+    rel = b.catalog.heap_rel(table)
+    (tid, row), = db.session.select_tids(table, lambda r: r[0] == key)
+    from minidb.heap.modify import heap_fetch_raw
+    return sorted(key_share_lockers(b, rel, tid, heap_fetch_raw(b, rel, tid)[0]["xmin"]))
+
+
+def _three(inst):
+    from tests.sql.conftest import DB
+    return [DB(inst, deadlock_timeout=50) for _ in range(3)]
+
+
+@pytest.mark.parametrize("ends", [("COMMIT", "ROLLBACK"), ("ROLLBACK", "ROLLBACK")])
+def test_two_key_share_lockers_at_once(inst, ends):
+    from tests.txn.txn_steps import Step, wait_blocked
+    a, b, d = _three(inst)
+    try:
+        _two(a, b)
+        a.x("BEGIN")
+        a.x("INSERT INTO c VALUES (1, 1)")
+        b.x("BEGIN")
+        b.x("INSERT INTO c VALUES (2, 1)")         # not blocked by a's lock on p(1)
+        xa, xb = a.session.xact.xid, b.session.xact.xid
+        assert _lockers(d, "p", 1) == sorted([xa, xb])
+        s = Step(lambda: d.x("DELETE FROM p WHERE id = 1"))
+        wait_blocked(inst, d.session, s, xa)       # the delete waits for both lockers
+        a.x(ends[0])
+        wait_blocked(inst, d.session, s, xb)
+        b.x(ends[1])
+        if ends[0] == "COMMIT":                    # a's child is there: the delete fails
+            with pytest.raises(errors.ForeignKeyViolation):
+                s.join()
+        else:
+            assert s.join().rowcount == 1
+    finally:
+        for x in (a, b, d):
+            x.close()
+
+
+def test_non_key_update_does_not_wait_and_keeps_the_lock(inst):
+    """FOR KEY SHARE does not conflict with an UPDATE that leaves the key alone (PostgreSQL
+    9.3's FOR NO KEY UPDATE); the lock follows the row to its new version, and stays on the
+    old one if that update rolls back."""
+    from tests.txn.txn_steps import Step, wait_blocked
+    a, b, d = _three(inst)
+    try:
+        _two(a, b)
+        a.x("BEGIN")
+        a.x("INSERT INTO c VALUES (1, 1)")
+        xa = a.session.xact.xid
+        b.x("BEGIN")
+        assert b.x("UPDATE p SET v = 5 WHERE id = 1").rowcount == 1   # no wait
+        b.x("ROLLBACK")
+        assert b.x("UPDATE p SET v = 6 WHERE id = 1").rowcount == 1   # no wait, committed
+        assert _lockers(d, "p", 1) == [xa]                             # carried along
+        # a delete of the new version waits for the locker, then finds its child
+        s = Step(lambda: d.x("DELETE FROM p WHERE id = 1"))
+        wait_blocked(inst, d.session, s, xa)
+        a.x("COMMIT")
+        with pytest.raises(errors.ForeignKeyViolation):
+            s.join()
+        assert len(d.rows("SELECT * FROM p WHERE id = 1 FOR UPDATE")) == 1   # a has ended
+    finally:
+        for x in (a, b, d):
+            x.close()
+
+
+@pytest.mark.parametrize("sql", ["UPDATE p SET id = 10 WHERE id = 1",
+                                 "SELECT * FROM p WHERE id = 1 FOR UPDATE"])
+def test_key_update_and_for_update_wait_for_key_share(inst, sql):
+    from tests.txn.txn_steps import Step, wait_blocked
+    a, b, d = _three(inst)
+    try:
+        _two(a, b)
+        a.x("BEGIN")
+        a.x("INSERT INTO c VALUES (1, 1)")
+        xa = a.session.xact.xid
+        s = Step(lambda: d.x(sql))
+        wait_blocked(inst, d.session, s, xa)
+        a.x("ROLLBACK")
+        s.join()
+    finally:
+        for x in (a, b, d):
+            x.close()
+
