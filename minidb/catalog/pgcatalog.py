@@ -187,7 +187,9 @@ def _class_rows(cat):
     for t in _all_tables(cat):
         base = (t.oid, t.name, _ns(t), "r", t.relfilenode, t.relpages, float(t.reltuples),
                 len(t.columns), bool(t.indexes))
-        out.append(base + (OWNER_OID, HEAP_AM, 0, 0, False, False, False, False, False, 0,
+        # relhastriggers: PostgreSQL's foreign keys are triggers (psql's \d then lists them)
+        fk = bool(t.foreign_keys or t.referenced_by)
+        out.append(base + (OWNER_OID, HEAP_AM, 0, 0, False, fk, False, False, False, 0,
                            "p", "d", 0, None, None, None))
     for ix in sorted(cat.indexes.values(), key=lambda i: i.oid):
         base = (ix.oid, ix.name, PUBLIC_NAMESPACE, "i", ix.relfilenode, 0, -1.0,

@@ -78,9 +78,9 @@ def referencing_key(tdef, fk, row):
 def _lookup_snapshot(backend, snap):
     """The snapshot RI lookups read with (see the module docstring)."""
     xact = backend.xact
-    if xact.isolation == REPEATABLE_READ:
-        s = xact.procarray.get_snapshot(backend.slot, xact.xid, snap.curcid + 1)
-        s.xmin, s.xmax, s.xip, s._xip_set = snap.xmin, snap.xmax, snap.xip, snap._xip_set
+    if xact.isolation == REPEATABLE_READ:   # the transaction's snapshot, one command on
+        s = snap.with_cid(snap.curcid + 1)
+        s.myxid = xact.xid        # rows this transaction wrote since the snapshot count
         return s
     return xact.procarray.get_snapshot(backend.slot, xact.xid, snap.curcid + 1)
 

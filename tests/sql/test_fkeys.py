@@ -404,3 +404,33 @@ def test_key_update_and_for_update_wait_for_key_share(inst, sql):
         for x in (a, b, d):
             x.close()
 
+
+
+def test_values_in_from(db):
+    """VALUES lists in FROM (psql's \\d of a referenced table sends one as a UNION operand),
+    with PostgreSQL's column names and types unified across the rows."""
+    assert db.rows("SELECT * FROM (VALUES (1, 'a'), (2, 'b')) v ORDER BY 1") == [(1, "a"),
+                                                                                 (2, "b")]
+    r = db.x("SELECT * FROM (VALUES (1, 'a'), (2.5, NULL)) AS v (x, y) WHERE x > 1")
+    assert [d[0] for d in r.description] == ["x", "y"] and r.rows == [(2.5, None)]
+    assert db.rows("SELECT column1 FROM (VALUES (7)) v") == [(7,)]
+    assert db.rows("SELECT 1 UNION ALL VALUES (2) ORDER BY 1") == [(1,), (2,)]
+    with pytest.raises(errors.Error) as ei:
+        db.x("SELECT * FROM (VALUES (1), (2, 3)) v")
+    assert ei.value.sqlstate == "42601"
+
+
+def test_repeatable_read(db, db2):
+    """Under REPEATABLE READ the lookups read the transaction's snapshot: the parent this
+    transaction inserted counts, one committed by another transaction after the snapshot
+    does not (PostgreSQL's RI_FKey_check does the same)."""
+    db.x("CREATE TABLE p (id int PRIMARY KEY)")
+    db.x("CREATE TABLE c (id int, pid int REFERENCES p)")
+    db.x("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    db.x("SELECT count(*) FROM p")              # the snapshot
+    db2.x("INSERT INTO p VALUES (2)")
+    db.x("INSERT INTO p VALUES (1)")
+    db.x("INSERT INTO c VALUES (1, 1)")
+    with pytest.raises(errors.ForeignKeyViolation):
+        db.x("INSERT INTO c VALUES (2, 2)")
+    db.x("ROLLBACK")

@@ -93,7 +93,7 @@ def test_syntax_error_positions(sql, where):
 
 @pytest.mark.parametrize("sql,word", [
     ("SELECT * FROM a, LATERAL (SELECT 1) s", "LATERAL"),
-    ("SELECT * FROM (VALUES (1)) v", "VALUES"),
+    ("VALUES (1)", "VALUES"),
     ("SELECT a FROM t GROUP BY ROLLUP (a)", "ROLLUP"),
     ("SELECT * FROM t FOR SHARE", "FOR SHARE"),
     ("SELECT * FROM t FOR UPDATE NOWAIT", "NOWAIT"),

@@ -368,8 +368,23 @@ def _from_item(t):
     if isinstance(t, exp.Lateral):
         raise unsupported("LATERAL")
     if isinstance(t, exp.Values):
-        raise unsupported("VALUES in FROM")
+        return _values_in_from(t)
     return _table(t)
+
+
+def _values_in_from(t: exp.Values):
+    """``(VALUES (a, b), ...) AS v (x, y)`` - also what sqlglot makes of a VALUES operand of
+    UNION (psql's \\d sends one) - as the derived table ``SELECT a AS column1, b AS
+    column2 UNION ALL ...`` (PostgreSQL's column names)."""
+    rows = [r.expressions if isinstance(r, exp.Tuple) else [r] for r in t.expressions]
+    if not rows or len({len(r) for r in rows}) != 1:
+        raise SyntaxError_("VALUES lists must all be the same length")
+    q = None
+    for r in rows:
+        s = exp.select(*[e.copy().as_(f"column{i + 1}") for i, e in enumerate(r)])
+        q = s if q is None else exp.union(q, s, distinct=False)
+    name, cols = _alias_parts(t.args.get("alias"))
+    return ast.SubqueryRef(translate_query(q), name or "*VALUES*", cols)
 
 
 def _join(items: list, j: exp.Join) -> list:
