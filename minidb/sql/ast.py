@@ -371,6 +371,7 @@ class ReindexStmt(Statement):
 class TruncateStmt(Statement):
     names: list
     tag: str = "TRUNCATE TABLE"
+    cascade: bool = False
 
 
 @dataclass

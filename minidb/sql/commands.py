@@ -338,14 +338,15 @@ def _truncate_body(engine, st: ast.TruncateStmt):
     catalog = backend.catalog
     for name in st.names:
         catalog.table(name)            # all exist, or nothing happens
-    from minidb.sql.fkeys import refuse_truncate
-    refuse_truncate(catalog, st.names)
-    for name in st.names:              # wait for every transaction using them
+    from minidb.sql.fkeys import truncate_targets
+    msgs = []
+    names = truncate_targets(catalog, st.names, st.cascade, msgs, _notice)
+    for name in names:                 # wait for every transaction using them
         lock_table(engine, name, AccessExclusiveLock, indexes=True)
-    for name in st.names:
+    for name in names:
         catalog.truncate_table(name, build_index=lambda idef: indexam.rebuild_index(
             backend, idef))
-    return _result("TRUNCATE TABLE")
+    return _result("TRUNCATE TABLE", messages=msgs)
 
 
 # -- maintenance ---------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ the two column lists equally long (42830), and each pair of columns of comparabl
 * RENAME of a table or column that takes part in a foreign key, and DROP COLUMN of one of
   its columns, are refused (0A000): the stored definition names them
   (``minidb.catalog.fkeys``).  TRUNCATE of a referenced table is 0A000 as in PostgreSQL
-  unless the referencing tables are truncated in the same command.
+  unless the referencing tables are truncated in the same command or CASCADE adds them.
 
 The checks and actions at run time are ``minidb.exec.ri``'s.
 """
@@ -35,7 +35,7 @@ from minidb.catalog.defs import FK_SET_DEFAULT, FKeyDef
 from minidb.sql.parser.fkeyspec import FKeySpec
 
 __all__ = ["FKeySpec", "create_fkeys", "add_fkey",
-           "drop_dependents", "drop_fkey_named", "refuse_if_involved", "refuse_truncate"]
+           "drop_dependents", "drop_fkey_named", "refuse_if_involved", "truncate_targets"]
 
 # ---------------------------------------------------------------------------------------------
 def _type_group(t: str) -> str:
@@ -240,14 +240,24 @@ def refuse_if_involved(catalog, table: str, what: str, column: str | None = None
                 f"drop the constraint first")
 
 
-def refuse_truncate(catalog, names) -> None:
-    """TRUNCATE of a table referenced from a table not truncated with it (0A000)."""
-    names = set(names)
-    for n in names:
-        t = catalog.tables.get(n)
+
+def truncate_targets(catalog, names, cascade: bool, msgs: list, notice) -> list:
+    """TRUNCATE: a table referenced from a table not truncated with it is 0A000; with
+    CASCADE the referencing tables join the command (NOTICE 'truncate cascades to table
+    "c"'), recursively."""
+    out = list(names)
+    i = 0
+    while i < len(out):
+        t = catalog.tables.get(out[i])
         for fk in (t.referenced_by if t is not None else []):
-            if fk.table not in names:
+            if fk.table in out:
+                continue
+            if not cascade:
                 raise errors.NotSupportedError(
                     f"cannot truncate a table referenced in a foreign key constraint\n"
-                    f'DETAIL:  Table "{fk.table}" references "{n}".\nHINT:  Truncate table '
-                    f'"{fk.table}" at the same time, or use TRUNCATE ... CASCADE.')
+                    f'DETAIL:  Table "{fk.table}" references "{out[i]}".\nHINT:  Truncate '
+                    f'table "{fk.table}" at the same time, or use TRUNCATE ... CASCADE.')
+            msgs.append(notice(f'truncate cascades to table "{fk.table}"'))
+            out.append(fk.table)
+        i += 1
+    return out

@@ -53,6 +53,12 @@ def test_ddl_and_catalog(db):
                           "DETAIL:  constraint c_id_fkey on table c depends on table p")
     assert "HINT:  Use DROP ... CASCADE" in msg
     _err(db, "TRUNCATE p", errors.NotSupportedError, "0A000")
+    db.x("INSERT INTO p VALUES (1, 1, 1)")
+    db.x("INSERT INTO c VALUES (1, 1, 1)")
+    res = db.x("TRUNCATE p CASCADE")
+    assert res.messages and 'truncate cascades to table "c"' in res.messages[0]
+    assert db.rows("SELECT count(*) FROM c") == [(0,)]
+    db.x("TRUNCATE p, c")
     _err(db, "ALTER TABLE p RENAME TO q", errors.NotSupportedError, "0A000")
     _err(db, "ALTER TABLE c DROP COLUMN pid", errors.NotSupportedError, "0A000")
     res = db.x("DROP TABLE p CASCADE")
@@ -434,3 +440,13 @@ def test_repeatable_read(db, db2):
     with pytest.raises(errors.ForeignKeyViolation):
         db.x("INSERT INTO c VALUES (2, 2)")
     db.x("ROLLBACK")
+
+
+def test_catalog_checker_sees_the_constraints(db):
+    from minidb.catalog import check_catalog
+    db.x("CREATE TABLE p (id int PRIMARY KEY)")
+    db.x("CREATE TABLE c (pid int REFERENCES p)")
+    assert check_catalog(db.session.backend) == []
+    db.x("DROP TABLE p CASCADE")
+    db.x("DROP TABLE c")
+    assert check_catalog(db.session.backend) == []

@@ -183,9 +183,11 @@ def parse_utility(word: str, text: str, base: int, full: str, parse_any) -> ast.
             names.append(p.name())
         if p.word("restart", "continue"):
             p.expect_word("identity")
-        p.word("cascade", "restrict")
+        cascade = p.word("cascade")
+        if not cascade:
+            p.word("restrict")
         p.end()
-        return ast.TruncateStmt(names)
+        return ast.TruncateStmt(names, cascade=cascade)
     if word == "lock":
         return _lock(p)
     if word == "alter":
