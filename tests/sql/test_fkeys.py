@@ -450,3 +450,55 @@ def test_catalog_checker_sees_the_constraints(db):
     db.x("DROP TABLE p CASCADE")
     db.x("DROP TABLE c")
     assert check_catalog(db.session.backend) == []
+
+
+def test_constraints_survive_a_crash(tmp_path):
+    """The pg_constraint rows are WAL-logged catalog rows: a committed foreign key is
+    enforced after crash recovery, one whose transaction the crash ended is gone."""
+    import minidb
+    import minidb.instance
+    from minidb.catalog import check_catalog
+    d = str(tmp_path / "data")
+    conn = minidb.connect(d, shared_buffers=64, max_worker_processes=0)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE p (id int PRIMARY KEY)")
+    cur.execute("CREATE TABLE c (pid int REFERENCES p ON DELETE CASCADE)")
+    cur.execute("INSERT INTO p VALUES (1)")
+    conn.commit()
+    cur.execute("ALTER TABLE c ADD CONSTRAINT lost FOREIGN KEY (pid) REFERENCES p")
+    inst = conn._instance
+    inst.wal.flush(inst.wal.insert_lsn())
+    inst.crash_abandon()
+    minidb.instance._SHARED.clear()
+    conn = minidb.connect(d, shared_buffers=64, max_worker_processes=0)
+    try:
+        cur = conn.cursor()
+        with pytest.raises(errors.ForeignKeyViolation):
+            cur.execute("INSERT INTO c VALUES (2)")
+        conn.rollback()
+        cur.execute("SELECT conname FROM pg_constraint")
+        assert cur.fetchall() == [("c_pid_fkey",)]
+        with conn._instance.connect() as b:
+            assert check_catalog(b) == []
+    finally:
+        conn.close()
+
+
+def test_self_reference_and_multi_column(db):
+    db.x("CREATE TABLE tree (id int PRIMARY KEY, "
+         "up int REFERENCES tree ON DELETE CASCADE ON UPDATE CASCADE)")
+    db.x("INSERT INTO tree VALUES (1, NULL), (2, 1), (3, 2), (4, 3), (5, 1), (6, NULL)")
+    db.x("UPDATE tree SET id = 10 WHERE id = 1")
+    assert db.rows("SELECT * FROM tree ORDER BY id") == [
+        (2, 10), (3, 2), (4, 3), (5, 10), (6, None), (10, None)]
+    assert db.x("DELETE FROM tree WHERE id = 10").rowcount == 1   # the cascade is not counted
+    assert db.rows("SELECT * FROM tree") == [(6, None)]
+    db.x("CREATE TABLE p2 (a int, b text, PRIMARY KEY (a, b))")
+    db.x("CREATE TABLE c2 (x int, y text, FOREIGN KEY (y, x) REFERENCES p2 (b, a) "
+         "ON UPDATE CASCADE)")
+    db.x("INSERT INTO p2 VALUES (1, 'a')")
+    db.x("INSERT INTO c2 VALUES (1, 'a'), (NULL, 'zz')")     # a NULL: not checked
+    msg = _err(db, "INSERT INTO c2 VALUES (2, 'a')", errors.ForeignKeyViolation, "23503")
+    assert msg.endswith('Key (y, x)=(a, 2) is not present in table "p2".')
+    db.x("UPDATE p2 SET b = 'q'")
+    assert sorted(db.rows("SELECT * FROM c2"), key=repr) == [(1, "q"), (None, "zz")]
