@@ -252,6 +252,9 @@ def _drop_constraint(engine, name, act, msgs):
             return name
         raise errors.UndefinedObject(
             f'constraint "{act.name}" of relation "{name}" does not exist')
+    from minidb.sql.fkeys import drop_index_dependents
+    drop_index_dependents(engine, idef, act.cascade, msgs, _notice,
+                          f"constraint {act.name} on table {name}")
     lock_oid(engine, idef.oid, AccessExclusiveLock)
     indexam.drop_index(backend, act.name)
     return name

@@ -349,6 +349,7 @@ class AlterAction:
     primary: bool = False             # ADD CONSTRAINT: PRIMARY KEY (else UNIQUE)
     missing_ok: bool = False          # IF EXISTS / IF NOT EXISTS
     fkey: object = None               # ADD CONSTRAINT ... FOREIGN KEY: an FKeySpec
+    cascade: bool = False             # DROP CONSTRAINT ... CASCADE
 
 
 @dataclass

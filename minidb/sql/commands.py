@@ -316,6 +316,8 @@ def _drop_index_body(engine, st: ast.DropIndexStmt):
                 f'cannot drop index {name} because constraint {name} on table {idef.table} '
                 f'requires it\nHINT:  You can drop constraint {name} on table {idef.table} '
                 f'instead: ALTER TABLE {idef.table} DROP CONSTRAINT {name}', sqlstate="2BP01")
+        from minidb.sql.fkeys import drop_index_dependents
+        drop_index_dependents(engine, idef, False, msgs, _notice, f"index {name}")
         todo.append(name)
     for name in todo:
         idef = catalog.indexes[name]

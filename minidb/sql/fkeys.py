@@ -35,7 +35,8 @@ from minidb.catalog.defs import FK_SET_DEFAULT, FKeyDef
 from minidb.sql.parser.fkeyspec import FKeySpec
 
 __all__ = ["FKeySpec", "create_fkeys", "add_fkey",
-           "drop_dependents", "drop_fkey_named", "refuse_if_involved", "truncate_targets"]
+           "drop_dependents", "drop_fkey_named", "refuse_if_involved", "truncate_targets",
+           "drop_index_dependents"]
 
 # ---------------------------------------------------------------------------------------------
 def _type_group(t: str) -> str:
@@ -261,3 +262,31 @@ def truncate_targets(catalog, names, cascade: bool, msgs: list, notice) -> list:
             out.append(fk.table)
         i += 1
     return out
+
+
+def drop_index_dependents(engine, idef, cascade: bool, msgs: list, notice, what: str) -> None:
+    """Dropping the unique index ``idef`` (DROP INDEX, or DROP CONSTRAINT of a primary key
+    or unique constraint): the foreign keys that need it (no other unique index of their
+    table has their referenced columns) are 2BP01, or dropped with CASCADE."""
+    from minidb.catalog.fkeys import delete_fkey
+    catalog = engine.session.backend.catalog
+    t = catalog.tables.get(idef.table)
+    if t is None or not idef.unique:
+        return
+    others = [catalog.indexes[i] for i in t.indexes
+              if i in catalog.indexes and i != idef.name and catalog.indexes[i].unique]
+    need = [fk for fk in t.referenced_by
+            if sorted(fk.ref_columns) == sorted(idef.columns)
+            and not any(sorted(o.columns) == sorted(fk.ref_columns) for o in others)]
+    if not need:
+        return
+    if not cascade:
+        detail = "\n".join(f"constraint {fk.name} on table {fk.table} depends on index "
+                           f"{idef.name}" for fk in need)
+        raise errors.ProgrammingError(
+            f"cannot drop {what} because other objects depend on it\nDETAIL:  {detail}\n"
+            f"HINT:  Use DROP ... CASCADE to drop the dependent objects too.",
+            sqlstate="2BP01")
+    for fk in need:
+        msgs.append(notice(f"drop cascades to constraint {fk.name} on table {fk.table}"))
+        catalog.run_change(delete_fkey, _fresh(catalog, fk))

@@ -61,6 +61,15 @@ def test_ddl_and_catalog(db):
     db.x("TRUNCATE p, c")
     _err(db, "ALTER TABLE p RENAME TO q", errors.NotSupportedError, "0A000")
     _err(db, "ALTER TABLE c DROP COLUMN pid", errors.NotSupportedError, "0A000")
+    msg = _err(db, "ALTER TABLE p DROP CONSTRAINT p_pkey", errors.ProgrammingError, "2BP01")
+    assert msg.startswith("cannot drop constraint p_pkey on table p because other objects "
+                          "depend on it\nDETAIL:  constraint c_id_fkey on table c depends on "
+                          "index p_pkey")
+    _err(db, "DROP INDEX p_u_key", errors.ProgrammingError, "2BP01")
+    db.x("CREATE UNIQUE INDEX p_u2 ON p (u)")
+    db.x("DROP INDEX p_u_key")                  # another unique index on u serves c_u
+    db.x("ALTER TABLE p DROP CONSTRAINT p_u2 CASCADE")
+    assert [f.name for f in cat.table("p").referenced_by] == ["c_id_fkey", "c_pid_fkey"]
     res = db.x("DROP TABLE p CASCADE")
     assert "drop cascades to constraint c_pid_fkey on table c" in " ".join(res.messages)
     assert db.rows("SELECT count(*) FROM pg_constraint") == [(0,)]

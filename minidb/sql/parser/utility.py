@@ -295,6 +295,7 @@ def _alter_action(p: _P) -> ast.AlterAction:
                 p.expect_word("exists")
                 missing_ok = True
             act = ast.AlterAction("drop_constraint", p.name(), missing_ok=missing_ok)
+            act.cascade = p.word("cascade")
         else:
             p.word("column")
             missing_ok = False
