@@ -47,6 +47,7 @@ from minidb.heap.epq import epq_recheck, modify_rows
 from minidb.heap.modify import TM_INVISIBLE, TM_OK, TM_UPDATED, heap_fetch_raw
 from minidb.heap.multixact import LOCK_KEY_SHARE, heap_lock_tuple_mode
 from minidb.heap import mvcc
+from minidb.txn.lockdefs import RowExclusiveLock, RowShareLock, relation_tag
 from minidb.txn.xact import REPEATABLE_READ
 from minidb.types import parse_type
 
@@ -85,6 +86,18 @@ def _lookup_snapshot(backend, snap):
     return xact.procarray.get_snapshot(backend.slot, xact.xid, snap.curcid + 1)
 
 
+def _lock_relation(backend, tdef, mode: int) -> None:
+    """The relation lock PostgreSQL's RI queries take: RowShare on a referenced table they
+    read FOR KEY SHARE, RowExclusive on a referencing table an action writes (with its
+    indexes, as ``minidb.sql.locking`` locks a statement's tables)."""
+    lm = backend.lockmgr
+    lm.acquire(relation_tag(tdef.oid), mode)
+    for iname in tdef.indexes:
+        idef = backend.catalog.indexes.get(iname)
+        if idef is not None:
+            lm.acquire(relation_tag(idef.oid), mode)
+
+
 def _unique_index(catalog, table: str, cols):
     """The unique index of ``table`` on exactly ``cols`` (any order), else None."""
     t = catalog.tables.get(table)
@@ -115,6 +128,7 @@ def _check_present(backend, fk, key, snap) -> bool:
         raise errors.InternalError(
             f'foreign key "{fk.name}": no unique index on "{fk.ref_table}" for its key')
     ref = catalog.table(fk.ref_table)
+    _lock_relation(backend, ref, RowShareLock)
     rel = catalog.heap_rel(fk.ref_table)
     pos = {c: i for i, c in enumerate(fk.ref_columns)}
     eq = [key[pos[c]] for c in idef.columns]
@@ -227,6 +241,8 @@ def _on_parent_change(backend, ptdef, changed: dict, snap, deleting: bool, depth
         if not keys:
             continue
         ctdef = catalog.table(fk.table)
+        _lock_relation(backend, ctdef, RowShareLock if action in (FK_NO_ACTION, FK_RESTRICT)
+                       else RowExclusiveLock)
         found = _referencing_rows(backend, ctdef, fk, keys, snap)
         if not found:
             continue

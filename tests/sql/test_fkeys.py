@@ -511,3 +511,20 @@ def test_self_reference_and_multi_column(db):
     assert msg.endswith('Key (y, x)=(a, 2) is not present in table "p2".')
     db.x("UPDATE p2 SET b = 'q'")
     assert sorted(db.rows("SELECT * FROM c2"), key=repr) == [(1, "q"), (None, "zz")]
+
+
+def test_checks_lock_the_referenced_table(db, db2):
+    """The check holds RowShare on the referenced table (PostgreSQL's SELECT ... FOR KEY
+    SHARE): DROP / TRUNCATE / LOCK ... ACCESS EXCLUSIVE wait for the inserting transaction."""
+    _two(db, db2)
+    db.x("BEGIN")
+    db.x("INSERT INTO c VALUES (1, 1)")
+    db2.x("BEGIN")
+    with pytest.raises(errors.Error) as ei:
+        db2.x("LOCK TABLE p IN ACCESS EXCLUSIVE MODE NOWAIT")
+    assert ei.value.sqlstate == "55P03"
+    db2.x("ROLLBACK")
+    db2.x("BEGIN")
+    db2.x("LOCK TABLE p IN SHARE MODE NOWAIT")      # Share does not conflict with RowShare
+    db2.x("ROLLBACK")
+    db.x("COMMIT")
