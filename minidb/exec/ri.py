@@ -25,6 +25,9 @@ AFTER ROW triggers of a non-deferred constraint also fire at the end of the stat
   modifiers, and re-checks under READ COMMITTED), recursively for tables that reference
   the referencing table.
 
+Relation locks, as PostgreSQL's RI queries take them: RowShare on a referenced table a
+check reads, RowExclusive on a referencing table an action writes (with their indexes).
+
 Snapshots, as PostgreSQL's ``ri_PerformCheck``: the lookups use a fresh snapshot under
 READ COMMITTED and the transaction's under REPEATABLE READ, with the command counter one
 past the statement's so that rows of this very statement count (a multi-row INSERT of a
