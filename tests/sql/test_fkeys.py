@@ -528,3 +528,27 @@ def test_checks_lock_the_referenced_table(db, db2):
     db2.x("LOCK TABLE p IN SHARE MODE NOWAIT")      # Share does not conflict with RowShare
     db2.x("ROLLBACK")
     db.x("COMMIT")
+
+
+def test_referencing_rows_found_by_index_when_there_is_one(inst):
+    """A parent's DELETE finds the referencing rows through an index led by the key's
+    columns (idx_scan on the child), else by one sequential scan per statement."""
+    from tests.sql.conftest import DB
+    db = DB(inst, stats_flush_interval=0)
+    try:
+        db.x("CREATE TABLE p (id int PRIMARY KEY)")
+        db.x("CREATE TABLE ci (id int, pid int REFERENCES p ON DELETE CASCADE)")
+        db.x("CREATE INDEX ON ci (pid, id)")
+        db.x("CREATE TABLE cs (id int, pid int REFERENCES p ON DELETE CASCADE)")
+        db.x("INSERT INTO p SELECT g FROM generate_series(1, 10) g")
+        db.x("INSERT INTO ci SELECT g, g FROM generate_series(1, 10) g")
+        db.x("INSERT INTO cs SELECT g, g FROM generate_series(1, 10) g")
+        before = {t: db.session.table_stats(t) for t in ("ci", "cs")}
+        db.x("DELETE FROM p WHERE id <= 3")
+        after = {t: db.session.table_stats(t) for t in ("ci", "cs")}
+        d = {t: {k: after[t][k] - before[t][k] for k in ("seq_scan", "idx_scan", "n_tup_del")}
+             for t in after}
+        assert d["ci"] == {"seq_scan": 0, "idx_scan": 3, "n_tup_del": 3}
+        assert d["cs"] == {"seq_scan": 1, "idx_scan": 0, "n_tup_del": 3}
+    finally:
+        db.close()
