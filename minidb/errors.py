@@ -382,3 +382,16 @@ class DependentObjectsStillExist(ProgrammingError):
 class InvalidTableDefinition(ProgrammingError):
     """CREATE OR REPLACE VIEW that drops or renames a column, and the like."""
     sqlstate = "42P16"
+
+
+# -- foreign keys (minidb.sql.fkeys, minidb.exec.ri) -----------------------------------------
+class ForeignKeyViolation(IntegrityError):
+    """A referencing row's key is not present in the referenced table, or a referenced
+    row that is still referenced was deleted or had its key changed."""
+    sqlstate = "23503"
+
+
+class InvalidForeignKey(ProgrammingError):
+    """The referenced columns of a FOREIGN KEY have no unique constraint (or the column
+    lists do not match)."""
+    sqlstate = "42830"

@@ -111,8 +111,7 @@ import numpy as np
 
 from minidb.catalog import Catalog, CatalogCache, at_xact_end, bootstrap
 from minidb.catalog.storage import at_subxact_abort
-from minidb.catalog.bootstrap import add_missing_catalogs
-from minidb.catalog.bootstrap import PG_CLASS
+from minidb.catalog.bootstrap import PG_CLASS, add_missing_catalogs
 from minidb.catalog.cache import temp_backend
 from minidb.config import SETTINGS, Settings
 import minidb.monitor as monitor

@@ -101,6 +101,11 @@ proc_delay_chkpt   (S + 2,)        int64      owning backend (a commit between i
                                               and its clog update delays a checkpoint)
 proc_flags         (S,)            int64      owning backend (PROC_* bits; reset when the
                                               slot is claimed)
+mx_tag             (MX, 4)         int64      multixact lock (the tuple version an entry of
+                                              FOR KEY SHARE lockers is for: relfilenode,
+                                              block, offset, xmin; ``minidb.txn.multixact``)
+mx_member          (MX, S)         int64      multixact lock (per slot: the xid of its
+                                              transaction holding the lock, 0: none)
 =================  ==============  =========  ============================================
 
 ``NP`` = 16 lock partitions, ``LP`` = lock entries per partition
@@ -109,7 +114,7 @@ proc_flags         (S,)            int64      owning backend (PROC_* bits; reset
 slots (max_connections), ``W`` = max_worker_processes, ``OC`` = pages of the simulated OS
 cache (``os_cache_mb``; a placeholder of 8 when ``io_model`` is none), ``X`` = commit-log page
 buffers (``transaction_buffers``, see ``n_clog_buffers``), ``CC`` = ``N_CLOG_CTL``,
-``WB`` = ``wal_buffers`` (pages).
+``WB`` = ``wal_buffers`` (pages), ``MX`` = ``MULTI_LOCKERS_PER_SLOT`` x S.
 
 Locks (all created before any fork):
 
@@ -130,6 +135,7 @@ Locks (all created before any fork):
 * ``stats`` - the shared per-table statistics.
 * ``extension[i]`` - relation extension locks, striped by relfilenode.
 * ``syncscan`` - the synchronized-scan position list (SyncScanLock).
+* ``multixact`` - the table of FOR KEY SHARE lockers (``mx_tag``, ``mx_member``).
 * ``pscan[i]`` - parallel scan slots, striped: slot ``s`` uses ``pscan[s % 16]`` for its
   shared counter and start block.
 * ``pool`` - claiming and releasing parallel worker processes.
@@ -288,6 +294,7 @@ def _next_pow2(n: int) -> int:
 
 
 N_AUX_SLOTS = 1  # the checkpointer: close() must never fail for want of a free slot
+MULTI_LOCKERS_PER_SLOT = 64  # FOR KEY SHARE-locked tuple versions (minidb.txn.multixact)
 
 
 def n_slots(settings: Settings) -> int:
@@ -406,6 +413,8 @@ def regions(settings: Settings) -> list[Region]:
                "reserved by the wal insert lock, then the reserving backend"),
         Region("proc_delay_chkpt", (s + 2,), "<i8", "owning backend"),
         Region("proc_flags", (s,), "<i8", "owning backend"),
+        Region("mx_tag", (MULTI_LOCKERS_PER_SLOT * s, 4), "<i8", "multixact lock", fill=-1),
+        Region("mx_member", (MULTI_LOCKERS_PER_SLOT * s, s), "<i8", "multixact lock"),
     ]
 
 
@@ -653,6 +662,7 @@ class SharedLocks:
         self.stats = lw("stats")
         self.extension = [lw(f"relation extension {i}") for i in range(N_EXTENSION_LOCKS)]
         self.syncscan = lw("syncscan")
+        self.multixact = lw("multixact")
         self.pscan = [lw(f"parallel scan {i}") for i in range(N_PSCAN_LOCKS)]
         self.pool = lw("worker pool")
         self.iomodel = lw("I/O model")

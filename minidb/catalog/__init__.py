@@ -21,8 +21,9 @@ pg_statistic       2619  (table, column) ANALYZE measured: stanullfrac, stawidth
                          stadistinct, stacorrelation, stavalues
 pg_rewrite         2618  view (relkind ``v`` in pg_class, no file): its query's SQL text and
                          the OIDs of the relations it names (``views``)
-pg_constraint      2606  CHECK constraint: conname, conrelid, contype ``c``, consrc
-                         (``constraints``)
+pg_constraint      2606  CHECK constraint (contype ``c``, consrc its SQL text:
+                         ``constraints``) and foreign key (contype ``f``, consrc its
+                         definition, read back by ``fkeys``): oid, conname, conrelid
 =================  ====  ================================================================
 
 User relations get OIDs from 16384 (FirstNormalObjectId) up, from a counter in the shared
@@ -84,7 +85,8 @@ Departures from PostgreSQL
 * ADD / DROP COLUMN rewrite the table (no "missing value" for an added column, no
   ``attisdropped`` slot for a dropped one: the fixed row layout has no room for tuples of
   another shape); attnums are renumbered after a drop.  A primary key or unique
-  constraint is its index (pg_constraint holds CHECK constraints only).
+  constraint is its index; pg_constraint holds CHECK constraints and foreign keys (``fkeys``),
+  as text.
 * VACUUM and ANALYZE write relpages / reltuples in place (not transactionally), as
   PostgreSQL's ``heap_inplace_update`` does; ANALYZE's pg_statistic rows are transactional.
   ``stavalues`` holds the MCV list, its frequencies and the histogram as JSON text instead

@@ -96,8 +96,11 @@ PG_STATISTIC = CatalogDesc(2619, "pg_statistic", (
 PG_REWRITE = CatalogDesc(2618, "pg_rewrite", (
     ("ev_class", "integer", True), ("rulename", "text", True), ("ev_action", "text", True),
     ("ev_deps", "text", True)))
-# CHECK constraints (contype 'c'; primary keys and unique constraints are their indexes:
-# pg_index); consrc is the expression's SQL text (PostgreSQL's conbin is its tree)
+# constraints other than a table's unique indexes (primary keys and unique constraints are
+# their indexes: pg_index): CHECK (contype 'c': consrc is the expression's SQL text;
+# PostgreSQL's conbin is its tree) and FOREIGN KEY ('f': consrc is PostgreSQL's
+# pg_get_constraintdef text - its conkey / confkey ... are arrays - read back by
+# minidb.catalog.fkeys)
 PG_CONSTRAINT = CatalogDesc(2606, "pg_constraint", (
     ("oid", "integer", True), ("conname", "text", True), ("conrelid", "integer", True),
     ("contype", "char(1)", True), ("consrc", "text", True)))
@@ -141,6 +144,34 @@ def add_missing_catalogs(backend) -> bool:
     """A data directory made before a catalog existed (pg_rewrite and pg_constraint came
     after the first four) gets that catalog's file and rows now, in one transaction the
     caller commits; True if anything was added."""
+    smgr = backend.instance.smgr
+    missing = [d for d in CATALOGS if not smgr.exists(d.oid)]
+    if not missing:
+        return False
+    xact = backend.xact
+    xact.start_statement()
+    xid = xact.xid_for_write()
+    for d in missing:
+        smgr.create(d.oid)
+        log_smgr_create(backend.wal, d.oid)
+        _insert_own_rows(backend, d, xid)
+    xact.command_done(True)
+    return True
+
+
+def _insert_own_rows(backend, d, xid) -> None:
+    heap_insert(backend, PG_CLASS.rel,
+                class_row(d.oid, d.name, RELKIND_TABLE, d.oid, len(d.columns),
+                          namespace=PG_CATALOG_NAMESPACE), xmin=xid, cmin=0)
+    for i, col in enumerate(d.column_defs(), start=1):
+        heap_insert(backend, PG_ATTRIBUTE.rel, attribute_row(d.oid, i, col),
+                    xmin=xid, cmin=0)
+
+
+def add_missing_catalogs(backend) -> bool:
+    """A data directory made before a catalog existed (pg_constraint came after the first
+    four) gets that catalog's file and rows now, in one transaction the caller commits;
+    True if anything was added."""
     smgr = backend.instance.smgr
     missing = [d for d in CATALOGS if not smgr.exists(d.oid)]
     if not missing:

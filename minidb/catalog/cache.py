@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 
+import minidb.catalog.fkeys as fkeys
 from minidb.catalog.bootstrap import (BY_NAME, BY_OID, CATALOGS, PG_ATTRIBUTE, PG_CLASS,
                                       PG_CONSTRAINT, PG_INDEX, PG_REWRITE, PG_STATISTIC,
                                       RELKIND_INDEX, RELKIND_SEQUENCE, RELKIND_TABLE,
@@ -169,7 +170,8 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
     for tid, r in cons:
         st.con_tids[r[0]] = tid
         st.max_oid = max(st.max_oid, r[0])
-        checks_of.setdefault(r[2], []).append(CheckDef(r[0], r[1], r[4]))
+        if r[3] == "c":  # (foreign keys, 'f': fkeys.attach below)
+            checks_of.setdefault(r[2], []).append(CheckDef(r[0], r[1], r[4]))
     by_oid: dict[int, TableDef] = {}
     idx_classes = []
     for tid, r in classes:
@@ -208,6 +210,7 @@ def load_state(backend, version, gen: int, own: bool) -> CatalogState:
         st.indexes[name] = _index_def(oid, name, t, rfn, r)
         t.indexes.append(name)
         st.by_rfn[rfn] = name
+    st.max_oid = max(st.max_oid, fkeys.attach(by_oid, cons))
     return st
 
 

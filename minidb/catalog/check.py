@@ -5,7 +5,9 @@
 * every catalog heap passes ``heap.check.check_heap`` (page and tuple structure);
 * the committed catalog rows agree with each other: every pg_attribute, pg_index and
   pg_statistic row names a relation pg_class has, every table has one pg_attribute row per
-  column (1..relnatts), every index has its pg_index row and its table;
+  column (1..relnatts), every index has its pg_index row and its table, every
+  pg_constraint row names a relation pg_class has and a foreign key's definition reads
+  back and names a referenced table pg_class has;
 * the rows and the files agree: every relation named has its file in ``base/``, and every
   file in ``base/`` belongs to a relation named (no orphan files) - except the files of
   transactions still running, which the caller lists in ``in_progress`` if there are any
@@ -16,9 +18,10 @@ from __future__ import annotations
 
 import os
 
-from minidb.catalog.bootstrap import (CATALOGS, PG_ATTRIBUTE, PG_CLASS, PG_INDEX, PG_STATISTIC,
-                                      RELKIND_INDEX, RELKIND_TABLE, RELKIND_VIEW)
+from minidb.catalog.bootstrap import (CATALOGS, PG_ATTRIBUTE, PG_CLASS, PG_CONSTRAINT, PG_INDEX,
+                                      PG_STATISTIC, RELKIND_INDEX, RELKIND_TABLE, RELKIND_VIEW)
 from minidb.catalog.cache import _catalog_snapshot, _rows
+from minidb.catalog.fkeys import parse_definition
 from minidb.errors import DataCorrupted
 from minidb.heap.check import check_heap
 
@@ -59,6 +62,19 @@ def check_catalog(backend, in_progress=()) -> list[str]:
     for r in rows[PG_STATISTIC.oid]:
         if r[0] not in classes:
             problems.append(f"pg_statistic: row for relation {r[0]} which pg_class lacks")
+    by_name = {r[1]: r for r in classes.values()}
+    for r in rows[PG_CONSTRAINT.oid]:
+        if r[2] not in classes:
+            problems.append(f'pg_constraint: constraint "{r[1]}" of relation {r[2]} which '
+                            f"pg_class lacks")
+        elif r[3] == "f":
+            fk = parse_definition(r[0], r[1], classes[r[2]][1], r[4])
+            if fk is None:
+                problems.append(f'pg_constraint: foreign key "{r[1]}" has an unreadable '
+                                f"definition {r[4]!r}")
+            elif fk.ref_table not in by_name:
+                problems.append(f'pg_constraint: foreign key "{r[1]}" references '
+                                f'"{fk.ref_table}" which pg_class lacks')
     smgr = backend.instance.smgr
     named = set()
     for oid, r in classes.items():

@@ -95,6 +95,8 @@ class TableDef:
     column_stats: dict = field(default_factory=dict)
     system: bool = False  # a system catalog (pg_class, ...): no DROP, TRUNCATE or ANALYZE
     checks: list = field(default_factory=list)   # [CheckDef] (pg_constraint, contype 'c')
+    foreign_keys: list = field(default_factory=list)   # [FKeyDef] this table's (contype 'f')
+    referenced_by: list = field(default_factory=list)  # [FKeyDef] of tables referencing it
 
     def column_index(self, name: str) -> int:
         for i, c in enumerate(self.columns):
@@ -121,3 +123,25 @@ class ViewDef:
     columns: list[ColumnDef]
     query: str
     deps: list[int] = field(default_factory=list)
+
+
+# referential actions, pg_constraint's confupdtype / confdeltype letters
+FK_NO_ACTION, FK_RESTRICT, FK_CASCADE, FK_SET_NULL, FK_SET_DEFAULT = "a", "r", "c", "n", "d"
+
+
+@dataclass
+class FKeyDef:
+    """A FOREIGN KEY constraint (pg_constraint, contype 'f'): the referencing table and
+    columns, the referenced table and columns (a unique index covers them), the actions
+    ON UPDATE / ON DELETE (``FK_*`` letters).  ``tid``: its catalog row (to drop it)."""
+    oid: int
+    name: str
+    table: str
+    columns: list[str]
+    ref_table: str
+    ref_columns: list[str]
+    on_update: str = FK_NO_ACTION
+    on_delete: str = FK_NO_ACTION
+    table_oid: int = 0
+    ref_oid: int = 0
+    tid: tuple | None = None

@@ -17,7 +17,7 @@ overlay) when a scan of it starts - nothing is stored, nothing can be written.
   snapshot shows (PostgreSQL reads pg_class with the statement's snapshot).
 * ``pg_namespace`` has ``pg_catalog`` (11) and ``public`` (2200); every relation is visible
   (``pg_table_is_visible`` is true): there is one schema for user tables.
-* ``pg_constraint`` lists the CHECK constraints (the stored catalog's rows); ``pg_views`` /
+* ``pg_constraint`` lists the CHECK constraints and foreign keys (the stored catalog's rows); ``pg_views`` /
   ``information_schema.views`` the views, with their stored query text; views are in
   ``pg_class`` (relkind 'v'), ``pg_attribute``, ``information_schema.tables`` (VIEW) and
   ``columns``.
@@ -261,15 +261,6 @@ def view_def(catalog, oid) -> str | None:
     return None
 
 
-def constraint_def(catalog, oid) -> str | None:
-    """PostgreSQL's ``pg_get_constraintdef(oid)`` for a CHECK constraint."""
-    for t in catalog.tables.values():
-        for c in t.checks:
-            if c.oid == oid:
-                return f"CHECK ({c.expr})"
-    return None
-
-
 @dataclass(frozen=True)
 class VirtualRel:
     """A relation computed at scan time: its columns (name, minidb type spelling, or
@@ -331,8 +322,10 @@ def _class_rows(cat):
         tp = _temp_parts(t.name)
         base = (t.oid, tp[1] if tp else t.name, _ns(t), "r", t.relfilenode, t.relpages,
                 float(t.reltuples), len(t.columns), bool(t.indexes))
-        out.append(base + (OWNER_OID, HEAP_AM, 0, len(t.checks), False, False, False, False, False, 0,
-                           "t" if tp else "p", "d", 0, None, None, None))
+        # relhastriggers: PostgreSQL's foreign keys are triggers (psql's \d then lists them)
+        fk = bool(t.foreign_keys or t.referenced_by)
+        out.append(base + (OWNER_OID, HEAP_AM, 0, len(t.checks), False, fk, False, False,
+                           False, 0, "t" if tp else "p", "d", 0, None, None, None))
     for ix in sorted(cat.indexes.values(), key=lambda i: i.oid):
         base = (ix.oid, ix.name, PUBLIC_NAMESPACE, "i", ix.relfilenode, 0, -1.0,
                 len(ix.columns), False)
@@ -407,6 +400,46 @@ def _attrdef_rows(cat):
             if c.default is not None]
 
 
+def _foreign_keys(cat):
+    return [fk for t in _all_tables(cat) for fk in t.foreign_keys]
+
+
+def _constraint_rows(cat):
+    """CHECK constraints (contype 'c') and foreign keys ('f'; minidb.catalog.fkeys);
+    primary keys and unique constraints are their indexes and not listed (pg_index has
+    them)."""
+    from minidb.catalog.fkeys import definition
+    out = [(c.oid, c.name, PUBLIC_NAMESPACE, "c", False, False, t.oid, 0, 0, " ", " ", " ",
+            True, 0, f"CHECK ({c.expr})")
+           for t in sorted(cat.tables.values(), key=lambda t: t.oid) for c in t.checks]
+    for fk in _foreign_keys(cat):
+        ref = cat.tables.get(fk.ref_table)
+        ix = None
+        if ref is not None:
+            for i in ref.indexes:
+                idef = cat.indexes.get(i)
+                if idef is not None and idef.unique and \
+                        sorted(idef.columns) == sorted(fk.ref_columns):
+                    ix = idef.oid
+                    break
+        out.append((fk.oid, fk.name, PUBLIC_NAMESPACE, "f", False, False, fk.table_oid, ix,
+                    fk.ref_oid, fk.on_update, fk.on_delete, "s", True, 0, definition(fk)))
+    return out
+
+
+def constraint_def(catalog, oid) -> str | None:
+    """PostgreSQL's ``pg_get_constraintdef(oid)``: a CHECK constraint or a foreign key."""
+    from minidb.catalog.fkeys import definition
+    for t in catalog.tables.values():
+        for c in t.checks:
+            if c.oid == oid:
+                return f"CHECK ({c.expr})"
+    for fk in _foreign_keys(catalog):
+        if fk.oid == oid:
+            return definition(fk)
+    return None
+
+
 def _tables_view(cat):
     out = []
     for t in sorted(cat.tables.values(), key=lambda t: t.name):
@@ -444,14 +477,6 @@ def _views_view(cat):
 def _is_views(cat):
     return [(DATABASE, "public", v.name, " " + v.query + ";", "NONE", "NO", "NO")
             for v in sorted(cat.views.values(), key=lambda v: v.name)]
-
-
-def _constraint_rows(cat):
-    """CHECK constraints (contype 'c'); primary keys and unique constraints are their
-    indexes and not listed (pg_index has them)."""
-    return [(c.oid, c.name, PUBLIC_NAMESPACE, "c", False, False, t.oid, 0, True,
-             f"CHECK ({c.expr})")
-            for t in sorted(cat.tables.values(), key=lambda t: t.oid) for c in t.checks]
 
 
 def _is_columns(cat):
@@ -530,7 +555,10 @@ VIRTUAL: dict[str, VirtualRel] = {r.name: r for r in (
                            ("connamespace", "integer"), ("contype", "text"),
                            ("condeferrable", "boolean"), ("condeferred", "boolean"),
                            ("conrelid", "integer"), ("conindid", "integer"),
-                           ("convalidated", "boolean"), ("consrc", "text")),
+                           ("confrelid", "integer"), ("confupdtype", "text"),
+                           ("confdeltype", "text"), ("confmatchtype", "text"),
+                           ("convalidated", "boolean"), ("conparentid", "integer"),
+                           ("consrc", "text")),
          _constraint_rows),
     _rel("pg_tables", (("schemaname", "text"), ("tablename", "text"), ("tableowner", "text"),
                        ("tablespace", "text"), ("hasindexes", "boolean"),

@@ -131,6 +131,9 @@ CATALOG_FUNCS = {
     "pg_get_constraintdef": lambda ectx, oid, pretty=None:
         pgcatalog.constraint_def(ectx.backend.catalog, oid),
     "pg_get_viewdef": lambda ectx, oid, pretty=None: pgcatalog.view_def(ectx.backend.catalog, oid),
+    # no partitioning: a relation's only "ancestor" is itself (one row, as PostgreSQL's
+    # set-returning function gives for a table that is not a partition)
+    "pg_partition_ancestors": lambda ectx, oid: oid,
     "obj_description": lambda ectx, oid, catalog=None: None,
     "col_description": lambda ectx, oid, num: None,
     "shobj_description": lambda ectx, oid, catalog: None,

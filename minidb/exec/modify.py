@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 import minidb.errors as errors
-from minidb.exec import indexam
+from minidb.exec import indexam, ri
 from minidb.exec.chunk import Chunk, chunk_to_rows, column_from_values, column_to_list, \
     rows_to_chunk
 from minidb.exec.datatypes import from_repr
@@ -150,6 +150,7 @@ class InsertNode(PlanNode):
         ret = _returning_of(self, ectx)
         checker = row_checker(ectx, self.entry)
         n = 0
+        written = [] if tdef.foreign_keys else None   # rows for the foreign-key checks
         it = child.run(ectx)
         try:
             for chunk in it:
@@ -166,6 +167,9 @@ class InsertNode(PlanNode):
                             data[self.entry.columns[a][0]] = [v] * chunk.n
                     bulk_insert(backend, rel, indexes, data, chunk.n, xid, cid)
                     n += chunk.n
+                    if written is not None:
+                        names = [c for c, _ in self.entry.columns]
+                        written.extend(zip(*[data.get(c, [None] * chunk.n) for c in names]))
                     continue
                 if rows is None:
                     rows = _full_rows(cols, self.attnos, fill, per_row, one, ncols, chunk.n)
@@ -175,11 +179,15 @@ class InsertNode(PlanNode):
                     indexam.insert_entries(backend, indexes, row, tid)
                     if ret is not None:
                         ret.add(row)
+                    if written is not None:
+                        written.append(row)
                 if ret is not None:
                     ectx.rows_affected = n
                     out = ret.chunk()
                     if out is not None:
                         yield out
+            if written:
+                ri.after_insert(backend, tdef, written, snap)
         finally:
             it.close()
             if n:
@@ -269,7 +277,9 @@ class UpdateNode(_Writer):
         where = self._setup(ectx)
         backend = ectx.backend
         rel = self.rel_now
-        indexes = list(backend.catalog.table(self.entry.table.name).indexes)
+        tdef = backend.catalog.table(self.entry.table.name)
+        indexes = list(tdef.indexes)
+        pairs = [] if ri.involved(tdef) else None   # (old, new) for the foreign keys
         child = self.children[0]
         layout = child.layout()
         full = {(self.entry.index, a): a for a in range(len(self.entry.columns))}
@@ -317,6 +327,8 @@ class UpdateNode(_Writer):
                         indexam.insert_entries(backend, indexes, new_row, new_tid)
                     if ret is not None:
                         ret.add(new_row)
+                    if pairs is not None:
+                        pairs.append((row, new_row))
 
                 cands = zip(zip(blocks.tolist(), offsets.tolist()), rows)
                 n += modify_rows(backend, rel, ectx.snapshot, cands, where, "update", set_fn,
@@ -326,6 +338,8 @@ class UpdateNode(_Writer):
                     out = ret.chunk()
                     if out is not None:
                         yield out
+            if pairs:
+                ri.after_update(backend, tdef, pairs, ectx.snapshot)
         finally:
             it.close()
         ectx.rows_affected = n
@@ -344,10 +358,20 @@ class DeleteNode(_Writer):
     def execute(self, ectx):
         where = self._setup(ectx)
         rindex = self.entry.index
+        backend = ectx.backend
+        tdef = backend.catalog.table(self.entry.table.name)
+        gone = [] if tdef.referenced_by else None   # deleted rows for the foreign keys
         ret = _returning_of(self, ectx)
         if ret is not None:
             layout = self.children[0].layout()
             positions = [layout[(rindex, a)] for a in range(len(self.full_types))]
+
+        def done(tid, row, *_):
+            if gone is not None:
+                gone.append(ri.old_row(backend, self.rel_now, tid))
+            if ret is not None:
+                ret.add(row)
+        on_done = done if gone is not None or ret is not None else None
         n = 0
         it = self.children[0].run(ectx)
         try:
@@ -356,18 +380,19 @@ class DeleteNode(_Writer):
                 tids = zip(blocks.tolist(), offsets.tolist())
                 if ret is None:
                     cands = ((tid, None) for tid in tids)
-                    n += modify_rows(ectx.backend, self.rel_now, ectx.snapshot, cands, where,
-                                     "delete", None)
-                    continue
-                rows = chunk_to_rows(Chunk([chunk.cols[p] for p in positions], chunk.n),
-                                     self.full_types)
-                n += modify_rows(ectx.backend, self.rel_now, ectx.snapshot, zip(tids, rows),
-                                 where, "delete", None,
-                                 on_done=lambda tid, row, *_: ret.add(row))
-                ectx.rows_affected = n
-                out = ret.chunk()
-                if out is not None:
-                    yield out
+                else:
+                    rows = chunk_to_rows(Chunk([chunk.cols[p] for p in positions], chunk.n),
+                                         self.full_types)
+                    cands = zip(tids, rows)
+                n += modify_rows(backend, self.rel_now, ectx.snapshot, cands, where,
+                                 "delete", None, on_done=on_done)
+                if ret is not None:
+                    ectx.rows_affected = n
+                    out = ret.chunk()
+                    if out is not None:
+                        yield out
+            if gone:
+                ri.after_delete(backend, tdef, gone, ectx.snapshot)
         finally:
             it.close()
         ectx.rows_affected = n

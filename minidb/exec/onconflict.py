@@ -34,6 +34,8 @@ from minidb.exec.chunk import Chunk, column_to_list, rows_to_chunk
 from minidb.exec.compile import K, evaluate, truth
 from minidb.exec.datatypes import from_repr
 from minidb.exec.returning import returning_of
+from minidb.exec import ri
+from minidb.exec.checks import row_checker
 from minidb.heap.epq import modify_rows
 from minidb.heap.heapam import heap_insert
 from minidb.heap.modify import follow_update_chain, heap_fetch_raw
@@ -54,7 +56,11 @@ def insert_on_conflict(node, ectx):
     entry = node.entry
     name = entry.table.name
     rel = catalog.heap_rel(name)
-    indexes = list(catalog.table(name).indexes)
+    tdef = catalog.table(name)
+    indexes = list(tdef.indexes)
+    checker = row_checker(ectx, node.entry)       # CHECK constraints, row by row here
+    fk_inserted = [] if tdef.foreign_keys else None   # for the foreign keys, at the end
+    fk_pairs = [] if ri.involved(tdef) else None
     arbiters = list(oc.arbiters)
     ncols = len(entry.columns)
     ttypes = [t for _, t in entry.columns]
@@ -93,6 +99,8 @@ def insert_on_conflict(node, ectx):
         new = list(existing)
         for a, c in sets:
             new[a] = column_to_list(*evaluate(c, ch), ttypes[a])[0]
+        if checker is not None:
+            checker.check([new])
         return new
 
     def passes(existing, proposed) -> bool:
@@ -138,10 +146,12 @@ def insert_on_conflict(node, ectx):
             def recheck(r):
                 return indexam.index_key(backend, ix, r) == key and passes(r, row)
 
-            def on_done(_tid, _row, new_tid, hot, new_row):
+            def on_done(_tid, old_row, new_tid, hot, new_row):
                 if new_tid is not None and not hot:
                     indexam.insert_entries(backend, indexes, new_row, new_tid)
                 done.append(new_row)
+                if fk_pairs is not None:
+                    fk_pairs.append((old_row, new_row))
 
             n = modify_rows(backend, rel, snap, [(newest, existing)], recheck, "update",
                             lambda r: update_values(r, row), on_done=on_done)
@@ -152,6 +162,8 @@ def insert_on_conflict(node, ectx):
             if ret is not None:
                 ret.add(new_row)
             return "updated"
+        if checker is not None:
+            checker.check([row])
         tid = heap_insert(backend, rel, row, xmin=xid, cmin=cid)
         try:
             indexam.insert_entries(backend, indexes, row, tid)
@@ -163,6 +175,8 @@ def insert_on_conflict(node, ectx):
         touched.update(keys_of(row))
         if ret is not None:
             ret.add(row)
+        if fk_inserted is not None:
+            fk_inserted.append(row)
         return "inserted"
 
     n = inserted = 0
@@ -194,6 +208,10 @@ def insert_on_conflict(node, ectx):
                 out = ret.chunk()
                 if out is not None:
                     yield out
+        if fk_inserted:
+            ri.after_insert(backend, tdef, fk_inserted, snap)
+        if fk_pairs:
+            ri.after_update(backend, tdef, fk_pairs, snap)
     finally:
         it.close()
         if inserted:

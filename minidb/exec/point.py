@@ -75,6 +75,8 @@ def compile_point(plan):
     """``run(session, snapshot, params) -> (result, wrote)`` for a point plan (see the module
     docstring), or None when the plan must run through its nodes."""
     try:
+        if plan.kind != "select" and _has_foreign_keys(plan):
+            return None   # the writer nodes run the foreign-key checks (minidb.exec.ri)
         if plan.kind == "select":
             return _compile_select(plan)
         if plan.kind in ("update", "delete"):
@@ -84,6 +86,11 @@ def compile_point(plan):
     except _NotPoint:
         return None
     return None
+
+
+def _has_foreign_keys(plan) -> bool:
+    t = getattr(getattr(plan.root, "entry", None), "table", None)
+    return bool(getattr(t, "foreign_keys", None) or getattr(t, "referenced_by", None))
 
 
 # -- expressions on one row ------------------------------------------------------------------------

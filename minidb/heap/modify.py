@@ -76,8 +76,14 @@ leaves pd_prune_xid alone (a lock leaves nothing to prune) and never writes cmax
 
 Statistics: 'del', 'upd', 'hot_upd' through ``backend.pgstat`` on success.
 
-Left out: MultiXacts (a row has one locker; a second locker waits for the first, i.e. every
-lock is FOR UPDATE strength), key-share locks, combo cids, visibility-map bits, WAL.
+**FOR KEY SHARE** (``minidb.heap.multixact``): a version with HEAP_XMAX_KEYSHR_LOCK has
+lockers listed in ``minidb.txn.multixact``'s shared table, not in xmax.  ``_acquire`` looks
+there once ``satisfies_update`` said TM_OK and waits for each live one, like for a running
+xmax - except for another key-share locker and for an update that changes no indexed
+column (FOR NO KEY UPDATE, which then copies the lockers to its new version).
+
+Left out: MultiXacts in xmax (one xmax locker; SELECT FOR UPDATE is the only SQL lock of it),
+FOR SHARE / FOR NO KEY UPDATE as SQL, combo cids, visibility-map bits.
 """
 
 from __future__ import annotations
@@ -89,11 +95,12 @@ from minidb.errors import InternalError, SerializationFailure
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel, insert_tuple
 from minidb.heap.layout import decode_header
 from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_ONLY_TUPLE, HEAP_UPDATED,
-                                 HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY,
-                                 HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
+                                 HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_KEYSHR_LOCK,
+                                 HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE
 from minidb.storage.xloginsert import PageRecord
+from minidb.txn import multixact
 from minidb.txn import visibility as vis
 from minidb.txn.clog import COMMITTED
 from minidb.txn.visibility import (TM_BEING_MODIFIED, TM_DELETED, TM_INVISIBLE, TM_OK,
@@ -117,7 +124,7 @@ _OFF_XMAX, _OFF_CMAX, _OFF_CTID, _OFF_INFOMASK2, _OFF_INFOMASK = 8, 20, 24, 30, 
 
 _XMAX_BITS = HEAP_XMAX_COMMITTED | HEAP_XMAX_INVALID | HEAP_XMAX_LOCK_ONLY
 
-_DELETE, _UPDATE, _LOCK = "delete", "update", "lock"
+_DELETE, _UPDATE, _LOCK, _KEY_SHARE = "delete", "update", "lock", "key share"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,11 +174,14 @@ def _gone_error(rel: HeapRel, result: int) -> SerializationFailure:
 
 # ---------------------------------------------------------------------------------------------
 # the shared skeleton of the three writers
-def _acquire(backend, rel: HeapRel, tid, snapshot, op: str):
+def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None):
     """Pin and exclusively lock ``tid``'s page, waiting out running modifiers.
 
     Returns (result, buf, item, header).  On TM_OK the buffer stays pinned and locked (the
     caller writes, then unlocks and unpins); otherwise it is released and ``item`` is None.
+    A version locked FOR KEY SHARE (HEAP_XMAX_KEYSHR_LOCK) also waits out its live key-share
+    lockers (``minidb.txn.multixact``) unless ``op`` is a key share itself or an update
+    for which ``keys_changed(item)`` says no key column changes.
     """
     bm = backend.bufmgr
     xact = backend.xact
@@ -210,6 +220,11 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str):
             bm.unlock(b)
             bm.unpin(b)
             raise
+        if result == TM_OK and h["infomask"] & HEAP_XMAX_KEYSHR_LOCK and op != _KEY_SHARE \
+                and (op != _UPDATE or keys_changed is None or keys_changed(item)):
+            lockers = multixact.live_lockers(backend, rfn, tid, h["xmin"])
+            if lockers:
+                result, h = TM_BEING_MODIFIED, dict(h, xmax=lockers[0])
         if result == TM_OK:
             return result, b, item, h
         bm.unlock(b)
@@ -301,9 +316,14 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
     size = pg.maxalign(len(data))
 
     block, off = tid = (int(tid[0]), int(tid[1]))
-    result, b, item, h = _acquire(backend, rel, tid, snapshot, _UPDATE)
+    result, b, item, h = _acquire(
+        backend, rel, tid, snapshot, _UPDATE,
+        keys_changed=lambda it: bool(rel.indexed_columns)
+        and _keys_changed(rel, it, data, new_values))
     if result != TM_OK:
         return result, _newer(result, h), False
+    if h["infomask"] & HEAP_XMAX_KEYSHR_LOCK:   # key-share lockers go with a non-key update
+        _put16(data, _OFF_INFOMASK, _get16(data, _OFF_INFOMASK) | HEAP_XMAX_KEYSHR_LOCK)
     try:
         page = bm.page(b)
         keys_changed = False
@@ -333,10 +353,20 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
         raise
     if fits:
         _count_update(backend, rel, hot)
+        _carry_key_share(backend, rel, tid, h, new_tid, xid)
         return TM_OK, new_tid, hot
     new_tid = _update_elsewhere(backend, rel, b, off, data, xid, cid, keys_changed)
     _count_update(backend, rel, False)
+    _carry_key_share(backend, rel, tid, h, new_tid, xid)
     return TM_OK, new_tid, False
+
+
+def _carry_key_share(backend, rel: HeapRel, tid, h: dict, new_tid, xid: int) -> None:
+    """The old version's live FOR KEY SHARE lockers lock the new one too (the new version
+    is nobody else's to write before this transaction commits, so this may follow the
+    placement)."""
+    if h["infomask"] & HEAP_XMAX_KEYSHR_LOCK:
+        multixact.carry_lockers(backend, rel.relfilenode, tid, h["xmin"], new_tid, xid)
 
 
 def _keys_changed(rel: HeapRel, item, data, new_values) -> bool:

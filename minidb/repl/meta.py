@@ -358,6 +358,12 @@ class MetaCommands:
                 icols = [names.get(int(k), k) for k in str(indkey).split()]
                 footer.append(f'    "{iname}" {kind + ", " if kind else ""}btree '
                               f'({", ".join(icols)})')
+        fks = self._served_rows("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+                                "WHERE conrelid = ? AND contype = 'f' ORDER BY conname", (oid,))
+        refs = self._served_rows("SELECT conname, conrelid::regclass, pg_get_constraintdef(oid) "
+                                 "FROM pg_constraint WHERE confrelid = ? AND contype = 'f' "
+                                 "ORDER BY conname", (oid,))
+        footer += _fkey_lines(fks, refs)
         self.print_table(["Column", "Type", "Nullable", "Default"], rows,
                          title=f'Table "{name}"', footer=footer, right=[False] * 4)
 
@@ -440,6 +446,7 @@ class MetaCommands:
                 kind = _constraint(unique, primary).upper()
                 footer.append(f'    "{iname}" {kind + ", " if kind else ""}btree '
                               f'({", ".join(cols)})')
+        footer += _fkey_footer(self._catalog().tables[t["name"]])
         if plus:
             tdef = self._catalog().tables[t["name"]]
             stats = tdef.column_stats or {}
@@ -616,6 +623,25 @@ def _num(v):
     if v is None:
         return ""
     return _plain(round(v, 2) if isinstance(v, float) else v)
+
+
+def _fkey_footer(tdef) -> list[str]:
+    """psql's "Foreign-key constraints:" and "Referenced by:" footers of a table."""
+    from minidb.catalog.fkeys import definition
+    return _fkey_lines([(f.name, definition(f)) for f in tdef.foreign_keys],
+                       [(f.name, f.table, definition(f))
+                        for f in sorted(tdef.referenced_by, key=lambda f: f.name)])
+
+
+def _fkey_lines(fks, refs) -> list[str]:
+    out = []
+    if fks:
+        out.append("Foreign-key constraints:")
+        out += [f'    "{name}" {condef}' for name, condef in fks]
+    if refs:
+        out.append("Referenced by:")
+        out += [f'    TABLE "{table}" CONSTRAINT "{name}" {condef}' for name, table, condef in refs]
+    return out
 
 
 def _constraint(unique: bool, primary: bool) -> str:

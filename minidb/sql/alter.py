@@ -171,6 +171,8 @@ def _add_column(engine, name, act, msgs):
 
 
 def _drop_column(engine, name, act, msgs):
+    from minidb.sql.fkeys import refuse_if_involved
+    refuse_if_involved(engine.session.backend.catalog, name, "DROP COLUMN", act.name)
     backend = engine.session.backend
     t = _table(engine, name)
     i = t.column_index(act.name)
@@ -192,6 +194,8 @@ def _drop_column(engine, name, act, msgs):
 
 
 def _rename_column(engine, name, act, msgs):
+    from minidb.sql.fkeys import refuse_if_involved
+    refuse_if_involved(engine.session.backend.catalog, name, "RENAME", act.name)
     t = _table(engine, name)
     if t.column_index(act.name) < 0:
         raise errors.UndefinedColumn(f'column "{act.name}" does not exist')
@@ -200,11 +204,17 @@ def _rename_column(engine, name, act, msgs):
 
 
 def _rename(engine, name, act, msgs):
+    from minidb.sql.fkeys import refuse_if_involved
+    refuse_if_involved(engine.session.backend.catalog, name, "RENAME")
     catalter.rename_relation(engine.session.backend.catalog, name, act.new_name)
     return act.new_name
 
 
 def _add_constraint(engine, name, act, msgs):
+    if act.fkey is not None:
+        from minidb.sql.fkeys import add_fkey
+        add_fkey(engine, name, act.fkey)
+        return name
     backend = engine.session.backend
     catalog = backend.catalog
     t = _table(engine, name)
@@ -233,6 +243,9 @@ def _add_constraint(engine, name, act, msgs):
 
 
 def _drop_constraint(engine, name, act, msgs):
+    from minidb.sql.fkeys import drop_fkey_named
+    if drop_fkey_named(engine, name, act.name):
+        return name
     backend = engine.session.backend
     catalog = backend.catalog
     if drop_check(engine, name, act.name):
@@ -245,6 +258,9 @@ def _drop_constraint(engine, name, act, msgs):
             return name
         raise errors.UndefinedObject(
             f'constraint "{act.name}" of relation "{name}" does not exist')
+    from minidb.sql.fkeys import drop_index_dependents
+    drop_index_dependents(engine, idef, act.cascade, msgs, _notice,
+                          f"constraint {act.name} on table {name}")
     lock_oid(engine, idef.oid, AccessExclusiveLock)
     indexam.drop_index(backend, act.name)
     return name

@@ -318,6 +318,7 @@ class ColumnSpec:
     identity: str = ""                # "serial", "a" (ALWAYS), "d" (BY DEFAULT): sequences.py
     seq_options: dict | None = None   # the identity's sequence options
     checks: list = field(default_factory=list)   # [(name | None, SQL text)] CHECK (...)
+    references: object = None         # REFERENCES ...: a minidb.sql.fkeys.FKeySpec
 
 
 @dataclass
@@ -331,6 +332,7 @@ class CreateTableStmt(Statement):
     checks: list = field(default_factory=list)   # table CHECKs: [(name | None, SQL text)]
     temp: bool = False                # CREATE TEMP[ORARY] TABLE (minidb.sql.temp)
     on_commit: str | None = None      # TEMP: "drop" / "delete" / "preserve"
+    foreign_keys: list = field(default_factory=list)   # [minidb.sql.fkeys.FKeySpec]
 
 
 @dataclass
@@ -407,6 +409,8 @@ class AlterAction:
     primary: bool = False             # ADD CONSTRAINT: PRIMARY KEY (else UNIQUE)
     missing_ok: bool = False          # IF EXISTS / IF NOT EXISTS
     expr: str | None = None           # ADD CONSTRAINT ... CHECK (expr): its SQL text
+    fkey: object = None               # ADD CONSTRAINT ... FOREIGN KEY: an FKeySpec
+    cascade: bool = False             # DROP CONSTRAINT ... CASCADE
 
 
 @dataclass
@@ -429,6 +433,7 @@ class ReindexStmt(Statement):
 class TruncateStmt(Statement):
     names: list
     tag: str = "TRUNCATE TABLE"
+    cascade: bool = False
 
 
 @dataclass

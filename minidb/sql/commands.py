@@ -245,6 +245,9 @@ def _create_table_body(engine, st: ast.CreateTableStmt):
         indexam.create_index(backend, st.name,
                              free_name(catalog, f"{st.name}_{'_'.join(u)}_key"), u,
                              unique=True)
+    if st.foreign_keys:
+        from minidb.sql.fkeys import create_fkeys
+        create_fkeys(engine, st.name, st.foreign_keys)
     return _result("CREATE TABLE")
 
 
@@ -278,6 +281,8 @@ def _drop_table_body(engine, st: ast.DropTableStmt):
                 msgs.append(_notice(f'table "{name}" does not exist, skipping'))
                 continue
             locked.append(name)
+    from minidb.sql.fkeys import drop_dependents
+    drop_dependents(engine, locked, st.cascade, msgs, _notice)
     for name in locked:
         if name in catalog.tables:            # not dropped by an earlier CASCADE
             views.drop_dependents(engine, "table", name, catalog.tables[name].oid,
@@ -343,6 +348,8 @@ def _drop_index_body(engine, st: ast.DropIndexStmt):
                 f'cannot drop index {name} because constraint {name} on table {idef.table} '
                 f'requires it\nHINT:  You can drop constraint {name} on table {idef.table} '
                 f'instead: ALTER TABLE {idef.table} DROP CONSTRAINT {name}', sqlstate="2BP01")
+        from minidb.sql.fkeys import drop_index_dependents
+        drop_index_dependents(engine, idef, False, msgs, _notice, f"index {name}")
         todo.append(name)
     for name in todo:
         idef = catalog.indexes[name]
@@ -365,12 +372,15 @@ def _truncate_body(engine, st: ast.TruncateStmt):
     catalog = backend.catalog
     for name in st.names:
         catalog.table(name)            # all exist, or nothing happens
-    for name in st.names:              # wait for every transaction using them
+    from minidb.sql.fkeys import truncate_targets
+    msgs = []
+    names = truncate_targets(catalog, st.names, st.cascade, msgs, _notice)
+    for name in names:                 # wait for every transaction using them
         lock_table(engine, name, AccessExclusiveLock, indexes=True)
-    for name in st.names:
+    for name in names:
         catalog.truncate_table(name, build_index=lambda idef: indexam.rebuild_index(
             backend, idef))
-    return _result("TRUNCATE TABLE")
+    return _result("TRUNCATE TABLE", messages=msgs)
 
 
 # -- maintenance ---------------------------------------------------------------------------------

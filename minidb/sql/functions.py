@@ -296,6 +296,7 @@ _CATALOG = {
     "pg_get_expr": ((_TXT, _OID, _BOOL), 2, "text"),
     "pg_get_constraintdef": ((_OID, _BOOL), 1, "text"),
     "pg_get_viewdef": ((_OID, _BOOL), 1, "text"),
+    "pg_partition_ancestors": ((_OID,), 1, "oid"),
     "obj_description": ((_OID, _TXT), 1, "text"),
     "col_description": ((_OID, _INT), 2, "text"),
     "shobj_description": ((_OID, _TXT), 2, "text"),

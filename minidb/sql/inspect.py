@@ -42,6 +42,7 @@ __all__ = ["describe_tables", "describe_table", "list_indexes", "page_dump", "bt
 _LP_NAMES = {pg.LP_UNUSED: "UNUSED", pg.LP_NORMAL: "NORMAL", pg.LP_REDIRECT: "REDIRECT",
              pg.LP_DEAD: "DEAD"}
 _INFOMASK = [(H.HEAP_HASNULL, "HASNULL"), (H.HEAP_HASVARWIDTH, "HASVARWIDTH"),
+             (H.HEAP_XMAX_KEYSHR_LOCK, "XMAX_KEYSHR_LOCK"),
              (H.HEAP_XMAX_LOCK_ONLY, "XMAX_LOCK_ONLY"), (H.HEAP_XMIN_COMMITTED, "XMIN_COMMITTED"),
              (H.HEAP_XMIN_INVALID, "XMIN_INVALID"), (H.HEAP_XMAX_COMMITTED, "XMAX_COMMITTED"),
              (H.HEAP_XMAX_INVALID, "XMAX_INVALID"), (H.HEAP_UPDATED, "UPDATED")]

@@ -16,6 +16,9 @@ ALTER TABLE (every form)        AccessExclusive on the table and its indexes
 ALTER INDEX ... RENAME          AccessExclusive on the index
 REINDEX                         Share on the table, AccessExclusive on each index rebuilt
 LOCK TABLE                      the named mode (AccessExclusive by default)
+foreign-key check / action      RowShare on a referenced table it reads, RowExclusive on a
+                                referencing table an action writes (``minidb.exec.ri``,
+                                when it runs); ADD FOREIGN KEY: ShareRowExclusive on both
 ==============================  =====================================================
 
 DML locks are computed once per plan (``statement_lock_keys`` after binding, kept on the

@@ -16,6 +16,9 @@ t_infomask (uint16)::
     BITS        NAME                 MEANING
     0x0001      HEAP_HASNULL         some column is NULL (the bitmap has a clear bit)
     0x0002      HEAP_HASVARWIDTH     the table has a variable-length column
+    0x0010      HEAP_XMAX_KEYSHR_LOCK  some transaction locked this version FOR KEY SHARE:
+                                     its lockers are in minidb.txn.multixact's table
+                                     (PostgreSQL: the xmax locker's strength)
     0x0080      HEAP_XMAX_LOCK_ONLY  xmax only locked the row; it did not delete it
     0x0100      HEAP_XMIN_COMMITTED  hint: xmin is known committed
     0x0200      HEAP_XMIN_INVALID    hint: xmin is known aborted (both xmin bits: frozen)
@@ -34,6 +37,7 @@ HEAP_ONLY_TUPLE = 0x8000
 # t_infomask
 HEAP_HASNULL = 0x0001
 HEAP_HASVARWIDTH = 0x0002
+HEAP_XMAX_KEYSHR_LOCK = 0x0010
 HEAP_XMAX_LOCK_ONLY = 0x0080
 HEAP_XMIN_COMMITTED = 0x0100
 HEAP_XMIN_INVALID = 0x0200

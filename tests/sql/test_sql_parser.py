@@ -93,14 +93,14 @@ def test_syntax_error_positions(sql, where):
 
 @pytest.mark.parametrize("sql,word", [
     ("SELECT * FROM a, LATERAL (SELECT 1) s", "LATERAL"),
-    ("SELECT * FROM (VALUES (1)) v", "VALUES"),
+    ("VALUES (1)", "VALUES"),
     ("SELECT a FROM t GROUP BY ROLLUP (a)", "ROLLUP"),
     ("SELECT * FROM t FOR SHARE", "FOR SHARE"),
     ("SELECT * FROM t FOR UPDATE NOWAIT", "NOWAIT"),
     ("SELECT sum(a) OVER (ROWS 2 PRECEDING) FROM t", "window frame"),
     ("ALTER SEQUENCE s RENAME TO u", "ALTER SEQUENCE ... RENAME"),
     ("INSERT INTO t VALUES (1) ON CONFLICT ((a + 1)) DO NOTHING", "ON CONFLICT on an expr"),
-    ("CREATE TABLE t (a int REFERENCES u (a))", "constraint"),
+    ("CREATE TABLE t (a int REFERENCES u (a) MATCH FULL)", "MATCH FULL"),
     ("CREATE MATERIALIZED VIEW v AS SELECT 1", "VIEW"),
     ("CREATE INDEX CONCURRENTLY i ON t (a)", "CONCURRENTLY"),
     ("CREATE INDEX i ON t USING hash (a)", "USING"),

@@ -379,8 +379,23 @@ def _from_item(t):
     if isinstance(t, exp.Lateral):
         raise unsupported("LATERAL")
     if isinstance(t, exp.Values):
-        raise unsupported("VALUES in FROM")
+        return _values_in_from(t)
     return _table(t)
+
+
+def _values_in_from(t: exp.Values):
+    """``(VALUES (a, b), ...) AS v (x, y)`` - also what sqlglot makes of a VALUES operand of
+    UNION (psql's \\d sends one) - as the derived table ``SELECT a AS column1, b AS
+    column2 UNION ALL ...`` (PostgreSQL's column names)."""
+    rows = [r.expressions if isinstance(r, exp.Tuple) else [r] for r in t.expressions]
+    if not rows or len({len(r) for r in rows}) != 1:
+        raise SyntaxError_("VALUES lists must all be the same length")
+    q = None
+    for r in rows:
+        s = exp.select(*[e.copy().as_(f"column{i + 1}") for i, e in enumerate(r)])
+        q = s if q is None else exp.union(q, s, distinct=False)
+    name, cols = _alias_parts(t.args.get("alias"))
+    return ast.SubqueryRef(translate_query(q), name or "*VALUES*", cols)
 
 
 def _join(items: list, j: exp.Join) -> list:
@@ -612,8 +627,19 @@ def _create(node: exp.Create) -> ast.Statement:
             elif isinstance(item, exp.Constraint) and len(item.expressions) == 1 and \
                     isinstance(item.expressions[0], exp.CheckColumnConstraint):
                 st.checks.append((_ident(item.this), check_text(item.expressions[0])))
+            elif isinstance(item, exp.ForeignKey) or (
+                    isinstance(item, exp.Constraint) and len(item.expressions) == 1
+                    and isinstance(item.expressions[0], exp.ForeignKey)):
+                from minidb.sql.parser.fkeyspec import spec_from_sqlglot
+                named = isinstance(item, exp.Constraint)
+                st.foreign_keys.append(spec_from_sqlglot(
+                    item.expressions[0] if named else item,
+                    name=_ident(item.this) if named else None))
             else:
                 raise unsupported(item)
+        for c in st.columns:
+            if c.references is not None:
+                st.foreign_keys.append(c.references)
         return st
     if kind == "INDEX":
         _only(node, {"this", "kind", "unique", "exists"},
@@ -777,6 +803,10 @@ def _column_def(cd: exp.ColumnDef) -> ast.ColumnSpec:
         elif isinstance(k, exp.CheckColumnConstraint):
             name = con.args.get("this")
             spec.checks.append((_ident(name) if name is not None else None, check_text(k)))
+        elif isinstance(k, exp.Reference):
+            from minidb.sql.parser.fkeyspec import spec_from_sqlglot
+            spec.references = spec_from_sqlglot(
+                k, [spec.name], _ident(con.this) if con.this is not None else None)
         else:
             raise unsupported(f"column constraint {con.sql(dialect='postgres')}")
     return spec

@@ -192,9 +192,11 @@ def parse_utility(word: str, text: str, base: int, full: str, parse_any) -> ast.
             names.append(p.name())
         if p.word("restart", "continue"):
             p.expect_word("identity")
-        p.word("cascade", "restrict")
+        cascade = p.word("cascade")
+        if not cascade:
+            p.word("restrict")
         p.end()
-        return ast.TruncateStmt(names)
+        return ast.TruncateStmt(names, cascade=cascade)
     if word == "lock":
         return _lock(p)
     if word == "alter":
@@ -302,6 +304,7 @@ def _alter_action(p: _P) -> ast.AlterAction:
                 p.expect_word("exists")
                 missing_ok = True
             act = ast.AlterAction("drop_constraint", p.name(), missing_ok=missing_ok)
+            act.cascade = p.word("cascade")
         else:
             p.word("column")
             missing_ok = False
@@ -345,12 +348,40 @@ def _constraint(p: _P, name: str | None) -> ast.AlterAction:
         except Exception:  # noqa: BLE001 - sqlglot's errors: a syntax error in the condition
             raise p.error(None, f"could not read the condition {text!r}") from None
         return ast.AlterAction("add_check", name, expr=expr)
-    if w in ("foreign", "exclude"):
+    if w == "foreign":
+        return _foreign_key(p, name)
+    if w == "exclude":
         raise NotSupportedError(f"{w.upper()} constraints are not supported")
     if w == "primary":
         p.expect_word("key")
     cols = _name_list(p)
     return ast.AlterAction("add_constraint", name, columns=cols, primary=w == "primary")
+
+
+def _foreign_key(p: _P, name: str | None) -> ast.AlterAction:
+    """FOREIGN KEY (cols) REFERENCES t [(cols)] [ON DELETE a] [ON UPDATE a] (after ADD
+    [CONSTRAINT n])."""
+    from minidb.sql.parser.fkeyspec import FKeySpec, parse_actions
+    p.expect_word("key")
+    cols = _name_list(p)
+    p.expect_word("references")
+    ref = p.name()
+    t = p.peek()
+    ref_cols = _name_list(p) if t is not None and t.kind == "op" and t.value == "(" else None
+    options = []
+    while p.word("on"):
+        what = p.expect_word("delete", "update")
+        w = p.expect_word("no", "restrict", "cascade", "set")
+        if w == "no":
+            p.expect_word("action")
+            act = "NO ACTION"
+        elif w == "set":
+            act = "SET " + p.expect_word("null", "default").upper()
+        else:
+            act = w.upper()
+        options.append(f"ON {what} {act}")
+    spec = parse_actions(FKeySpec(name, cols, ref, ref_cols), options)
+    return ast.AlterAction("add_constraint", name, columns=cols, fkey=spec)
 
 
 def _lock(p: _P) -> ast.Statement:
