@@ -278,7 +278,7 @@ def _report(results: list, nconfigs: int, *, scale: int, clients: int, transacti
         ("pgbench scale (branches)", f"{SEED_SCALE}", f"{scale}",
          "kept" if scale == SEED_SCALE else "scaled down: the sequential scans' share of the "
          "dead-version work is smaller than the seed's"),
-        ("fsync", "off", "off" if SEED_FSYNC else "on", "kept: commits wait for no disk"),
+        ("fsync", "off", "on" if SEED_FSYNC else "off", "kept: commits wait for no disk"),
         ("clients x transactions per run", f"{SEED_CLIENTS} x {SEED_TRANSACTIONS}",
          f"{clients} x {transactions}", "kept: new versions per branch row per run"),
         ("new versions per branch row per run", "500", f"{updates_per_branch:,.0f}",

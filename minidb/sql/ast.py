@@ -42,6 +42,12 @@ class Node:
     __slots__ = ()
 
 
+# serial pseudo-types: the integer type each stands for (the column gets an owned sequence
+# and a DEFAULT nextval(...): minidb.sql.sequences)
+SERIAL_TYPES = {"serial": "integer", "serial4": "integer", "bigserial": "bigint",
+                "serial8": "bigint", "smallserial": "smallint", "serial2": "smallint"}
+
+
 @dataclass(frozen=True)
 class Name(Node):
     parts: tuple          # ("a",) or ("t", "a")

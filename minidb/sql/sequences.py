@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import minidb.errors as errors
 from minidb.catalog import sequence as seq
+from minidb.sql import ast
 from minidb.sql.parser.sequence import AlterSequenceStmt, CreateSequenceStmt, DropSequenceStmt
 from minidb.sql.result import Result
 
 __all__ = ["HANDLERS", "serial_columns", "create_owned", "drop_owned", "SERIAL_TYPES"]
 
-SERIAL_TYPES = {"serial": "integer", "serial4": "integer", "bigserial": "bigint",
-                "serial8": "bigint", "smallserial": "smallint", "serial2": "smallint"}
+SERIAL_TYPES = ast.SERIAL_TYPES  # (the parser's: it reads serial as its integer type)
 
 
 def _result(status, messages=None):

@@ -781,9 +781,8 @@ def _column_def(cd: exp.ColumnDef) -> ast.ColumnSpec:
     if cd.args.get("kind") is None:
         raise unsupported(f'column "{_ident(cd.this)}" without a type')
     spec = ast.ColumnSpec(_ident(cd.this), _type_text(cd.args["kind"]))
-    from minidb.sql.sequences import SERIAL_TYPES
-    if spec.type_name in SERIAL_TYPES:
-        spec.type_name, spec.identity = SERIAL_TYPES[spec.type_name], "serial"
+    if spec.type_name in ast.SERIAL_TYPES:
+        spec.type_name, spec.identity = ast.SERIAL_TYPES[spec.type_name], "serial"
     for con in cd.args.get("constraints") or []:
         k = con.args.get("kind")
         if isinstance(k, exp.GeneratedAsIdentityColumnConstraint):
