@@ -113,6 +113,25 @@ class InsertNode(PlanNode):
 
     on_conflict = None      # minidb.sql.onconflict.OnConflict (the planner sets it)
 
+    def default_fillers(self, ectx) -> tuple[dict, dict]:
+        """The columns a row is not given: ``fill`` (attno -> value: NULL or a constant
+        default, computed once) and ``per_row`` (attno -> compiled default evaluated for
+        each row: ``nextval``, ``random()`` ...)."""
+        fill, per_row = {}, {}
+        for a in range(len(self.entry.columns)):
+            if a in self.attnos:
+                continue
+            d = self.defaults.get(a)
+            if d is None:
+                fill[a] = None
+                continue
+            c = ectx.compile(d, {})
+            if isinstance(c, K):
+                fill[a] = from_repr(c.value, c.type)
+            else:
+                per_row[a] = c
+        return fill, per_row
+
     def execute(self, ectx):
         if self.on_conflict is not None:
             from minidb.exec.onconflict import insert_on_conflict
@@ -130,21 +149,7 @@ class InsertNode(PlanNode):
         xid = backend.xact.xid_for_write()
         cid = snap.curcid
         one = Chunk([], 1)
-        # columns not given: their default, computed once if it is a constant
-        fill = {}
-        per_row = {}
-        for a in range(ncols):
-            if a in self.attnos:
-                continue
-            d = self.defaults.get(a)
-            if d is None:
-                fill[a] = None
-                continue
-            c = ectx.compile(d, {})
-            if isinstance(c, K):
-                fill[a] = from_repr(c.value, c.type)
-            else:
-                per_row[a] = c
+        fill, per_row = self.default_fillers(ectx)
         child = self.children[0]
         stats = backend.pgstat
         ret = _returning_of(self, ectx)

@@ -68,19 +68,7 @@ def insert_on_conflict(node, ectx):
     xid = backend.xact.xid_for_write()
     cid = snap.curcid
     one = Chunk([], 1)
-    fill, per_row = {}, {}
-    for a in range(ncols):
-        if a in node.attnos:
-            continue
-        d = node.defaults.get(a)
-        if d is None:
-            fill[a] = None
-            continue
-        c = ectx.compile(d, {})
-        if isinstance(c, K):
-            fill[a] = from_repr(c.value, c.type)
-        else:
-            per_row[a] = c
+    fill, per_row = node.default_fillers(ectx)
     # DO UPDATE's expressions read (existing row, EXCLUDED) side by side
     both = {(entry.index, a): a for a in range(ncols)}
     both.update({(oc.excluded_index, a): ncols + a for a in range(ncols)})

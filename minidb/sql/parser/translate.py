@@ -357,11 +357,7 @@ def _from_item(t):
         return ast.FunctionRef(ast.FuncE("unnest", (translate_expression(t.expressions[0]),)),
                                name, cols)
     if isinstance(t, exp.Table) and t.args.get("joins"):
-        inner = t.copy()
-        joins = inner.args.pop("joins")
-        items = [_from_item(inner)]
-        for j in joins:
-            items = _join(items, j)
+        items = _from_items(t)
         joined = items[0]
         for right in items[1:]:  # (a CROSS JOIN b): one item, the cross product
             joined = ast.JoinRef(joined, right, None)
