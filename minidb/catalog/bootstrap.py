@@ -168,34 +168,6 @@ def _insert_own_rows(backend, d, xid) -> None:
                     xmin=xid, cmin=0)
 
 
-def add_missing_catalogs(backend) -> bool:
-    """A data directory made before a catalog existed (pg_constraint came after the first
-    four) gets that catalog's file and rows now, in one transaction the caller commits;
-    True if anything was added."""
-    smgr = backend.instance.smgr
-    missing = [d for d in CATALOGS if not smgr.exists(d.oid)]
-    if not missing:
-        return False
-    xact = backend.xact
-    xact.start_statement()
-    xid = xact.xid_for_write()
-    for d in missing:
-        smgr.create(d.oid)
-        log_smgr_create(backend.wal, d.oid)
-        _insert_own_rows(backend, d, xid)
-    xact.command_done(True)
-    return True
-
-
-def _insert_own_rows(backend, d, xid) -> None:
-    heap_insert(backend, PG_CLASS.rel,
-                class_row(d.oid, d.name, RELKIND_TABLE, d.oid, len(d.columns),
-                          namespace=PG_CATALOG_NAMESPACE), xmin=xid, cmin=0)
-    for i, col in enumerate(d.column_defs(), start=1):
-        heap_insert(backend, PG_ATTRIBUTE.rel, attribute_row(d.oid, i, col),
-                    xmin=xid, cmin=0)
-
-
 def bootstrap(backend) -> None:
     """Create the catalogs' files and insert their own rows (a new data directory only);
     the caller commits."""

@@ -869,23 +869,18 @@ class Binder:
         ret = self.returning(s.returning, entry)
         return BoundInsert(entry, attnos, rows, sel, defaults, dict(self.param_types), ret, oc)
 
-    def update(self, s: ast.UpdateStmt) -> BoundUpdate:
-        join = None
-        if s.from_:
-            from minidb.sql import updfrom
-            entry, scope, join = updfrom.bind_from(self, BoundSelect, s.table, s.alias,
-                                                   s.from_)
-        else:
-            entry = self._entry(0, s.table, s.alias)
-            scope = [entry]
+    def set_list(self, entry, assignments, scope, rel_name: str) -> list:
+        """UPDATE's (and ON CONFLICT DO UPDATE's) ``SET col = expr, ...`` over ``entry``:
+        [(attno, Expr)], each converted to its column's type; ``DEFAULT`` is the column's
+        default (NULL without one); identity columns' rules (428C9)."""
         defaults = None
         assigns = []
         seen = set()
-        for col, node in s.assignments:
+        for col, node in assignments:
             a = entry.attno(col)
             if a < 0:
                 raise errors.UndefinedColumn(
-                    f'column "{col}" of relation "{s.table}" does not exist')
+                    f'column "{col}" of relation "{rel_name}" does not exist')
             if a in seen:
                 raise errors.ProgrammingError(f'multiple assignments to same column "{col}"',
                                               sqlstate="42601")
@@ -901,6 +896,18 @@ class Binder:
             else:
                 e = self.expr(node, scope, ctx=t)
             assigns.append((a, self.assignable(e, t, name)))
+        return assigns
+
+    def update(self, s: ast.UpdateStmt) -> BoundUpdate:
+        join = None
+        if s.from_:
+            from minidb.sql import updfrom
+            entry, scope, join = updfrom.bind_from(self, BoundSelect, s.table, s.alias,
+                                                   s.from_)
+        else:
+            entry = self._entry(0, s.table, s.alias)
+            scope = [entry]
+        assigns = self.set_list(entry, s.assignments, scope, s.table)
         quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) if s.where is not None else []
         entry.checks = self.check_constraints(entry)
         if join is not None:

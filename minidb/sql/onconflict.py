@@ -74,31 +74,7 @@ def bind_on_conflict(b, stmt, entry) -> OnConflict:
     ex = b._entry(0, table.name, "excluded")
     out.excluded_index = ex.index
     scope = [entry, ex]
-    defaults = None
-    seen = set()
-    for col, node in oc.assignments:
-        a = entry.attno(col)
-        if a < 0:
-            raise errors.UndefinedColumn(
-                f'column "{col}" of relation "{table.name}" does not exist')
-        if a in seen:
-            raise errors.ProgrammingError(f'multiple assignments to same column "{col}"',
-                                          sqlstate="42601")
-        seen.add(a)
-        name, t = entry.columns[a]
-        if table.columns[a].identity:
-            from minidb.sql.identity import check_identity_update
-            check_identity_update(table, a, isinstance(node, ast.DefaultE))
-        if isinstance(node, ast.DefaultE):
-            if defaults is None:
-                defaults = b.defaults(entry)
-            e = defaults.get(a)
-            if e is None:
-                from minidb.exec.expr import Const
-                e = Const(None, t)
-        else:
-            e = b.expr(node, scope, ctx=t)
-        out.assignments.append((a, b.assignable(e, t, name)))
+    out.assignments.extend(b.set_list(entry, oc.assignments, scope, table.name))
     if oc.where is not None:
         out.where = b.boolean(oc.where, scope, "WHERE")
     for e in [x for _, x in out.assignments] + ([out.where] if out.where is not None else []):
