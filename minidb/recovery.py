@@ -222,11 +222,17 @@ def _zero_tail(wal: SharedWAL, end: int) -> None:
         fileio.unlink(p)
 
 
+# Redo routines of records whose blocks carry logical data (``PageRecord.add(b, data=)``),
+# by (resource manager, opcode): ``fn(page, blk, record)`` changes the page (a uint8 array)
+# as the operation changed it; the page's LSN is checked and set by ``redo_block``.
+LOGICAL_REDO: dict = {}
+
+
 def replay(inst, bm, r: rec.Record, invalid: dict) -> None:
     """Apply one record (the resource managers' redo routines)."""
     rmid = r.rmid
     if rmid in (rec.RM_HEAP, rec.RM_HEAP2, rec.RM_BTREE, rec.RM_SEQ):
-        redo_blocks(bm, r, invalid)
+        redo_blocks(bm, r, invalid, LOGICAL_REDO.get((rmid, rec.opcode(rmid, r.info))))
     elif rmid == rec.RM_XLOG:
         if r.info in (rec.XLOG_FPI, rec.XLOG_FPI_FOR_HINT):
             redo_blocks(bm, r, invalid)

@@ -22,6 +22,12 @@ operation's own fields for waldump; redo does not need them: ``redo_blocks`` rep
 page record the same way - restore the image, or paste the fragments if the page's LSN is
 older than the record (``BLK_RESTORED`` / ``BLK_NEEDS_REDO`` / ``BLK_DONE``).
 
+A caller may instead register a page with the operation's own data,
+``rec.add(buf, data=...)`` (PostgreSQL's XLogRegisterBufData): no before-image is copied and
+no delta computed; recovery replays such a block through the routine it keeps for the
+record's resource manager and opcode (``minidb.recovery.LOGICAL_REDO``), which must rebuild
+the page byte for byte.
+
 ``log_hint(bm, buf)`` is MarkBufferDirtyHint's logging half: the first hint-bit change of a
 page after a checkpoint logs the page as ``XLOG_FPI_FOR_HINT`` (pages carry checksums, so a
 torn write of a hint-only change must be repairable: PostgreSQL's wal_log_hints).
@@ -54,6 +60,17 @@ def unlogged(bm) -> set:
     return got
 
 
+class _Logical:
+    """A block registered with its logical data (``PageRecord.add(b, data=...)``)."""
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+
+_LOGICAL_FLAGS = rec.REGBUF_STANDARD | rec.REGBUF_LOGICAL
+
+
 class PageRecord:
     """The pages changed together by one WAL record (see the module docstring)."""
 
@@ -64,11 +81,20 @@ class PageRecord:
         self.bufs: list[int] = []
         self.befores: list = []
 
-    def add(self, b: int, new: bool = False) -> "PageRecord":
+    def add(self, b: int, new: bool = False, data: bytes | None = None) -> "PageRecord":
+        """Register buffer ``b`` before changing it.  ``new``: the page is (re)initialised
+        and logged as an image.  ``data``: the operation's own description of the change
+        (a *logical* block: no before-image is copied; redo calls the routine recovery
+        registers for the record's resource manager and opcode, which must rebuild the
+        page byte for byte, hint bits aside)."""
         if b in self.bufs:
             return self
         self.bufs.append(b)
-        self.befores.append(None if new or self.bm.wal is None else self.bm.page(b).copy())
+        if data is not None:
+            self.befores.append(_Logical(data))
+        else:
+            self.befores.append(None if new or self.bm.wal is None
+                                else self.bm.page(b).copy())
         return self
 
     def log(self, rmgr: int, info: int, xid: int = 0, main: bytes = b"") -> int:
@@ -87,6 +113,9 @@ class PageRecord:
             page = bm.page(b)
             if before is None:
                 blocks.append((rfn, fork, blk, page, rec.REGBUF_FORCE_IMAGE, b""))
+                continue
+            if type(before) is _Logical:
+                blocks.append((rfn, fork, blk, page, _LOGICAL_FLAGS, before.data))
                 continue
             delta = rec.page_delta(before, page)
             if len(delta) > DELTA_LIMIT:
@@ -141,15 +170,17 @@ def log_hint(bm, b: int, page) -> None:
 BLK_NEEDS_REDO, BLK_DONE, BLK_RESTORED, BLK_NOTFOUND = range(4)
 
 
-def redo_blocks(bm, r: rec.Record, invalid: dict | None = None) -> list[int]:
-    """Replay the block references of a page record; returns each block's outcome."""
+def redo_blocks(bm, r: rec.Record, invalid: dict | None = None, logical=None) -> list[int]:
+    """Replay the block references of a page record; returns each block's outcome.
+    ``logical(page, blk, r)``: the resource manager's routine for logical blocks."""
     out = []
     for blk in r.blocks:
-        out.append(redo_block(bm, r, blk, invalid))
+        out.append(redo_block(bm, r, blk, invalid, logical))
     return out
 
 
-def redo_block(bm, r: rec.Record, blk: rec.BlockRef, invalid: dict | None = None) -> int:
+def redo_block(bm, r: rec.Record, blk: rec.BlockRef, invalid: dict | None = None,
+               logical=None) -> int:
     smgr = bm.smgr
     if blk.has_image:
         if not smgr.exists(blk.relfilenode, blk.fork):
@@ -181,7 +212,13 @@ def redo_block(bm, r: rec.Record, blk: rec.BlockRef, invalid: dict | None = None
             return BLK_NOTFOUND
         if pg.get_lsn(page) >= r.end:
             return BLK_DONE
-        rec.apply_delta(page, blk.data)
+        if blk.logical:
+            if logical is None:
+                raise ValueError(f"no redo routine for the logical block data of "
+                                 f"{rec.op_name(r.rmid, r.info)} at {rec.format_lsn(r.lsn)}")
+            logical(page, blk, r)
+        else:
+            rec.apply_delta(page, blk.data)
         pg.set_lsn(page, r.end)
         bm.mark_dirty(b)
         return BLK_NEEDS_REDO

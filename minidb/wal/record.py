@@ -16,9 +16,12 @@ The CRC-32C (Castagnoli, the ``crc32c`` package: hardware instructions where the
 them) runs over everything after the header, then over header bytes 0..27, as
 PostgreSQL's does (so ``xl_prev`` is covered though it is filled in last).
 
-Block data of minidb's page records is a *page delta* (PostgreSQL's generic WAL): a list
-of fragments ``offset u16 | length u16 | bytes`` that redo pastes into the page.  A block
-that carries an image needs no data: redo restores the image.
+Block data of minidb's page records is either a *page delta* (PostgreSQL's generic WAL): a
+list of fragments ``offset u16 | length u16 | bytes`` that redo pastes into the page; or,
+with ``BKPBLOCK_LOGICAL`` (0x80 of fork_flags, a bit PostgreSQL does not use), the
+operation's own description of the change (a heap insert's tuple and offset, ...), which
+redo hands to the resource manager's routine for that opcode.  A block that carries an image
+needs no data: redo restores the image.
 
 Departures from PostgreSQL: a 32-byte header with a 64-bit xid (28 bytes used); block
 headers carry the relfilenode (8 bytes) every time (no SAME_REL) and a 32-bit data length;
@@ -94,6 +97,11 @@ OPNAMES = {
 }
 
 
+def opcode(rmid: int, info: int) -> int:
+    """The operation bits of ``info`` (the heap managers keep an INIT_PAGE flag beside them)."""
+    return info & 0x70 if rmid in (RM_HEAP, RM_HEAP2) else info & 0xF0
+
+
 def op_name(rmid: int, info: int) -> str:
     if rmid in (RM_HEAP, RM_HEAP2):
         name = OPNAMES[rmid].get(info & 0x70, f"UNKNOWN 0x{info:02x}")
@@ -106,11 +114,13 @@ REGBUF_FORCE_IMAGE = 0x01
 REGBUF_NO_IMAGE = 0x02
 REGBUF_WILL_INIT = 0x04 | REGBUF_NO_IMAGE
 REGBUF_STANDARD = 0x08    # the page has a standard layout: the hole may be cut out
+REGBUF_LOGICAL = 0x10     # the block data is the operation's own (redo by its manager)
 # bits of fork_flags in the record
 BKPBLOCK_FORK_MASK = 0x0F
 BKPBLOCK_HAS_IMAGE = 0x10
 BKPBLOCK_HAS_DATA = 0x20
 BKPBLOCK_WILL_INIT = 0x40
+BKPBLOCK_LOGICAL = 0x80   # minidb: block data for the resource manager's redo, not a delta
 
 HEADER = struct.Struct("<I4xQQBB2xI")
 HEADER_SIZE = HEADER.size            # 32
@@ -255,13 +265,13 @@ def apply_delta(page: np.ndarray, delta: bytes) -> None:
 class BlockRef:
     """One decoded block reference."""
     __slots__ = ("id", "fork", "relfilenode", "block", "image", "hole_off", "hole_len",
-                 "data", "will_init")
+                 "data", "will_init", "logical")
 
     def __init__(self, id, fork, relfilenode, block, image, hole_off, hole_len, data,
-                 will_init):
+                 will_init, logical=False):
         self.id, self.fork, self.relfilenode, self.block = id, fork, relfilenode, block
         self.image, self.hole_off, self.hole_len = image, hole_off, hole_len
-        self.data, self.will_init = data, will_init
+        self.data, self.will_init, self.logical = data, will_init, logical
 
     @property
     def has_image(self) -> bool:
@@ -299,6 +309,8 @@ def assemble(blocks: list, main: bytes, images: list) -> tuple[bytes, int]:
             nimg += 1
         if data:
             ff |= BKPBLOCK_HAS_DATA
+            if flags & REGBUF_LOGICAL:
+                ff |= BKPBLOCK_LOGICAL
         heads.append(BLOCK_HEADER.pack(i, ff, len(data), rfn, blk))
         if img is not None:
             heads.append(IMAGE_HEADER.pack(len(img[0]), img[1], img[2]))
@@ -361,7 +373,8 @@ def decode(buf: bytes, lsn: int, expect_prev: int | None) -> Record:
             data = body[pos:pos + dlen]
             pos += dlen
             blocks.append(BlockRef(bid, ff & BKPBLOCK_FORK_MASK, rfn, blk, image, hole_off,
-                                   hole_len, data, bool(ff & BKPBLOCK_WILL_INIT)))
+                                   hole_len, data, bool(ff & BKPBLOCK_WILL_INIT),
+                                   bool(ff & BKPBLOCK_LOGICAL)))
         main = body[pos:pos + mlen]
         if pos + mlen != len(body):
             raise InvalidRecord(f"record at {format_lsn(lsn)} has {len(body) - pos - mlen} "

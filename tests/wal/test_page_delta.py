@@ -42,3 +42,19 @@ def test_gaps_of_four_and_five_unchanged_bytes():
         after[[7, 8 + gap, 4000, 8191]] = 1            # across a word boundary, the end
         assert rec.page_delta(before, after) == rec._page_delta_bytes(before, after)
     assert rec.page_delta(before, before.copy()) == b""
+
+
+def test_logical_block_data_round_trips_with_its_flag():
+    """A block registered with logical data keeps it verbatim and is marked so redo hands
+    it to the resource manager's routine instead of pasting it as a delta."""
+    page = np.zeros(BLCKSZ, dtype=np.uint8)
+    blocks = [(7, 0, 3, page, rec.REGBUF_STANDARD | rec.REGBUF_LOGICAL, b"\x01\x02tuple"),
+              (7, 0, 4, page, rec.REGBUF_STANDARD, b"\x00\x10\x00\x01z")]
+    body, nimg = rec.assemble(blocks, b"main", [None, None])
+    assert nimg == 0
+    buf = rec.finish(body, 5, 0, rec.XLOG_HEAP_INSERT, rec.RM_HEAP)
+    r = rec.decode(buf, 64, None)
+    assert [(b.block, b.logical, b.data) for b in r.blocks] == \
+        [(3, True, b"\x01\x02tuple"), (4, False, b"\x00\x10\x00\x01z")]
+    assert rec.opcode(rec.RM_HEAP, rec.XLOG_HEAP_INSERT | rec.XLOG_HEAP_INIT_PAGE) == \
+        rec.XLOG_HEAP_INSERT
