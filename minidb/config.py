@@ -36,6 +36,11 @@ from typing import Any
 from minidb.errors import InvalidParameterValue, UndefinedParameter, CantChangeParameter
 
 BLCKSZ = 8192  # block size in bytes; not a setting: the page format depends on it
+# The system catalogs' format (PostgreSQL's CATALOG_VERSION_NO, yyyymmddN): written into
+# pg_control when a data directory is made and checked at every open, so a directory made
+# with other catalog columns is refused with a message instead of failing half-way.  Bump
+# it with every change to a catalog's columns or to what the bootstrap creates.
+CATALOG_VERSION_NO = 202612011
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,7 @@ last field is the CRC-32C of everything before it:
     ===================  =====  ================================================
     system_identifier    u64    chosen at initdb (time and pid)
     version              u32    CONTROL_VERSION
+    catalog_version_no   u32    config.CATALOG_VERSION_NO when the directory was made
     state                u32    DB_* below
     time                 f64    when the file was last written (Unix time)
     checkpoint           u64    start LSN of the latest checkpoint record
@@ -25,7 +26,9 @@ last field is the CRC-32C of everything before it:
 Departure: PostgreSQL rewrites the file in place (a 512-byte write is atomic on its
 sector); minidb writes a temporary file, fsyncs it and renames it over the old one, so
 the crash-test layer (which tears writes at 512-byte boundaries) cannot produce a mixed
-file either way.  A CRC mismatch stops startup with an error naming the file.
+file either way.  A CRC mismatch stops startup with an error naming the file; a file of another
+``CONTROL_VERSION`` or ``CATALOG_VERSION_NO`` stops it with PostgreSQL's "database files are
+incompatible" (the directory was made by another minidb: make a new one).
 """
 
 from __future__ import annotations
@@ -36,11 +39,11 @@ import time
 from dataclasses import dataclass, fields
 
 import minidb.fileio as fileio
-from minidb.config import BLCKSZ
+from minidb.config import BLCKSZ, CATALOG_VERSION_NO
 from minidb.errors import DataCorrupted, OperationalError
 from minidb.wal.record import crc32c
 
-CONTROL_VERSION = 1300
+CONTROL_VERSION = 1301
 CONTROL_FILE = os.path.join("global", "pg_control")
 CONTROL_SIZE = BLCKSZ
 
@@ -49,13 +52,14 @@ STATE_NAMES = {0: "starting up", 1: "shut down", 2: "shut down in recovery",
                3: "shutting down", 4: "in crash recovery", 5: "in archive recovery",
                6: "in production"}
 
-_STRUCT = struct.Struct("<QIIdQQQQBdIII")
+_STRUCT = struct.Struct("<QIIIdQQQQBdIII")
 
 
 @dataclass
 class ControlData:
     system_identifier: int = 0
     version: int = CONTROL_VERSION
+    catalog_version_no: int = CATALOG_VERSION_NO
     state: int = DB_STARTUP
     time: float = 0.0
     checkpoint: int = 0
@@ -91,13 +95,19 @@ def read_control(datadir: str) -> ControlData | None:
     (version,) = struct.unpack_from("<I", raw, 8)
     if version != CONTROL_VERSION:
         raise OperationalError(
-            f'control file "{path}" has version {version}, this minidb needs '
-            f"{CONTROL_VERSION}")
+            f"database files are incompatible with this minidb: the data directory was "
+            f"initialized with pg_control version {version}, this minidb needs "
+            f'{CONTROL_VERSION} ("{path}"); make a new data directory')
     body = raw[:_STRUCT.size]
     (crc,) = struct.unpack_from("<I", raw, _STRUCT.size)
     if crc32c(body) != crc:
         raise DataCorrupted(f'incorrect checksum in control file "{path}"')
     cd = ControlData(*_STRUCT.unpack(body))
+    if cd.catalog_version_no != CATALOG_VERSION_NO:
+        raise OperationalError(
+            f"database files are incompatible with this minidb: the data directory was "
+            f"initialized with catalog version {cd.catalog_version_no}, this minidb has "
+            f"{CATALOG_VERSION_NO}; make a new data directory")
     if cd.blcksz != BLCKSZ:
         raise OperationalError(f'control file "{path}": the data directory was made with '
                                f"{cd.blcksz}-byte blocks, this minidb uses {BLCKSZ}")

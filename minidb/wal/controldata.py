@@ -3,7 +3,8 @@
 Prints the fields ``global/pg_control`` holds (``minidb.wal.control``), one per line,
 labelled as pg_controldata labels them and with the values from column 38 on::
 
-    pg_control version number:            1300
+    pg_control version number:            1301
+    Catalog version number:               202612011
     Database system identifier:           7714362232624755481
     Database cluster state:               shut down
     pg_control last modified:             Tue Dec  1 15:45:25 2026
@@ -75,6 +76,7 @@ def lines(cd: ctlfile.ControlData) -> list[str]:
     xid = cd.next_xid
     rows = [
         ("pg_control version number", cd.version),
+        ("Catalog version number", cd.catalog_version_no),
         ("Database system identifier", cd.system_identifier),
         ("Database cluster state", ctlfile.STATE_NAMES.get(cd.state, f"unrecognized status "
                                                                      f"code {cd.state}")),

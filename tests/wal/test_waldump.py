@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 import minidb
 from minidb.cli import main
+from minidb.config import CATALOG_VERSION_NO
 from minidb.wal import dump
 from minidb.wal import record as rec
 
@@ -187,7 +188,8 @@ def test_controldata_after_a_checkpoint(tmp_path):
     assert all(ln.index(ln.split(":", 1)[1].strip()) == 38 for ln in out.splitlines()
                if ln.split(":", 1)[1].strip())
     assert fields["Database cluster state"] == "in production"
-    assert fields["pg_control version number"] == "1300"
+    assert fields["pg_control version number"] == "1301"
+    assert fields["Catalog version number"] == str(CATALOG_VERSION_NO)
     assert fields["Bytes per WAL segment"] == str(1 << 20)
     assert fields["Latest checkpoint's full_page_writes"] == "on"
     # the checkpoint it names is the CHECKPOINT's record, whose redo point it repeats
