@@ -170,6 +170,7 @@ class Instance:
         self.cancel_pending = False  # a server backend's CancelRequest (check_interrupts)
         self.owner_pid = os.getpid()
         self._closed = False
+        self.abandoned = False   # crash_abandon: its sessions must not touch the directory
         _OPEN.add(self)  # the fork hook finds it (death pipe, parent-death signal)
         self._local = threading.Lock()
         self._backends: set[Backend] = set()
@@ -689,6 +690,7 @@ class Instance:
         if self._closed:
             return
         self._closed = True
+        self.abandoned = True
         self._stop.set()
         self._background.stop_event.set()
         if self.pool is not None:
@@ -849,8 +851,11 @@ class Backend:
         if self.closed:
             return
         self.closed = True
-        if self.generation != self.instance.generation:
-            return  # stale: its slot, pins and locks went with the old shared memory
+        if self.generation != self.instance.generation or self.instance.abandoned:
+            # stale: its slot, pins and locks went with the old shared memory; or the
+            # instance was dropped as a power loss drops it - a rollback now would act on
+            # files (an aborted CREATE's pending delete) that recovery has since restored
+            return
         try:
             self.xact.rollback()
             try:

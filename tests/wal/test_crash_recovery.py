@@ -332,3 +332,20 @@ def test_death_in_a_wal_critical_section_sets_the_crash_flag(tmp_path, where):
         s.close()
     finally:
         inst.close()
+
+
+def test_an_abandoned_connection_closed_later_touches_no_file(tmp_path):
+    """A connection of an instance dropped as a power loss drops it, closed (or garbage
+    collected) after the directory was recovered, must not act on the directory: its
+    rollback would otherwise carry out the pending delete of a relation it created - a file
+    that recovery has meanwhile restored for a commit that reached the log (found by the
+    crash machine: a committed index without its file)."""
+    from tests.wal.crashkit import abandon
+    d = str(tmp_path / "db")
+    conn = minidb.connect(d)
+    cur = conn.cursor()
+    cur.execute("create table t (a int)")
+    files = set(os.listdir(os.path.join(d, "base")))
+    abandon(conn)
+    conn.close()
+    assert set(os.listdir(os.path.join(d, "base"))) == files
