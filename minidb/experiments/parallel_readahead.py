@@ -416,14 +416,17 @@ def _report(runs: list, loads: list, chosen: list, ras: list, *, workers: int, t
                 f"under block at a time, {min(shares):.0%} to {max(shares):.0%} of the "
                 "blocks a participant was handed continue its own previous block (PostgreSQL's "
                 "participants, each decoding a page before it takes the next, take blocks "
-                "nearly in turns: a share near 0). minidb's participants take a batch's blocks "
-                "in a row and decode them together (one numpy batch: CPU per page the same "
-                "for every allocation), so each gets runs of consecutive blocks, which per-file "
-                "read-ahead recognises as sequential. Where the share is high, perfile cannot "
-                "show the seed's collapse; the missing mechanism is the participants' "
-                "allocation rhythm, not the kernel's read-ahead "
-                "(tests/storage/test_iomodel.py checks that a truly strided pattern stops "
-                "perfile read-ahead: a request per block).")
+                "nearly in turns on cores of their own: a share near 0). minidb's "
+                "participants take a decode batch's blocks in a row (one numpy batch: CPU "
+                "per page the same for every allocation), and on this shared 2-core machine "
+                "they seldom run at the same time: once read-ahead keeps one ahead its reads "
+                "hit the cache and it takes consecutive blocks for a whole time slice. So "
+                "each reads runs of consecutive blocks, which per-file read-ahead recognises "
+                "as sequential. Where the share is high, perfile cannot show the seed's "
+                "collapse: what is missing is the participants' rhythm (concurrent, a block "
+                "at a time), not the kernel's read-ahead (tests/storage/test_iomodel.py "
+                "checks that a truly strided pattern stops perfile read-ahead: a request "
+                "per block).")
     rep.data = {"nblocks": nblocks, "nrows": nrows, "disk": describe, "readahead": ras,
                 "results": {ra: runs[0][ra] for ra in ras}, "repeats": runs, "loads": loads,
                 "headline": {f"{k}/{w}": v for (k, w), v in headline.items()},

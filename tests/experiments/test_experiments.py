@@ -322,3 +322,21 @@ def test_syncscan_parallel_large_chunks_reread_with_syncscan(tmp_path):
             return
         failures.append((on, off))
     raise AssertionError(f"synchronized scans never read more with large chunks: {failures}")
+
+
+def test_own_run_share_counts_blocks_that_continue_the_participants_previous():
+    """The strided-ness measure of the read-ahead experiments, on hand-made runs: blocks
+    taken in strict turns by two participants continue nothing; a participant's chunk of
+    64 continues itself 63 times, and its next chunk continues it if adjacent."""
+    from types import SimpleNamespace as NS
+    from minidb.experiments.common import own_run_share
+
+    def stats(*runs):
+        return NS(participants=[NS(runs=r) for r in runs])
+    turns = stats([(b, 1) for b in range(0, 64, 2)], [(b, 1) for b in range(1, 64, 2)])
+    assert own_run_share(turns) == 0.0
+    chunks = stats([(0, 64), (128, 64)], [(64, 64), (192, 64)])
+    assert own_run_share(chunks) == pytest.approx(4 * 63 / 256)
+    adjacent = stats([(0, 16), (16, 16)])
+    assert own_run_share(adjacent) == pytest.approx(31 / 32)
+    assert own_run_share(stats(None, [])) is None
