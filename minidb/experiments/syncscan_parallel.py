@@ -367,7 +367,11 @@ def _report(all_points: list, chosen: list, sizes: dict, ras: list, sweep_ra: st
          "below 1 at every point"),
         ("settings at each point", "all six, one run each",
          f"large chunks on and off; capped chunks and block at a time at span / cache "
-         f"{one_point:g} only", "keeps the default run near six minutes on a quiet machine"),
+         f"{one_point:g} only"
+         + "".join(f"; every setting again under {ra} at that point" for ra in ras
+                   if ra != sweep_ra),
+         "keeps the sweep's run near six minutes on a quiet machine (the one point under "
+         "another read-ahead policy adds about two fifths of that)"),
         ("queries per client", "about 29 (3 h) / 6 (30 min)", f"{queries}",
          "fewer queries per point to keep the sweep near six minutes; the seed's "
          "difference shows from the second round on"),
