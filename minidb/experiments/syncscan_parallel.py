@@ -325,7 +325,6 @@ def _report(all_points: list, chosen: list, sizes: dict, ras: list, sweep_ra: st
     points = [pt for pt in all_points if pt["readahead"] == sweep_ra]   # the sweep
     mids = {pt["readahead"]: pt for pt in all_points if pt["span_over_cache"] == one_point}
     mids = {ra: mids[ra] for ra in ras if ra in mids}
-    mid = mids.get(sweep_ra)
     sweep_pts = [pt for pt in points if spread(pt["on_off"])[1] is not None]
     medians = [spread(pt["on_off"])[1] for pt in sweep_pts]
     seed_on_off = SEED_LATENCY[("65536", "on")] / SEED_LATENCY[("65536", "off")]
