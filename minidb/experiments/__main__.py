@@ -4,14 +4,17 @@ summary and its seed-beside-minidb figures; the whole markdown is in the file).
 
 ``list`` prints each experiment's whole description (its module docstring's first
 paragraph); ``NAME --help`` shows every option's default and where it comes from: the
-seed's own figure, or a physical default chosen for this machine (with the reason).
+seed's own figure, a physical default chosen for this machine (with the reason), or a
+sweep where the seed does not say (every value run, the headline the range over them).
 
     minidb experiment list
     minidb experiment dead-tuples [--scale 10] [--runs 3] [--transactions N] [--repeats 3]
     minidb experiment syncscan-staggered [--table-mb 128] [--disk seed|hdd|ssd]
     minidb experiment parallel-readahead [--table-mb 512] [--workers 7] [--disk auto]
+                                         [--readahead-policy perfile|ondemand ...]
     minidb experiment syncscan-parallel [--shrink 4096] [--queries 2] [--repeats 3]
                                         [--span-over-cache X ...]
+                                        [--readahead-policy perfile|ondemand ...]
     minidb experiment wal-checkpoints [--slices 12] [--checkpoint-every 4] [--pg-dsn DSN]
     minidb experiment all [--out DIR]
 
@@ -32,14 +35,18 @@ from minidb.experiments import EXPERIMENTS, dead_tuples
 from minidb.experiments.common import OUT_DIR
 
 
-SEED, PHYSICAL = "from the seed", "physical default"
+SEED, PHYSICAL, SWEPT = "from the seed", "physical default", "swept"
 
 
-def _opt(p, flag: str, default, source: str, why: str, help: str = "", **kw) -> None:
+def _opt(p, flag: str, default, source: str, why: str, help: str = "", shown=None,
+         **kw) -> None:
     """An option whose help ends with its default and where the default comes from:
-    ``SEED`` (the seed's own figure) or ``PHYSICAL`` (chosen for this machine: the seed's
-    would take hours or not fit), with the reason."""
-    if default is None:
+    ``SEED`` (the seed's own figure), ``PHYSICAL`` (chosen for this machine: the seed's
+    would take hours or not fit) or ``SWEPT`` (the seed does not say: every value is run
+    and the headline is the range over them), with the reason."""
+    if shown is not None:
+        pass
+    elif default is None:
         shown = "all" if kw.get("action") == "append" else "derived"
     else:
         shown = default
@@ -115,8 +122,9 @@ def _parser() -> argparse.ArgumentParser:
          "process's decoding (measured first in the same run, on the same table) as the "
          "seed's was (1,198 / 742.7 MB/s), with a 2019 NVMe datasheet's latency (52.6 us: "
          "19,000 IOPS at queue depth 1, Samsung 970 EVO Plus) slowed as much as the "
-         "bandwidth, and its queue depth (32); the seed's kernel's ondemand read-ahead and "
-         "8 kB reads", choices=("auto", "ssd", "hdd"))
+         "bandwidth, and its queue depth (32); 8 kB reads (PostgreSQL 13/14)",
+         choices=("auto", "ssd", "hdd"))
+    _readahead_opt(p)
     _opt(p, "--policy", None, SEED, "one block at a time and chunks up to 64, 1,024, 8,192 "
          "and 16,384 blocks", "block, 64, 1024, 8192, 16384 (repeatable)", action="append")
     _opt(p, "--repeats", 3, PHYSICAL, "the report gives each ratio's median (min-max) over "
@@ -142,8 +150,11 @@ def _parser() -> argparse.ArgumentParser:
          "as the seed's were by its disks; the decoding rate is measured first in the same "
          "run, on the same table; the device is solid state with a 2019 NVMe datasheet's "
          "latency (52.6 us, slowed as much as the bandwidth from the seed's 2.7 GB/s) and "
-         "queue depth (32), under the seed's kernel's ondemand read-ahead and 8 kB reads",
+         "queue depth (32), and 8 kB reads (PostgreSQL 14)",
          "device bandwidth = one process's decoding rate / this", type=float)
+    _readahead_opt(p, "the OS cache sweep (large chunks on and off) runs under ondemand "
+                      "when it is given (a 2020 Linux's), every setting at span / cache 1 "
+                      "under each")
     _opt(p, "--repeats", 3, PHYSICAL, "the report gives each ratio's median (min-max) over "
          "the repeats and the load at each", "times the whole measurement is run", type=int)
     common(p)
@@ -169,6 +180,14 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _readahead_opt(p, where: str = "") -> None:
+    from minidb.experiments.common import READAHEAD_POLICIES, READAHEAD_SOURCE
+    _opt(p, "--readahead-policy", None, SWEPT, READAHEAD_SOURCE,
+         "the kernel's read-ahead, io_readahead_policy (repeatable)"
+         + (f"; {where}" if where else ""), shown=" and ".join(READAHEAD_POLICIES),
+         action="append", choices=READAHEAD_POLICIES)
+
+
 def _description(name: str) -> str:
     """The experiment's description: its module docstring's first paragraph, whole."""
     doc = importlib.import_module(EXPERIMENTS[name]).__doc__.strip()
@@ -189,12 +208,13 @@ def _run_one(name: str, args, argv: list[str]):
                   repeats=args.repeats)
     elif name == "parallel-readahead" and args.name == name:
         kw.update(table_mb=args.table_mb, workers=args.workers, disk=args.disk,
-                  policies=args.policy, repeats=args.repeats)
+                  policies=args.policy, repeats=args.repeats,
+                  readahead_policies=args.readahead_policy)
     elif name == "syncscan-parallel" and args.name == name:
         kw.update(shrink=args.shrink, clients=args.clients, queries=args.queries,
                   nworkers=args.workers, cpu_share=args.cpu_share,
                   chunk_divisor=args.chunk_divisor, sweep=args.span_over_cache,
-                  repeats=args.repeats)
+                  repeats=args.repeats, readahead_policies=args.readahead_policy)
     elif name == "wal-checkpoints" and args.name == name:
         kw.update(scale=args.scale, accounts_per_scale=args.accounts_per_scale,
                   slices=args.slices, transactions=args.transactions,

@@ -245,6 +245,37 @@ NVME_SOURCE = ("a 2019 NVMe SSD's datasheet (Samsung 970 EVO Plus 1 TB: 4 kB ran
                "19,000 IOPS at queue depth 1 = 52.6 us each, rated at queue depth 32)")
 # Every experiment reads one 8 kB block per call, as PostgreSQL 7.x to 16 did
 EXPERIMENT_IO = {"io_combine_limit": 1}
+# The kernel's read-ahead where a seed does not say which kernel it ran (seeds 002 and
+# 000): both of io_readahead_policy's values are run and the headline is the range over
+# them.  perfile is the mechanism seed 002's text gives ("each process's file handle sees
+# a strided pattern and read-ahead stops": state per open file, no look at the page
+# cache); ondemand is Linux's since 2.6.23 (with 2.6.31's context read-ahead), what a
+# Linux of 2020 ran.
+READAHEAD_POLICIES = ("perfile", "ondemand")
+READAHEAD_SOURCE = ("the seed does not state its OS or kernel, so both are run and the "
+                    "headline is the range over them: perfile (read-ahead state per open "
+                    "file, the mechanism seed 002's text gives for block-at-a-time's loss) "
+                    "and ondemand (Linux's since 2.6.23, with its context read-ahead "
+                    "through the page cache: a 2020 Linux's)")
+
+
+def policy_range(values: dict, seed: float | None) -> tuple:
+    """(lo, hi, inside) of a headline's medians over the read-ahead policies
+    (``values``: policy -> median or None); ``inside``: whether ``seed`` lies in [lo, hi]
+    (None when there is nothing to compare)."""
+    vals = [v for v in values.values() if v is not None]
+    if not vals:
+        return None, None, None
+    lo, hi = min(vals), max(vals)
+    return lo, hi, (None if seed is None else lo <= seed <= hi)
+
+
+def fmt_range(lo, hi, digits: int = 2) -> str:
+    if lo is None:
+        return "-"
+    if f"{lo:.{digits}f}" == f"{hi:.{digits}f}":
+        return f"{lo:.{digits}f}"
+    return f"{lo:.{digits}f} to {hi:.{digits}f}"
 
 
 def slowed_latency_ms(seed_device_mbps: float, here_mbps: float) -> float:
@@ -330,15 +361,17 @@ def sql_count(engine, sql: str) -> int:
     return int(engine.execute(sql).rows[0][0])
 
 
-def parallel_count(backend, rel, nworkers: int, where=None):
+def parallel_count(backend, rel, nworkers: int, where=None, record_runs: bool = False):
     """``SELECT count(*) FROM rel WHERE a < 0`` as a Gather over a parallel seq scan with
-    ``nworkers`` workers planned: returns ``(count, rows scanned, GatherStats)``."""
+    ``nworkers`` workers planned: returns ``(count, rows scanned, GatherStats)``;
+    ``record_runs``: each participant's runs are kept in its stats (``own_run_share``)."""
     from minidb.exec.gather import Aggregate, ParallelSeqScan
     xact = backend.xact
     snap = xact.start_statement()
     try:
         scan = ParallelSeqScan(backend, rel, ["a"], snap, predicate=where or ALessThan(0),
-                               aggregates=[Aggregate("count")], nworkers=nworkers)
+                               aggregates=[Aggregate("count")], nworkers=nworkers,
+                               record_runs=record_runs)
         (count,) = scan.aggregate()
         xact.command_done(False)
     except BaseException:
@@ -346,6 +379,24 @@ def parallel_count(backend, rel, nworkers: int, where=None):
         raise
     xact.commit()
     return count, scan.stats.total("visible"), scan.stats
+
+
+def own_run_share(stats) -> float | None:
+    """Of the blocks a parallel scan's participants were handed (``record_runs``), the
+    share that continue the same participant's previous block: what each process's file
+    descriptor sees as sequential.  Near 0 when the participants take blocks in turns
+    (the strided pattern seed 002's text describes), near 1 when each takes runs of
+    consecutive blocks.  None if no runs were recorded."""
+    follow = total = 0
+    for p in stats.participants:
+        prev = None
+        for first, k in p.runs or ():
+            if k <= 0:
+                continue
+            follow += (k - 1) + (prev is not None and first == prev)
+            total += k
+            prev = first + k
+    return follow / total if total else None
 
 
 def serial_scan_rows(backend, rel) -> int:

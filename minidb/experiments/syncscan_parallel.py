@@ -54,9 +54,18 @@ bandwidth of that over ``--cpu-share`` (default 6: six scans sharing the device 
 sixth of it, so decoding for all of them takes about one core of two).  The device is
 solid state with a 2019 NVMe datasheet's latency (52.6 us) and queue depth (32), the
 latency slowed by as much as the bandwidth is (the seed's 2.7 GB/s over this device's);
-reads are PostgreSQL 14's, 8 kB a call, under Linux's ondemand read-ahead.  The whole
-measurement is repeated ``--repeats`` times (default 3): each ratio's median, minimum and
-maximum and the machine's load at each repeat are reported.
+reads are PostgreSQL 14's, 8 kB a call.  The whole measurement is repeated ``--repeats``
+times (default 3): each ratio's median, minimum and maximum and the machine's load at each
+repeat are reported.
+
+The kernel's read-ahead.  The seed does not state its kernel.  The OS cache sweep runs
+under Linux's ondemand read-ahead (a 2020 Linux's; chunked scans keep read-ahead under
+either policy, and the sweep is about the cache).  The point span / cache = 1 runs every
+setting under each policy of ``--readahead-policy`` (default both: ``perfile``, read-ahead
+state per open file, the mechanism seed 002's text gives for block-at-a-time's loss, and
+``ondemand``), one instance restart each; its headlines (block at a time / capped chunks
+above all) are reported as their range over the policies, with whether the seed's ratio
+lies inside.
 
 What produces the seed's direction here (the counters show it): with synchronization off,
 six queries started together all begin at block 0 with the same chunk grid and the same
@@ -80,9 +89,11 @@ import tempfile
 import time
 
 from minidb.experiments.common import (EXPERIMENT_IO, MB, NVME_QUEUE_DEPTH, NVME_SOURCE,
-                                       Report, calibrate_in_run, fmt, fmt_spread,
-                                       io_delta, load_now, load_scan_table, log, make_cold,
-                                       md_table, parallel_count, ratio, run_clients,
+                                       READAHEAD_POLICIES, Report, calibrate_in_run, fmt,
+                                       fmt_range, fmt_spread, io_delta, load_now,
+                                       load_scan_table, log, make_cold, md_table,
+                                       own_run_share, parallel_count, policy_range, ratio,
+                                       run_clients,
                                        slowed_latency_ms, spread)
 
 NAME = "syncscan-parallel"
@@ -96,8 +107,12 @@ SEED_LATENCY = {("65536", "on"): 372738.134, ("65536", "off"): 320204.028,
                 ("block", "on"): 1070226.162, ("block", "off"): 1085846.859}
 # the seed's device: 800 GiB read in 320 s (synchronize_seqscans off) = 2.7 GB/s
 SEED_DEVICE_MBPS = SEED_BLOCKS * 8192 / 1e6 / (SEED_LATENCY[("65536", "off")] / 1000)
-# the seed's kernel (Linux, 2020): ondemand read-ahead; PostgreSQL 14 read 8 kB a call
-SEED_IO = dict(EXPERIMENT_IO, io_readahead_policy="ondemand")
+# PostgreSQL 14 read 8 kB a call; the kernel's read-ahead policy is set per point below
+SEED_IO = dict(EXPERIMENT_IO)
+# The read-ahead policy of the OS cache sweep when it is among those run: a 2020 Linux's
+# (the sweep is about the cache, and chunked scans keep read-ahead under either policy);
+# the settings at the one point run under every policy (common.READAHEAD_POLICIES).
+SWEEP_READAHEAD = "ondemand"
 
 # The OS cache sweep, fixed here before any run of it.  The seed does not give its RAM,
 # and what decides its result is whether a query that joins at another's reported
@@ -127,10 +142,10 @@ def _client(sess, engine, index, arg, t0):
     out = []
     for _ in range(queries):
         a = time.monotonic()
-        count, seen, st = parallel_count(be, rel, nworkers)
+        count, seen, st = parallel_count(be, rel, nworkers, record_runs=True)
         out.append({"start": a - t0, "latency_s": time.monotonic() - a, "count": count,
                     "seen": seen, "launched": st.workers_launched,
-                    "start_block": st.start_block})
+                    "start_block": st.start_block, "own_run_share": own_run_share(st)})
     return out
 
 
@@ -146,11 +161,14 @@ def run(shrink: int = 4096, clients: int = 6, queries: int = 2, nworkers: int = 
         at_one_point: tuple | list | None = None, one_point: float = ONE_POINT,
         workdir: str | None = None, command: str | None = None,
         table_blocks: int | None = None, chunks: dict | None = None,
-        device_mbps: float | None = None, repeats: int = 3) -> Report:
+        device_mbps: float | None = None, repeats: int = 3,
+        readahead_policies: tuple | list | None = None) -> Report:
     """``sweep``: the participants' large-chunk span over the OS cache at each point
     (default ``SPAN_OVER_CACHE``); ``swept``: the settings ("65536/on", ...) run at every
     point; ``at_one_point``: those run only at the point ``one_point`` (which is added to
-    the sweep if missing).  ``table_blocks``, ``chunks`` ({"65536": blocks, "8192":
+    the sweep if missing).  ``readahead_policies`` (default both): the sweep runs under
+    ``SWEEP_READAHEAD`` if it is given (else the first), and the point ``one_point`` with
+    every setting (``swept`` and ``at_one_point``) under each other policy too.  ``table_blocks``, ``chunks`` ({"65536": blocks, "8192":
     blocks}) and ``device_mbps`` override the scaling (tests: a small table, chunks that
     differ, no calibration)."""
     t_start = time.perf_counter()
@@ -166,6 +184,12 @@ def run(shrink: int = 4096, clients: int = 6, queries: int = 2, nworkers: int = 
     chosen = [(str(c), "pg14", sizes[str(c)]) for c in SEED_CHUNKS] + [("block", "block", None)]
     nparts = clients * (nworkers + 1)
     span_blocks = nparts * sizes["65536"]
+    ras = list(dict.fromkeys(readahead_policies or READAHEAD_POLICIES))
+    sweep_ra = SWEEP_READAHEAD if SWEEP_READAHEAD in ras else ras[0]
+    # (read-ahead policy, span / cache, settings): the sweep, then the one point under
+    # each other policy with every setting
+    plan = [(sweep_ra, x, swept + (at_one_point if x == one_point else [])) for x in sweep]
+    plan += [(ra, one_point, swept + at_one_point) for ra in ras if ra != sweep_ra]
     d = tempfile.mkdtemp(prefix="minidb-ssp-", dir=workdir)
     points: list = []
     describe = ""
@@ -173,18 +197,17 @@ def run(shrink: int = 4096, clients: int = 6, queries: int = 2, nworkers: int = 
         from minidb.instance import Instance
         datadir = os.path.join(d, "data")
         rel = nrows = None
-        for x in sweep:
-            # the OS cache lives in the shared segment: one instance (restart) per point,
-            # on the same data directory
+        for ra, x, wanted in plan:
+            # the OS cache and the kernel's read-ahead live in the shared segment: one
+            # instance (restart) per point, on the same data directory
             os_cache_mb = max(1, round(span_blocks / x / 128))
-            wanted = [w for w in swept + (at_one_point if x == one_point else [])]
             order = [(k, pol, ch, on) for k, pol, ch in chosen for on in ("on", "off")
                      if f"{k}/{on}" in wanted]
             with Instance(datadir, shared_buffers=1024, os_cache_mb=os_cache_mb,
                           max_connections=max(12, clients + 4), max_worker_processes=8,
                           io_model="custom", io_rotational=False,
                           io_queue_depth=NVME_QUEUE_DEPTH, io_seq_mb_per_s=1e6,
-                          io_seek_ms=0.0, **SEED_IO) as inst:
+                          io_seek_ms=0.0, io_readahead_policy=ra, **SEED_IO) as inst:
                 if rel is None:
                     rel, nrows, nblocks = load_scan_table(inst, "t", nblocks)
                     if device_mbps is None:  # calibrated in this run, on this table
@@ -199,14 +222,15 @@ def run(shrink: int = 4096, clients: int = 6, queries: int = 2, nworkers: int = 
                                if serial_cpu else "")
                     log(f"syncscan-parallel: {decodes}device {device_mbps:.1f} MB/s, "
                         f"latency {latency * 1000:.0f} us, queue depth {NVME_QUEUE_DEPTH}")
-                    describe = inst.iomodel.describe()
-                point = {"span_over_cache": x,
+                    describe = inst.iomodel.describe().replace(f" ({ra})", "")
+                point = {"span_over_cache": x, "readahead": ra,
                          "span_over_cache_here": span_blocks / (os_cache_mb * 128),
                          "os_cache_mb": os_cache_mb, "repeats": [], "loads": []}
                 for rep_i in range(max(1, repeats)):
                     point["loads"].append(load_now())
                     log(f"syncscan-parallel: span / cache {x:g} (OS cache {os_cache_mb} MB), "
-                        f"repeat {rep_i + 1} of {repeats} (load {point['loads'][-1]:g})")
+                        f"read-ahead {ra}, repeat {rep_i + 1} of {repeats} (load "
+                        f"{point['loads'][-1]:g})")
                     results: dict = {}
                     for key, policy, chunk, on in order:
                         results[(key, on)] = _setting(inst, rel, nrows, nblocks, key, policy,
@@ -216,8 +240,9 @@ def run(shrink: int = 4096, clients: int = 6, queries: int = 2, nworkers: int = 
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
-    rep = _report(points, chosen, sizes, shrink=shrink, clients=clients, queries=queries,
-                  nworkers=nworkers, chunk_divisor=chunk_divisor, one_point=one_point,
+    rep = _report(points, chosen, sizes, ras, sweep_ra, shrink=shrink, clients=clients,
+                  queries=queries, nworkers=nworkers, chunk_divisor=chunk_divisor,
+                  one_point=one_point,
                   nblocks=nblocks, nrows=nrows, describe=describe, serial_cpu=serial_cpu,
                   device_mbps=device_mbps, command=command, repeats=repeats)
     rep.elapsed_s = time.perf_counter() - t_start
@@ -251,11 +276,17 @@ def _setting(inst, rel, nrows: int, nblocks: int, key: str, policy: str, chunk, 
            "latency_later_s": sum(later) / len(later) if later else None,
            "io": io, "tables_read": io["bytes"] / table_bytes,
            "launched": [q["launched"] for q in qs],
-           "start_blocks": [q["start_block"] for q in qs], "chunk": chunk}
+           "start_blocks": [q["start_block"] for q in qs], "chunk": chunk,
+           "own_run_share": _mean([q["own_run_share"] for q in qs])}
     log(f"  {_label(key, chunk)}, synchronize_seqscans={on}: latency "
         f"{out['latency_avg_s']:.2f} s, disk read {out['tables_read']:.2f} tables, "
         f"{io['seeks']:,} seeks")
     return out
+
+
+def _mean(xs: list):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
 
 
 def _lat(v: dict) -> float:
@@ -280,17 +311,20 @@ def _ratios(runs: list, a: tuple, b: tuple) -> list:
     return [ratio(_lat(r[a]), _lat(r[b]), 4) if a in r and b in r else None for r in runs]
 
 
-def _report(points: list, chosen: list, sizes: dict, *, shrink: int, clients: int,
-            queries: int, nworkers: int, chunk_divisor: int, one_point: float, nblocks: int,
-            nrows: int, describe: str, serial_cpu, device_mbps: float, command,
-            repeats: int) -> Report:
+def _report(all_points: list, chosen: list, sizes: dict, ras: list, sweep_ra: str, *,
+            shrink: int, clients: int, queries: int, nworkers: int, chunk_divisor: int,
+            one_point: float, nblocks: int, nrows: int, describe: str, serial_cpu,
+            device_mbps: float, command, repeats: int) -> Report:
     """The report: the scaling, the sweep (large chunks on / off at each cache size, the
-    headline its range), the settings run at one point beside the seed's, the plot."""
+    headline its range), the settings run at one point under each read-ahead policy
+    beside the seed's (headlines: their range over the policies), the plot."""
     table_bytes = nblocks * 8192
-    for pt in points:
+    for pt in all_points:
         pt["results"] = _median_repeat(pt["repeats"])
         pt["on_off"] = _ratios(pt["repeats"], ("65536", "on"), ("65536", "off"))
-    mid = next((pt for pt in points if pt["span_over_cache"] == one_point), None)
+    points = [pt for pt in all_points if pt["readahead"] == sweep_ra]   # the sweep
+    mids = {pt["readahead"]: pt for pt in all_points if pt["span_over_cache"] == one_point}
+    mids = {ra: mids[ra] for ra in ras if ra in mids}
     sweep_pts = [pt for pt in points if spread(pt["on_off"])[1] is not None]
     medians = [spread(pt["on_off"])[1] for pt in sweep_pts]
     seed_on_off = SEED_LATENCY[("65536", "on")] / SEED_LATENCY[("65536", "off")]
@@ -332,7 +366,11 @@ def _report(points: list, chosen: list, sizes: dict, *, shrink: int, clients: in
          "below 1 at every point"),
         ("settings at each point", "all six, one run each",
          f"large chunks on and off; capped chunks and block at a time at span / cache "
-         f"{one_point:g} only", "keeps the default run near six minutes on a quiet machine"),
+         f"{one_point:g} only"
+         + "".join(f"; every setting again under {ra} at that point" for ra in ras
+                   if ra != sweep_ra),
+         "keeps the sweep's run near six minutes on a quiet machine (the one point under "
+         "another read-ahead policy adds about two fifths of that)"),
         ("queries per client", "about 29 (3 h) / 6 (30 min)", f"{queries}",
          "fewer queries per point to keep the sweep near six minutes; the seed's "
          "difference shows from the second round on"),
@@ -342,8 +380,13 @@ def _report(points: list, chosen: list, sizes: dict, *, shrink: int, clients: in
           f"{device_mbps:.1f} MB/s; latency and queue depth from {NVME_SOURCE}, the "
           f"latency slowed as much as the bandwidth (from the seed's "
           f"{SEED_DEVICE_MBPS:,.0f} MB/s)") if serial_cpu else "given"),
-        ("reads", "PostgreSQL 14: 8 kB a call; Linux ondemand read-ahead",
-         "io_combine_limit 1, io_readahead_policy ondemand", "kept"),
+        ("reads", "PostgreSQL 14: 8 kB a call", "io_combine_limit 1", "kept"),
+        ("kernel read-ahead", "not stated",
+         f"the sweep under {sweep_ra}; every setting at span / cache {one_point:g} under "
+         + " and ".join(ras) + " (one instance restart each)",
+         "swept at the one point: the seed does not state its kernel; a 2020 Linux's is "
+         "ondemand, seed 002's explanation is perfile (per open file); headlines at the "
+         "one point are ranges over the policies"),
         ("repeats", "one run per setting", f"{repeats} at each point, load "
          f"{', '.join(f'{x:g}' for pt in points for x in pt['loads'])}",
          "tables show each setting's median repeat; ratios give median (min-max)"),
@@ -363,29 +406,38 @@ def _report(points: list, chosen: list, sizes: dict, *, shrink: int, clients: in
                      fmt(on["io"]["seeks"]) if on else "-",
                      fmt(off["io"]["seeks"]) if off else "-",
                      ", ".join(f"{x:g}" for x in pt["loads"])])
-    rep.tables.append(("The OS cache sweep: large chunks, synchronize_seqscans on and off",
+    rep.tables.append((f"The OS cache sweep: large chunks, synchronize_seqscans on and off "
+                       f"(read-ahead {sweep_ra})",
                        md_table(["span / cache", "here", "OS cache MB", "latency on s*",
                                  "latency off s*", "on / off*", "disk read on (tables)",
                                  "disk read off (tables)", "seeks on", "seeks off", "load"],
                                 rows, "rrrrrrrrrrl")))
     keys = [k for k, _, _ in chosen]
-    if mid is not None:
+    if mids:
         rows = []
-        for k in keys:
-            for on in ("on", "off"):
-                r = mid["results"].get((k, on))
-                if r is None:
-                    continue
-                seed = SEED_LATENCY[(k, on)] / 1000.0
-                rows.append([_label(k, sizes.get(k)), on, fmt(r["latency_avg_s"], 2),
-                             fmt(_lat(r), 2), fmt(seed, 0), fmt(r["wall_s"], 1), fmt(r["tables_read"], 2),
-                             fmt(r["io"]["requests"]), fmt(r["io"]["seeks"]),
-                             f"{sum(r['launched']) / len(r['launched']):.1f}"])
+        for ra, m in mids.items():
+            for k in keys:
+                for on in ("on", "off"):
+                    r = m["results"].get((k, on))
+                    if r is None:
+                        continue
+                    seed = SEED_LATENCY[(k, on)] / 1000.0
+                    rows.append([ra, _label(k, sizes.get(k)), on, fmt(r["latency_avg_s"], 2),
+                                 fmt(_lat(r), 2), fmt(seed, 0), fmt(r["wall_s"], 1),
+                                 fmt(r["tables_read"], 2), fmt(r["io"]["requests"]),
+                                 fmt(r["io"]["seeks"]), fmt(r["io"]["readahead_pages"]),
+                                 "-" if r.get("own_run_share") is None
+                                 else f"{r['own_run_share']:.0%}",
+                                 f"{sum(r['launched']) / len(r['launched']):.1f}"])
+        some = next(iter(mids.values()))
         rep.tables.append((f"Average latency per setting at span / cache {one_point:g} "
-                           f"(OS cache {mid['os_cache_mb']} MB)", md_table(
-            ["chunks", "synchronize_seqscans", "latency s (all rounds)", "latency s*",
-             "seed latency s", "wall s (all queries)", "disk read (tables)",
-             "disk requests", "seeks", "workers launched (mean)"], rows, "llrrrrrrrr")))
+                           f"(OS cache {some['os_cache_mb']} MB), under each read-ahead "
+                           "policy", md_table(
+            ["read-ahead", "chunks", "synchronize_seqscans", "latency s (all rounds)",
+             "latency s*", "seed latency s", "wall s (all queries)", "disk read (tables)",
+             "disk requests", "seeks", "read-ahead pages",
+             "blocks continuing the participant's previous", "workers launched (mean)"],
+            rows, "lllrrrrrrrrrr")))
     # beside the seed: the sweep's range first, then each point, then the one point's
     if medians:
         rep.comparisons.append((
@@ -397,21 +449,33 @@ def _report(points: list, chosen: list, sizes: dict, *, shrink: int, clients: in
         rep.comparisons.append((
             f"large chunks: on / off at span / cache {pt['span_over_cache']:g}",
             f"{seed_on_off:.2f}", fmt_spread(pt["on_off"]), "> 1: synchronized scans slower"))
-    if mid is not None:
-        runs = mid["repeats"]
-
-        def cmp(label, a, b, note=""):
-            vals = _ratios(runs, a, b)
-            if spread(vals)[1] is None:
-                return
-            s = SEED_LATENCY[a] / SEED_LATENCY[b]
-            rep.comparisons.append((f"{label}, span / cache {one_point:g}", f"{s:.2f}",
-                                    fmt_spread(vals), note))
-        cmp("capped chunks: latency on / off", ("8192", "on"), ("8192", "off"),
-            "the seed's control: equal")
-        cmp("block at a time: latency on / off", ("block", "on"), ("block", "off"))
-        cmp("block at a time / capped chunks, off", ("block", "off"), ("8192", "off"))
-        cmp("large chunks / capped chunks, on", ("65536", "on"), ("8192", "on"))
+    # the one point: each ratio's range over the read-ahead policies, then each policy's
+    one_point_headlines = {}
+    for label, a, b, note in (
+            ("capped chunks: latency on / off", ("8192", "on"), ("8192", "off"),
+             "the seed's control: equal"),
+            ("block at a time: latency on / off", ("block", "on"), ("block", "off"), ""),
+            ("block at a time / capped chunks, off", ("block", "off"), ("8192", "off"), ""),
+            ("large chunks / capped chunks, on", ("65536", "on"), ("8192", "on"), ""),
+            ("large chunks: latency on / off", ("65536", "on"), ("65536", "off"),
+             "> 1: synchronized scans slower")):
+        seed = round(SEED_LATENCY[a] / SEED_LATENCY[b], 2)
+        vals = {ra: _ratios(m["repeats"], a, b) for ra, m in mids.items()}
+        vals = {ra: v for ra, v in vals.items() if spread(v)[1] is not None}
+        if not vals:
+            continue
+        plo, phi, pin = policy_range({ra: spread(v)[1] for ra, v in vals.items()}, seed)
+        one_point_headlines[label] = {"per_policy": {ra: spread(v)[1] for ra, v in vals.items()},
+                                      "range": (plo, phi), "seed": seed, "seed_inside": pin}
+        at = f"span / cache {one_point:g}"
+        if len(vals) > 1:
+            rep.comparisons.append((f"{label}, {at}, range over the read-ahead policies",
+                                    f"{seed:.2f}", fmt_range(plo, phi),
+                                    f"the seed's ratio lies {'inside' if pin else 'outside'} "
+                                    "the range"))
+        for ra, v in vals.items():
+            rep.comparisons.append((f"{label}, {at}, {ra}", f"{seed:.2f}", fmt_spread(v),
+                                    note))
     if medians:
         rep.summary = (
             f"Large chunks, synchronize_seqscans on / off, across an OS cache that the "
@@ -420,6 +484,14 @@ def _report(points: list, chosen: list, sizes: dict, *, shrink: int, clients: in
                         for pt in sweep_pts)
             + f"; range {lo:.2f} to {hi:.2f}. The seed's {seed_on_off:.2f} lies "
             + ("inside" if inside else "outside") + " that range.")
+    h = one_point_headlines.get("block at a time / capped chunks, off")
+    if h is not None:
+        rep.summary = (rep.summary + " " if rep.summary else "") + (
+            f"Block at a time / capped chunks (off) at span / cache {one_point:g}: "
+            f"{fmt_range(*h['range'])} over the read-ahead policies ("
+            + ", ".join(f"{ra} {v:.2f}" for ra, v in h["per_policy"].items())
+            + f"); the seed's {h['seed']:.2f} lies "
+            + ("inside" if h["seed_inside"] else "outside") + " that range.")
     rep.notes = [
         "(*) Latencies and ratios marked * are the average over each client's rounds after "
         "its first (all rounds when there is one): a setting's first round starts cold "
@@ -436,7 +508,11 @@ def _report(points: list, chosen: list, sizes: dict, *, shrink: int, clients: in
         "ratio should grow with the span / cache: near 1 where the cache holds the "
         "participants' span, above 1 where it does not. Capped chunks keep the reported "
         "positions within the cache of each other. One block at a time defeats read-ahead "
-        "whatever the setting.",
+        "only where each participant's reads are strided and the kernel keeps read-ahead "
+        "state per open file (perfile); the column 'blocks continuing the participant's "
+        "previous' measures how strided they were (PostgreSQL's participants, decoding a "
+        "page before taking the next, take blocks nearly in turns: near 0%; minidb's take "
+        "a decode batch's blocks in a row).",
         "Where minidb departs: the chunks are 1/128 of the seed's (its ratio to the table "
         "would put them at the read-ahead window), the OS cache is swept because the seed "
         "does not give its RAM, two rounds per client at each point instead of 29, the "
@@ -449,22 +525,24 @@ def _report(points: list, chosen: list, sizes: dict, *, shrink: int, clients: in
         return {f"{k}/{on}": v for (k, on), v in res.items()}
     rep.data = {"nblocks": nblocks, "nrows": nrows,
                 "points": [{"span_over_cache": pt["span_over_cache"],
+                            "readahead": pt["readahead"],
                             "span_over_cache_here": pt["span_over_cache_here"],
                             "os_cache_mb": pt["os_cache_mb"], "loads": pt["loads"],
                             "on_off": pt["on_off"], "results": enc(pt["results"]),
-                            "repeats": [enc(r) for r in pt["repeats"]]} for pt in points],
+                            "repeats": [enc(r) for r in pt["repeats"]]} for pt in all_points],
                 "sweep_range": (lo, hi), "seed_on_off": seed_on_off, "seed_inside": inside,
-                "one_point": one_point,
+                "one_point": one_point, "readahead": ras, "sweep_readahead": sweep_ra,
+                "one_point_headlines": one_point_headlines,
                 "serial_cpu_mbps": serial_cpu, "device_mbps": device_mbps, "disk": describe}
-    rep.plot = lambda plt: _plot(plt, points, mid, keys, round(SEED_BLOCKS / nblocks),
+    rep.plot = lambda plt: _plot(plt, points, mids, keys, round(SEED_BLOCKS / nblocks),
                                   chunk_divisor, sizes, seed_on_off)
     return rep
 
 
-def _plot(plt, points, mid, keys, shrink, divisor, sizes, seed_on_off):
+def _plot(plt, points, mids, keys, shrink, divisor, sizes, seed_on_off):
     """Left: the large chunks' on / off ratio across the sweep (median, min-max bars) with
     the seed's; right: at the one point, each setting's latency as a ratio to capped
-    chunks with syncscan off, minidb's beside the seed's."""
+    chunks with syncscan off, minidb's under each read-ahead policy beside the seed's."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.0))
     xs, med, err_lo, err_hi = [], [], [], []
     for pt in points:
@@ -477,7 +555,7 @@ def _plot(plt, points, mid, keys, shrink, divisor, sizes, seed_on_off):
         err_hi.append(hi - m)
     if xs:
         ax1.errorbar(xs, med, yerr=[err_lo, err_hi], fmt="o-", color="tab:orange",
-                     capsize=3, label="minidb, median (min-max)")
+                     capsize=3, label=f"minidb ({points[0]['readahead']}), median (min-max)")
         ax1.set_xscale("log", base=2)
     ax1.axhline(seed_on_off, color="tab:blue", linestyle="--",
                 label=f"the seed ({seed_on_off:.2f}, RAM not given)")
@@ -487,27 +565,33 @@ def _plot(plt, points, mid, keys, shrink, divisor, sizes, seed_on_off):
                    fontsize=9)
     ax1.set_title(f"large chunks ({sizes['65536']:,} blocks), synchronize_seqscans")
     ax1.legend(fontsize=8)
-    if mid is not None and ("8192", "off") in mid["results"]:
-        res = mid["results"]
-        base = _lat(res[("8192", "off")])
-        present = [(k, on) for k in keys for on in ("on", "off") if (k, on) in res]
-        x = range(len(present))
-        w = 0.38
-        mine = [_lat(res[p]) / base for p in present]
+    mids = {ra: m for ra, m in mids.items() if ("8192", "off") in m["results"]}
+    if mids:
+        present = [(k, on) for k in keys for on in ("on", "off")
+                   if any((k, on) in m["results"] for m in mids.values())]
+        x = list(range(len(present)))
+        w = 0.8 / (len(mids) + 1)
+        colors = {"ondemand": "tab:orange", "perfile": "tab:red"}
+        for i, (ra, m) in enumerate(mids.items()):
+            res = m["results"]
+            base = _lat(res[("8192", "off")])
+            mine = [_lat(res[p]) / base if p in res else 0.0 for p in present]
+            ax2.bar([j + (i - len(mids) / 2) * w for j in x], mine, w,
+                    label=f"minidb, read-ahead {ra}", color=colors.get(ra, "tab:green"))
         seed = [SEED_LATENCY[p] / SEED_LATENCY[("8192", "off")] for p in present]
-        ax2.bar([i - w / 2 for i in x], mine, w, label="minidb", color="tab:orange")
-        ax2.bar([i + w / 2 for i in x], seed, w, label="the seed (800 GB)", color="tab:blue")
+        ax2.bar([j + (len(mids) / 2) * w for j in x], seed, w, label="the seed (800 GB)",
+                color="tab:blue")
         names = []
         for k, on in present:
             if k == "block":
                 names.append(f"block at a time\n{on}")
             else:
                 names.append(f"chunk {sizes[k]:,}\n(seed's {int(k):,}) {on}")
-        ax2.set_xticks(list(x))
+        ax2.set_xticks(x)
         ax2.set_xticklabels(names, fontsize=7)
         ax2.set_ylabel("latency / capped chunks' with syncscan off", fontsize=9)
-        ax2.set_title(f"at span / cache {mid['span_over_cache']:g}")
-        ax2.legend(fontsize=8)
+        ax2.set_title(f"at span / cache {next(iter(mids.values()))['span_over_cache']:g}")
+        ax2.legend(fontsize=7)
     else:
         ax2.set_axis_off()
     fig.suptitle(f"Six clients, each a parallel count (table 1/{shrink:,}, chunks 1/{divisor} "

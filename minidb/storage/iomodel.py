@@ -305,8 +305,9 @@ class IOModel:
         else:
             dev = (f"solid state, {mb_s:g} MB/s, latency {self.seek_time * 1000:g} ms, "
                    f"queue depth {len(self.slots)}")
-        return (f"io_model={self.name}: {dev}, read-ahead {self.ra_max} blocks, OS cache "
-                f"{len(self.tag)} pages")
+        policy = "ondemand" if self.ondemand else "perfile"
+        return (f"io_model={self.name}: {dev}, read-ahead {self.ra_max} blocks ({policy}), "
+                f"OS cache {len(self.tag)} pages")
 
     # -- per-thread state ---------------------------------------------------------------------
     def _thread(self) -> _ThreadState:

@@ -93,15 +93,15 @@ def test_syncscan_staggered_bytes_fall(tmp_path):
     _check_written(rep, tmp_path)
 
 
-def _parallel_readahead_small(workdir):
+def _parallel_readahead_small(workdir, readahead=("perfile",)):
     # per-file read-ahead (the seed's explanation: each process's strided reads stop
     # read-ahead); Linux's ondemand read-ahead lets participants that interleave block by
     # block continue each other's windows (tests/storage/test_iomodel.py) and reads of up
     # to 16 blocks (PostgreSQL 17's io_combine_limit), as this test was written for: with
     # one block per read a 64-block chunk takes ~7 requests
     return parallel_readahead.run(table_mb=8, workers=2, disk="ssd", policies=["block", "64"],
-                                  repeats=1, readahead_policy="perfile", io_combine_limit=16,
-                                  workdir=workdir)
+                                  repeats=1, readahead_policies=readahead,
+                                  io_combine_limit=16, workdir=workdir)
 
 
 def test_parallel_readahead_runs_and_counts(tmp_path):
@@ -110,17 +110,30 @@ def test_parallel_readahead_runs_and_counts(tmp_path):
     # tests/heap/test_parallel.py checks block allocation's 10x seeks with a fixed
     # interleaving, and the long tier the direction in this experiment): every count right
     # (checked inside), every worker launched, from a cold start every block read from the
-    # disk at least once, and each request reading at least one block.
-    rep = _parallel_readahead_small(str(tmp_path))
-    r = rep.data["results"]
+    # disk at least once, and each request reading at least one block; under both
+    # read-ahead policies (one instance each), the headline a range over them.
+    rep = _parallel_readahead_small(str(tmp_path), readahead=("perfile", "ondemand"))
+    assert rep.data["readahead"] == ["perfile", "ondemand"]
     nblocks = rep.data["nblocks"]
-    for policy in ("block", "64"):
-        for w in (1, 2):
-            io = r[policy][w]["io"]
-            assert io["bytes"] >= nblocks * 8192, (policy, w)
-            assert 1 <= io["requests"] <= io["bytes"] // 8192, (policy, w)
-            assert r[policy][w]["launched"] == w
-    _check_written(rep, tmp_path)
+    for ra in ("perfile", "ondemand"):
+        r = rep.data["results"][ra]
+        assert f"read-ahead 16 blocks ({ra})" in rep.data["disk"][ra]
+        for policy in ("block", "64"):
+            for w in (1, 2):
+                io = r[policy][w]["io"]
+                assert io["bytes"] >= nblocks * 8192, (ra, policy, w)
+                assert 1 <= io["requests"] <= io["bytes"] // 8192, (ra, policy, w)
+                assert r[policy][w]["launched"] == w
+                assert 0.0 <= r[policy][w]["own_run_share"] <= 1.0
+            assert r[policy][0]["own_run_share"] is None
+    h = rep.data["headline"]["block/1"]
+    per = h["per_policy"]
+    assert set(per) == {"perfile", "ondemand"}
+    assert h["range"] == (min(per.values()), max(per.values()))
+    assert h["seed_inside"] == (h["range"][0] <= h["seed"] <= h["range"][1])
+    text = _check_written(rep, tmp_path)
+    assert "range over the read-ahead policies" in text
+    assert "MB/s, read-ahead perfile" in text and "MB/s, read-ahead ondemand" in text
 
 
 @pytest.mark.long
@@ -135,7 +148,7 @@ def test_parallel_readahead_seeks_fall_with_chunks(tmp_path):
     for attempt in range(3):
         (tmp_path / f"run{attempt}").mkdir()
         rep = _parallel_readahead_small(str(tmp_path / f"run{attempt}"))
-        r = rep.data["results"]
+        r = rep.data["results"]["perfile"]
         nblocks = rep.data["nblocks"]
         for w in (1, 2):
             blk, chk = r["block"][w]["io"], r["64"][w]["io"]
@@ -156,13 +169,24 @@ def test_syncscan_parallel_runs_and_counts(tmp_path):
                                 sweep=(0.5, 2.0), one_point=2.0, at_one_point=("8192/off",),
                                 workdir=str(tmp_path))
     pts = rep.data["points"]
-    # the sweep: one instance per OS cache size, at the points asked for; six
-    # participants x 64 blocks = 384 blocks over a cache of 768 and 256 (2 MB: 1.5)
-    assert [p["span_over_cache"] for p in pts] == [0.5, 2.0]
-    assert [p["os_cache_mb"] for p in pts] == [6, 2]
-    assert [round(p["span_over_cache_here"], 2) for p in pts] == [0.5, 1.5]
+    # the sweep: one instance per OS cache size, at the points asked for, under ondemand
+    # read-ahead; then the one point again under perfile; six participants x 64 blocks
+    # = 384 blocks over a cache of 768 and 256 (2 MB: 1.5)
+    assert rep.data["readahead"] == ["perfile", "ondemand"]
+    assert rep.data["sweep_readahead"] == "ondemand"
+    assert [(p["readahead"], p["span_over_cache"]) for p in pts] == [
+        ("ondemand", 0.5), ("ondemand", 2.0), ("perfile", 2.0)]
+    assert [p["os_cache_mb"] for p in pts] == [6, 2, 2]
+    assert [round(p["span_over_cache_here"], 2) for p in pts] == [0.5, 1.5, 1.5]
     assert set(pts[0]["results"]) == {"65536/on", "65536/off"}
     assert set(pts[1]["results"]) == {"65536/on", "65536/off", "8192/off"}
+    assert set(pts[2]["results"]) == {"65536/on", "65536/off", "8192/off"}
+    # capped chunks ran with synchronization off only: no ratio that needs them on
+    assert "large chunks / capped chunks, on" not in rep.data["one_point_headlines"]
+    h = rep.data["one_point_headlines"]["large chunks: latency on / off"]
+    assert set(h["per_policy"]) == {"perfile", "ondemand"}
+    assert h["range"] == (min(h["per_policy"].values()), max(h["per_policy"].values()))
+    assert h["seed_inside"] == (h["range"][0] <= h["seed"] <= h["range"][1])
     # Every query returned the right count (checked inside).  Only counters that do not
     # depend on how the processes were scheduled are asserted (an earlier version compared
     # block allocation's requests with the chunks', and failed under load: a query's two
@@ -182,11 +206,14 @@ def test_syncscan_parallel_runs_and_counts(tmp_path):
         assert len(p["on_off"]) == 1 and p["on_off"][0] > 0
     assert pts[1]["results"]["8192/off"]["chunk"] == 16
     lo, hi = rep.data["sweep_range"]
-    assert lo == min(p["on_off"][0] for p in pts) and hi == max(p["on_off"][0] for p in pts)
+    sweep = [p for p in pts if p["readahead"] == "ondemand"]
+    assert lo == min(p["on_off"][0] for p in sweep) and hi == max(p["on_off"][0] for p in sweep)
     assert rep.data["seed_inside"] == (lo <= rep.data["seed_on_off"] <= hi)
     text = _check_written(rep, tmp_path)
     assert "range over the sweep" in text and "at span / cache 0.5" in text
-    assert ("lies inside the range" in text) == rep.data["seed_inside"]
+    where = "inside" if rep.data["seed_inside"] else "outside"
+    assert f"lies {where} the range (span / cache" in text
+    assert "range over the read-ahead policies" in text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,6 +228,12 @@ def test_cli_list_and_run(tmp_path, capsys):
     helptext = " ".join(capsys.readouterr().out.split())
     assert "[default: 4, from the seed: four threads]" in helptext
     assert "[default: 128, physical default:" in helptext
+    for name in ("parallel-readahead", "syncscan-parallel"):
+        with pytest.raises(SystemExit):
+            cli_main([name, "--help"])
+        helptext = " ".join(capsys.readouterr().out.split())
+        assert "--readahead-policy {perfile,ondemand}" in helptext
+        assert "[default: perfile and ondemand, swept: the seed does not state" in helptext
     assert cli_main(["parallel-readahead", "--table-mb", "4", "--workers", "1", "--disk",
                      "ssd", "--policy", "64", "--out", str(tmp_path), "--no-plot",
                      "--workdir", str(tmp_path)]) == 0
@@ -289,3 +322,21 @@ def test_syncscan_parallel_large_chunks_reread_with_syncscan(tmp_path):
             return
         failures.append((on, off))
     raise AssertionError(f"synchronized scans never read more with large chunks: {failures}")
+
+
+def test_own_run_share_counts_blocks_that_continue_the_participants_previous():
+    """The strided-ness measure of the read-ahead experiments, on hand-made runs: blocks
+    taken in strict turns by two participants continue nothing; a participant's chunk of
+    64 continues itself 63 times, and its next chunk continues it if adjacent."""
+    from types import SimpleNamespace as NS
+    from minidb.experiments.common import own_run_share
+
+    def stats(*runs):
+        return NS(participants=[NS(runs=r) for r in runs])
+    turns = stats([(b, 1) for b in range(0, 64, 2)], [(b, 1) for b in range(1, 64, 2)])
+    assert own_run_share(turns) == 0.0
+    chunks = stats([(0, 64), (128, 64)], [(64, 64), (192, 64)])
+    assert own_run_share(chunks) == pytest.approx(4 * 63 / 256)
+    adjacent = stats([(0, 16), (16, 16)])
+    assert own_run_share(adjacent) == pytest.approx(31 / 32)
+    assert own_run_share(stats(None, [])) is None

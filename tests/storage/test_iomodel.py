@@ -477,3 +477,76 @@ def test_demand_reads_are_one_block_per_call_with_io_combine_limit_1(tmp_path, m
     assert max(got[16][0]) == 16
     # one block at a time, the kernel's read-ahead still reads ahead: few demand misses
     assert got[1][1]["cache_misses"] <= 2
+
+
+def _interleaved(inst, key: int, patterns: list) -> dict:
+    """Each pattern's blocks read one at a time by its own thread (a stream of its own, as
+    each participant process of a parallel scan has its own file descriptor), the threads
+    taking turns block by block (round robin, as participants on idle cores); returns the
+    counters' delta and the per-thread read-ahead pages."""
+    io, b = inst.iomodel, inst.io_counters()
+    go = [queue.Queue() for _ in patterns]
+    back: queue.Queue = queue.Queue()
+    mine: dict = {}
+
+    def reader(i):
+        for blk in patterns[i]:
+            go[i].get()
+            io.read(key, 0, blk, 1, 10_000)
+            back.put(i)
+        mine[i] = io.local_counters()["readahead_pages"]
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(len(patterns))]
+    for t in threads:
+        t.start()
+    left = [len(p) for p in patterns]
+    while any(left):
+        for i in range(len(patterns)):
+            if left[i]:
+                go[i].put(1)
+                back.get()
+                left[i] -= 1
+    for t in threads:
+        t.join()
+    d = _delta(inst, b)
+    d["per_reader_readahead"] = [mine[i] for i in range(len(patterns))]
+    return d
+
+
+@pytest.mark.parametrize("participants", [2, 8])
+def test_perfile_strided_reads_stop_read_ahead_and_chunks_keep_it(tmp_path, clock,
+                                                                  participants):
+    """Seed 002's stated mechanism, on counters.  ``participants`` readers (the leader and
+    its workers) share 1,024 blocks.  Block at a time: reader i reads blocks i, i + N,
+    i + 2N ...; under ``perfile`` no read continues the reader's previous one, so after
+    block 0's first window no reader ever reads ahead: one request per block.  Chunks of
+    64 blocks handed out in turn: each reader's reads within its chunk are sequential, so
+    read-ahead ramps up in every chunk and the disk sees few, large requests.  Under
+    ``ondemand`` the strided readers continue each other's windows through the shared
+    cache's markers (test_ondemand_read_ahead_follows_a_stream_shared_by_two_processes),
+    and chunks keep read-ahead too."""
+    nblocks, chunk = 1024, 64
+    strided = [list(range(i, nblocks, participants)) for i in range(participants)]
+    chunks = [[blk for c in range(i, nblocks // chunk, participants)
+               for blk in range(c * chunk, (c + 1) * chunk)] for i in range(participants)]
+    got = {}
+    for policy in ("perfile", "ondemand"):
+        for name, patterns in (("block", strided), ("chunks", chunks)):
+            with _inst(tmp_path / f"{policy}-{name}", io_readahead_policy=policy,
+                       os_cache_mb=16, io_seq_mb_per_s=20_000, io_seek_ms=0.01) as inst:
+                d = got[policy, name] = _interleaved(inst, 800, patterns)
+                assert d["cache_hits"] + d["cache_misses"] == nblocks
+                assert d["bytes"] == BLCKSZ * (d["cache_misses"] + d["readahead_pages"])
+    blk, chk = got["perfile", "block"], got["perfile", "chunks"]
+    # strided: read-ahead stops (block 0 starts the only window: 2 blocks)
+    assert blk["readahead_pages"] <= 2, blk
+    assert blk["requests"] >= nblocks - 2 and blk["cache_misses"] >= nblocks - 2
+    assert sum(blk["per_reader_readahead"][1:]) == 0
+    # chunks: every reader reads ahead, most pages arrive by read-ahead, few requests
+    assert all(n > 0 for n in chk["per_reader_readahead"]), chk
+    assert chk["readahead_pages"] >= nblocks * 3 // 4, chk
+    assert chk["requests"] <= nblocks // 8, chk
+    # ondemand: chunks keep read-ahead as well; the strided pattern keeps it too (through
+    # the shared cache), which is why the two policies are both run by the experiments
+    och, obl = got["ondemand", "chunks"], got["ondemand", "block"]
+    assert och["readahead_pages"] >= nblocks * 3 // 4 and och["requests"] <= nblocks // 8
+    assert obl["requests"] <= nblocks // 4, obl
