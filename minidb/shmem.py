@@ -383,7 +383,9 @@ def regions(settings: Settings) -> list[Region]:
         Region("io_state", (N_IO_STATE,), "<i8", "iomodel lock"),
         Region("io_busy", (1,), "<f8", "iomodel lock"),
         Region("io_device", (4,), "<f8", "iomodel lock"),
-        Region("io_slots", (max(1, settings.io_queue_depth),), "<f8", "iomodel lock"),
+        # the device's command slots: io_queue_depth for `custom`, a preset's own depth
+        # (the ssd preset's 32) otherwise - sized for either
+        Region("io_slots", (max(32, settings.io_queue_depth),), "<f8", "iomodel lock"),
         Region("io_counters", (len(IO_COUNTERS),), "<i8", "iomodel lock"),
         Region("lock_tag", (N_LOCK_PARTITIONS * lp, 3), "<i8", "lockmgr partition"),
         Region("lock_hash", (N_LOCK_PARTITIONS * lp,), "<i8", "lockmgr partition"),

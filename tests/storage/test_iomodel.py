@@ -550,3 +550,17 @@ def test_perfile_strided_reads_stop_read_ahead_and_chunks_keep_it(tmp_path, cloc
     och, obl = got["ondemand", "chunks"], got["ondemand", "block"]
     assert och["readahead_pages"] >= nblocks * 3 // 4 and och["requests"] <= nblocks // 8
     assert obl["requests"] <= nblocks // 4, obl
+
+
+def test_the_ssd_preset_serves_its_queue_depth(tmp_path):
+    """The ``ssd`` preset's 32 command slots exist whatever ``io_queue_depth`` says (that
+    setting is ``custom``'s): the shared array was once sized from it, so the preset ran
+    with one slot."""
+    import minidb
+    conn = minidb.connect(str(tmp_path / "db"), io_model="ssd")
+    try:
+        model = conn._instance.iomodel
+        assert len(model.slots) == 32
+        assert "queue depth 32" in model.describe()
+    finally:
+        conn.close()
