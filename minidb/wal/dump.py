@@ -16,7 +16,7 @@ for an image, the hole that was cut out and the block data's length (``(logical)
 data is the operation's own, for its resource manager's redo, not a page delta).  A heap
 record whose block carries the operation (``minidb.heap.redo``) is described from that
 data as PostgreSQL's heap_desc does: offset, xmax, the infomask bits set, flags, and the
-new offset of an update.
+new offset of an update; a logical Btree INSERT_LEAF adds the number of items it carries.
 
 Where the dump starts: ``--start``, else the oldest record still in ``pg_wal``.  Records
 carry no page headers (minidb/wal/README.md), so the start of the oldest segment need not
@@ -75,6 +75,7 @@ HEAP_INSERT = struct.Struct("<HB")     # INSERT: offset, flags; then the tuple
 HEAP_XMAX = struct.Struct("<HBQIHHIH")  # DELETE / LOCK / UPDATE / HOT_UPDATE: offset, flags,
                                         # xmax, cmax, infobits set, infomask2, t_ctid
 HEAP_F_CMAX, HEAP_F_NEW_TUPLE = 0x01, 0x08   # flag bits: cmax written, new version follows
+# Btree INSERT_LEAF: its logical block data starts with the item count (minidb.index.redo)
 
 
 def _ts(seconds: float) -> str:
@@ -194,6 +195,9 @@ def _btree_desc(r: rec.Record) -> str:
     if len(r.main) >= OFFNUM.size:
         n = OFFNUM.unpack_from(r.main, 0)[0]
         if op in (rec.XLOG_BTREE_INSERT_LEAF, rec.XLOG_BTREE_INSERT_UPPER):
+            blk = r.blocks[0] if r.blocks else None
+            if blk is not None and blk.logical and len(blk.data) >= OFFNUM.size:
+                return f"off {n} items {OFFNUM.unpack_from(blk.data, 0)[0]}"
             return f"off {n}"
         if op in (rec.XLOG_BTREE_DELETE, rec.XLOG_BTREE_VACUUM):
             return f"ndeleted {n}"
