@@ -69,6 +69,8 @@ import time
 
 import minidb.fileio as fileio
 from minidb.errors import OperationalError
+from minidb.heap import redo as heap_redo
+from minidb.index import redo as index_redo
 from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_OID, CTL_NEXT_XID
 from minidb.storage.bufmgr import BufferManager
 from minidb.storage.xloginsert import SMGR_CREATE, SMGR_TRUNCATE, redo_blocks
@@ -225,7 +227,11 @@ def _zero_tail(wal: SharedWAL, end: int) -> None:
 # Redo routines of records whose blocks carry logical data (``PageRecord.add(b, data=)``),
 # by (resource manager, opcode): ``fn(page, blk, record)`` changes the page (a uint8 array)
 # as the operation changed it; the page's LSN is checked and set by ``redo_block``.
+# Heap INSERT, DELETE, LOCK, UPDATE, HOT_UPDATE: minidb.heap.redo; Btree INSERT_LEAF:
+# minidb.index.redo.
 LOGICAL_REDO: dict = {}
+LOGICAL_REDO.update(heap_redo.redo_routines())
+LOGICAL_REDO.update(index_redo.redo_routines())
 
 
 def replay(inst, bm, r: rec.Record, invalid: dict) -> None:

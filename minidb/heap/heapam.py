@@ -14,6 +14,10 @@ than the map said gets its real free space recorded before the next candidate is
 so the search always ends.  ``heap_fillfactor`` keeps that percentage of each page free
 for later updates, as ``fillfactor`` does.
 
+An insert is logged as a logical Heap INSERT (``minidb.heap.redo``: the offset and the
+tuple; INSERT+INIT when it starts a new page, whose redo formats the page instead of
+restoring an image).
+
 Bulk insert (``heap_bulk_insert``).  For loading many rows: the rows are encoded by numpy
 in one go, cut into page-sized groups, and each new page is built with three array copies
 (tuple bytes, line pointers, ctids) through the bulk-write ring, so a load does not evict
@@ -75,6 +79,7 @@ import numpy as np
 
 from minidb.config import BLCKSZ
 from minidb.errors import ProgramLimitExceeded
+from minidb.heap import redo
 from minidb.heap.layout import FlatViews, HEAP_TUPLE_HEADER_SIZE, RowLayout
 from minidb.heap.syncscan import SyncScanTable
 from minidb.shmem import C as _COUNTER
@@ -158,11 +163,10 @@ def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
             page = bm.page(b)
             avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
             if avail >= need:
-                wr = PageRecord(bm).add(b)
                 off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
                 _set_ctid(page, off, target)
-                wr.log(RM_HEAP, XLOG_HEAP_INSERT, _XMIN.unpack_from(data, 0)[0],
-                       _OFFNUM.pack(off))
+                PageRecord(bm).add(b, data=redo.insert_data(page, off)).log(
+                    RM_HEAP, XLOG_HEAP_INSERT, _XMIN.unpack_from(data, 0)[0], _OFFNUM.pack(off))
                 bm.unlock(b)
                 targets[rfn] = target
                 return target, off
@@ -180,13 +184,13 @@ def _insert_on_new_page(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
     b = bufs[0]
     try:
         page = bm.page(b)
-        wr = PageRecord(bm).add(b, new=True)
         pg.init_page(page)
         off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
         _set_ctid(page, off, block)
         avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
-        wr.log(RM_HEAP, XLOG_HEAP_INSERT | XLOG_HEAP_INIT_PAGE, _XMIN.unpack_from(data, 0)[0],
-               _OFFNUM.pack(off))
+        PageRecord(bm).add(b, new=True, data=redo.insert_data(page, off)).log(
+            RM_HEAP, XLOG_HEAP_INSERT | XLOG_HEAP_INIT_PAGE, _XMIN.unpack_from(data, 0)[0],
+            _OFFNUM.pack(off))
         bm.unlock(b)
     finally:
         bm.unpin(b)

@@ -74,6 +74,12 @@ and reset a stale forward link (t_ctid of an aborted update) to the tuple's own 
 heap_delete does.  A row lock (SELECT FOR UPDATE) sets xmax = my xid with XMAX_LOCK_ONLY,
 leaves pd_prune_xid alone (a lock leaves nothing to prune) and never writes cmax.
 
+WAL: each writer logs, after changing the page, one logical record per page it changed
+(``minidb.heap.redo``: DELETE, LOCK, UPDATE / HOT_UPDATE with the new version when it stays
+on the page; the three steps of an update to another page are LOCK, INSERT, UPDATE): the
+offset, xmax, cmax, the infomask bits set, infomask2 and t_ctid as written, from which redo
+rebuilds the page byte for byte.
+
 Statistics: 'del', 'upd', 'hot_upd' through ``backend.pgstat`` on success.
 
 **FOR KEY SHARE** (``minidb.heap.multixact``): a version with HEAP_XMAX_KEYSHR_LOCK has
@@ -92,6 +98,7 @@ import struct
 import sys
 
 from minidb.errors import InternalError, SerializationFailure
+from minidb.heap import redo
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel, insert_tuple
 from minidb.heap.layout import decode_header
 from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_ONLY_TUPLE, HEAP_UPDATED,
@@ -261,13 +268,15 @@ def heap_delete(backend, rel: HeapRel, tid, snapshot) -> tuple[int, tuple | None
     try:
         page = bm.page(b)
         xid = backend.xact.xid_for_write()   # assigned by _acquire: a level's subxid
-        wr = PageRecord(bm).add(b)
-        _set_xmax(item, xid, snapshot.curcid, 0)
+        cid = snapshot.curcid
+        _set_xmax(item, xid, cid, 0)
         _put16(item, _OFF_INFOMASK2,
                (h["infomask2"] & ~HEAP_HOT_UPDATED) | HEAP_KEYS_UPDATED)
         _CTID.pack_into(item, _OFF_CTID, *tid)  # no forward link (an aborted update's)
         _set_prune_xid(page, xid)
-        wr.log(RM_HEAP, XLOG_HEAP_DELETE, xid, _OFFNUM.pack(tid[1]))
+        PageRecord(bm).add(b, data=redo.xmax_data(
+            page, tid[1], redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0)).log(
+            RM_HEAP, XLOG_HEAP_DELETE, xid, _OFFNUM.pack(tid[1]))
     finally:
         bm.unlock(b)
         bm.unpin(b)
@@ -287,12 +296,14 @@ def heap_lock_tuple(backend, rel: HeapRel, tid, snapshot) -> tuple[int, tuple | 
     try:
         xid = backend.xact.xid_for_write()   # assigned by _acquire: a level's subxid
         if h["xmax"] != xid or not h["infomask"] & HEAP_XMAX_LOCK_ONLY:
-            wr = PageRecord(bm).add(b)
             _set_xmax(item, xid, None, HEAP_XMAX_LOCK_ONLY)
             # a lock leaves no newer version: drop an aborted update's forward link
             _put16(item, _OFF_INFOMASK2, h["infomask2"] & ~HEAP_HOT_UPDATED)
             _CTID.pack_into(item, _OFF_CTID, *tid)
-            wr.log(RM_HEAP, XLOG_HEAP_LOCK, xid, _OFFNUM.pack(tid[1]))
+            page = bm.page(b)
+            PageRecord(bm).add(b, data=redo.xmax_data(
+                page, tid[1], 0, xid, 0, HEAP_XMAX_LOCK_ONLY)).log(
+                RM_HEAP, XLOG_HEAP_LOCK, xid, _OFFNUM.pack(tid[1]))
     finally:
         bm.unlock(b)
         bm.unpin(b)
@@ -330,12 +341,13 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
         if rel.indexed_columns:
             keys_changed = _keys_changed(rel, item, data, new_values)
         fits = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE) >= size
-        wr = PageRecord(bm).add(b)
         if fits:
             hot = bool(backend.settings.hot_updates) and not keys_changed
             new_tid = _update_on_page(page, block, off, h, data, xid, cid, hot, keys_changed)
-            wr.log(RM_HEAP, XLOG_HEAP_HOT_UPDATE if hot else XLOG_HEAP_UPDATE, xid,
-                   _UPDATE_MAIN.pack(off, new_tid[1]))
+            PageRecord(bm).add(b, data=redo.xmax_data(
+                page, off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0, new_tid[1])).log(
+                RM_HEAP, XLOG_HEAP_HOT_UPDATE if hot else XLOG_HEAP_UPDATE, xid,
+                _UPDATE_MAIN.pack(off, new_tid[1]))
             bm.unlock(b)
             bm.unpin(b)
             b = None
@@ -343,7 +355,9 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
             # step 1: lock the old version for myself, mark the page full, let go of it
             _set_xmax(item, xid, cid, HEAP_XMAX_LOCK_ONLY)
             pg.set_flags(page, pg.get_flags(page) | pg.PD_PAGE_FULL)
-            wr.log(RM_HEAP, XLOG_HEAP_LOCK, xid, _OFFNUM.pack(off))
+            PageRecord(bm).add(b, data=redo.xmax_data(
+                page, off, redo.F_CMAX | redo.F_PAGE_FULL, xid, cid, HEAP_XMAX_LOCK_ONLY)).log(
+                RM_HEAP, XLOG_HEAP_LOCK, xid, _OFFNUM.pack(off))
             bm.unlock(b)
     except BaseException:
         if b is not None:
@@ -430,7 +444,6 @@ def _update_elsewhere(backend, rel: HeapRel, b: int, off: int, data: bytearray, 
         bm.lock(b, EXCLUSIVE)
         try:
             page = bm.page(b)
-            wr = PageRecord(bm).add(b)
             item = pg.get_item(page, off)
             im2 = _get16(item, _OFF_INFOMASK2) & ~(HEAP_HOT_UPDATED | HEAP_KEYS_UPDATED)
             if keys_changed:
@@ -439,7 +452,9 @@ def _update_elsewhere(backend, rel: HeapRel, b: int, off: int, data: bytearray, 
             _put16(item, _OFF_INFOMASK2, im2)
             _CTID.pack_into(item, _OFF_CTID, *new_tid)
             _set_prune_xid(page, xid)
-            wr.log(RM_HEAP, XLOG_HEAP_UPDATE, xid, _UPDATE_MAIN.pack(off, new_tid[1]))
+            PageRecord(bm).add(b, data=redo.xmax_data(
+                page, off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0)).log(
+                RM_HEAP, XLOG_HEAP_UPDATE, xid, _UPDATE_MAIN.pack(off, new_tid[1]))
         finally:
             bm.unlock(b)
     finally:

@@ -46,7 +46,9 @@ leftward while holding a lock.
 
 Left out: deduplication (posting lists), suffix truncation of pivots, bottom-up
 deletion, the fast root, free-page reuse (pages are never deleted, so a split always
-extends the file).  Each step is one WAL record (minidb/storage/xloginsert.py).
+extends the file).  Each step is one WAL record (minidb/storage/xloginsert.py); a leaf
+insert's is logical (``minidb.index.redo``: the items and their offsets), the others are
+page deltas or images.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ import numpy as np
 
 from minidb.errors import DataCorrupted, InternalError, ProgramLimitExceeded
 from minidb.index import btpage as bt
+from minidb.index import redo
 from minidb.index.build import assemble_page
 from minidb.index.rel import IndexRel, count, open_index, trace
 from minidb.index.search import get_endpoint, get_root, moveright, release, search
@@ -218,13 +221,14 @@ def insert_entries(backend, index, key_columns: list, blocks, offsets) -> int:
             prev_key = kj
             j += 1
         try:
-            wr = PageRecord(bm).add(b)
             if batch[0][0] > maxoff:       # all after the last item: one append
                 _append_items(page, [it for _p, it in batch])
             else:
                 for k, (p, it) in enumerate(batch):
                     pg.add_item(page, it, offset=p + k, heap=False)
-            wr.log(RM_BTREE, XLOG_BTREE_INSERT_LEAF, xid, _U16.pack(pos))
+            PageRecord(bm).add(b, data=redo.insert_data(
+                [(p + k, it) for k, (p, it) in enumerate(batch)])).log(
+                RM_BTREE, XLOG_BTREE_INSERT_LEAF, xid, _U16.pack(pos))
         finally:
             release(bm, b)
         batches += 1
@@ -350,7 +354,13 @@ def _insert_on_page(backend, irel: IndexRel, b: int, blk: int, itup: bytes, pos:
                 pos = bt.binsearch_leaf(data, _sortkey_of(itup, True), bt.first_data(nxt),
                                         bt.nitems(data))
         if need <= pg.free_space(page):
-            wr = PageRecord(bm).add(b)
+            # a leaf insert is logged logically (minidb.index.redo); a downlink, which
+            # also clears the child's INCOMPLETE_SPLIT, as the deltas of both pages
+            wr = PageRecord(bm)
+            if leaf:
+                wr.add(b, data=redo.insert_data(((pos, itup),)))
+            else:
+                wr.add(b)
             if cb >= 0:
                 wr.add(cb)
             pg.add_item(page, itup, offset=pos, heap=False)

@@ -32,9 +32,11 @@ the page byte for byte.
 page after a checkpoint logs the page as ``XLOG_FPI_FOR_HINT`` (pages carry checksums, so a
 torn write of a hint-only change must be repairable: PostgreSQL's wal_log_hints).
 
-Departure: PostgreSQL logs logical ("physiological") records for the hot paths (a heap
+Departure: PostgreSQL logs logical ("physiological") records for every operation (a heap
 insert carries the tuple; redo calls PageAddItem) and page images or generic deltas only
-for a few operations; minidb logs the byte delta for all of them (README: the list).
+for a few; minidb logs the hot path logically (``minidb.heap.redo``: INSERT, DELETE, LOCK,
+UPDATE, HOT_UPDATE; ``minidb.index.redo``: INSERT_LEAF) and the byte delta for the rest
+(minidb/wal/README.md: the list).
 """
 
 from __future__ import annotations
@@ -62,13 +64,16 @@ def unlogged(bm) -> set:
 
 class _Logical:
     """A block registered with its logical data (``PageRecord.add(b, data=...)``)."""
-    __slots__ = ("data",)
+    __slots__ = ("data", "flags")
 
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, flags: int):
         self.data = data
+        self.flags = flags
 
 
 _LOGICAL_FLAGS = rec.REGBUF_STANDARD | rec.REGBUF_LOGICAL
+# a page the record's redo formats from scratch: no image, not read (RBM_ZERO_AND_LOCK)
+_LOGICAL_INIT_FLAGS = rec.REGBUF_WILL_INIT | rec.REGBUF_LOGICAL
 
 
 class PageRecord:
@@ -86,12 +91,15 @@ class PageRecord:
         and logged as an image.  ``data``: the operation's own description of the change
         (a *logical* block: no before-image is copied; redo calls the routine recovery
         registers for the record's resource manager and opcode, which must rebuild the
-        page byte for byte, hint bits aside)."""
+        page byte for byte, hint bits aside); with ``new`` too, the routine formats the
+        page itself (``WILL_INIT``: no image is taken, and redo zeroes the buffer instead
+        of reading the block, PostgreSQL's XLOG_HEAP_INIT_PAGE).  ``data`` may be given
+        after the page changed (it is not a before-image), but must not be empty."""
         if b in self.bufs:
             return self
         self.bufs.append(b)
         if data is not None:
-            self.befores.append(_Logical(data))
+            self.befores.append(_Logical(data, _LOGICAL_INIT_FLAGS if new else _LOGICAL_FLAGS))
         else:
             self.befores.append(None if new or self.bm.wal is None
                                 else self.bm.page(b).copy())
@@ -115,7 +123,7 @@ class PageRecord:
                 blocks.append((rfn, fork, blk, page, rec.REGBUF_FORCE_IMAGE, b""))
                 continue
             if type(before) is _Logical:
-                blocks.append((rfn, fork, blk, page, _LOGICAL_FLAGS, before.data))
+                blocks.append((rfn, fork, blk, page, before.flags, before.data))
                 continue
             delta = rec.page_delta(before, page)
             if len(delta) > DELTA_LIMIT:
@@ -182,6 +190,25 @@ def redo_blocks(bm, r: rec.Record, invalid: dict | None = None, logical=None) ->
 def redo_block(bm, r: rec.Record, blk: rec.BlockRef, invalid: dict | None = None,
                logical=None) -> int:
     smgr = bm.smgr
+    if blk.will_init and blk.logical and not blk.has_image:
+        # the routine formats the page: zero the buffer, never read the block
+        if logical is None:
+            raise ValueError(f"no redo routine for the logical block data of "
+                             f"{rec.op_name(r.rmid, r.info)} at {rec.format_lsn(r.lsn)}")
+        if not smgr.exists(blk.relfilenode, blk.fork):
+            smgr.create(blk.relfilenode, blk.fork)
+        b = bm.pin_for_redo(blk.relfilenode, blk.fork, blk.block, zero=True)
+        try:
+            page = bm.page(b)
+            logical(page, blk, r)
+            pg.set_lsn(page, r.end)
+            bm.mark_dirty(b)
+        finally:
+            bm.unlock(b)
+            bm.unpin(b)
+        if invalid is not None:
+            invalid.pop((blk.relfilenode, blk.fork, blk.block), None)
+        return BLK_NEEDS_REDO
     if blk.has_image:
         if not smgr.exists(blk.relfilenode, blk.fork):
             smgr.create(blk.relfilenode, blk.fork)

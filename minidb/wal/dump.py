@@ -12,7 +12,11 @@ Block references follow (``rel SPC/DB/RELFILENODE``: minidb has one tablespace a
 database, named 1663 and 1 as PostgreSQL's ``pg_default`` and a first database would be;
 the fork is named only when it is not ``main``; ``FPW`` marks a full-page image).  With
 ``--bkp-details`` each block reference gets its own line with the fork always named and,
-for an image, the hole that was cut out and the block data's length.
+for an image, the hole that was cut out and the block data's length (``(logical)``: the
+data is the operation's own, for its resource manager's redo, not a page delta).  A heap
+record whose block carries the operation (``minidb.heap.redo``) is described from that
+data as PostgreSQL's heap_desc does: offset, xmax, the infomask bits set, flags, and the
+new offset of an update; a logical Btree INSERT_LEAF adds the number of items it carries.
 
 Where the dump starts: ``--start``, else the oldest record still in ``pg_wal``.  Records
 carry no page headers (minidb/wal/README.md), so the start of the oldest segment need not
@@ -66,6 +70,12 @@ SPLIT = struct.Struct("<IHH")          # level, first offset going right, new it
 NEWROOT = struct.Struct("<II")         # root block, its level
 CLOG_PAGE = struct.Struct("<q")        # CLOG ZEROPAGE: page number
 CLOG_TRUNC = struct.Struct("<qq")      # CLOG TRUNCATE: first page kept, oldest xid kept
+# logical block data of the heap's records (minidb.heap.redo)
+HEAP_INSERT = struct.Struct("<HB")     # INSERT: offset, flags; then the tuple
+HEAP_XMAX = struct.Struct("<HBQIHHIH")  # DELETE / LOCK / UPDATE / HOT_UPDATE: offset, flags,
+                                        # xmax, cmax, infobits set, infomask2, t_ctid
+HEAP_F_CMAX, HEAP_F_NEW_TUPLE = 0x01, 0x08   # flag bits: cmax written, new version follows
+# Btree INSERT_LEAF: its logical block data starts with the item count (minidb.index.redo)
 
 
 def _ts(seconds: float) -> str:
@@ -123,12 +133,41 @@ def _clog_desc(r: rec.Record) -> str:
 
 def _heap_desc(r: rec.Record) -> str:
     op = r.info & 0x70
+    blk = r.blocks[0] if r.blocks else None
+    if blk is not None and blk.logical:
+        got = _heap_logical_desc(op, r, blk.data)
+        if got:
+            return got
     if op in (rec.XLOG_HEAP_UPDATE, rec.XLOG_HEAP_HOT_UPDATE) and len(r.main) >= UPDATE.size:
         old, new = UPDATE.unpack_from(r.main, 0)
         return f"off {old} ; new off {new}"
     if len(r.main) >= OFFNUM.size:
         return f"off {OFFNUM.unpack_from(r.main, 0)[0]}"
     return ""
+
+
+def _heap_logical_desc(op: int, r: rec.Record, data: bytes) -> str:
+    """A heap record whose block carries the operation (PostgreSQL's heap_desc words):
+    ``off N flags 0xFF`` and the tuple's length for an insert; the old version's offset,
+    xmax, the infomask bits set and flags, then ``; new off N`` for an update."""
+    if op == rec.XLOG_HEAP_INSERT:
+        if len(data) < HEAP_INSERT.size:
+            return ""
+        off, flags = HEAP_INSERT.unpack_from(data, 0)
+        return f"off {off} flags 0x{flags:02X} tuple {len(data) - HEAP_INSERT.size} bytes"
+    if len(data) < HEAP_XMAX.size:
+        return ""
+    off, flags, xmax, cmax, infobits, _im2, _cblk, _coff = HEAP_XMAX.unpack_from(data, 0)
+    out = f"off {off} xmax {xmax} infobits 0x{infobits:04X} flags 0x{flags:02X}"
+    if flags & HEAP_F_CMAX:
+        out += f" cmax {cmax}"
+    if op in (rec.XLOG_HEAP_UPDATE, rec.XLOG_HEAP_HOT_UPDATE):
+        if flags & HEAP_F_NEW_TUPLE and len(data) >= HEAP_XMAX.size + OFFNUM.size:
+            new = OFFNUM.unpack_from(data, HEAP_XMAX.size)[0]
+            out += f" ; new off {new} tuple {len(data) - HEAP_XMAX.size - OFFNUM.size} bytes"
+        elif len(r.main) >= UPDATE.size:   # the new version went to another page
+            out += f" ; new off {UPDATE.unpack_from(r.main, 0)[1]} on another page"
+    return out
 
 
 def _heap2_desc(r: rec.Record) -> str:
@@ -156,6 +195,9 @@ def _btree_desc(r: rec.Record) -> str:
     if len(r.main) >= OFFNUM.size:
         n = OFFNUM.unpack_from(r.main, 0)[0]
         if op in (rec.XLOG_BTREE_INSERT_LEAF, rec.XLOG_BTREE_INSERT_UPPER):
+            blk = r.blocks[0] if r.blocks else None
+            if blk is not None and blk.logical and len(blk.data) >= OFFNUM.size:
+                return f"off {n} items {OFFNUM.unpack_from(blk.data, 0)[0]}"
             return f"off {n}"
         if op in (rec.XLOG_BTREE_DELETE, rec.XLOG_BTREE_VACUUM):
             return f"ndeleted {n}"
@@ -201,7 +243,7 @@ def block_refs(r: rec.Record, detailed: bool = False) -> str:
                 line += (f" (FPW); hole: offset: {blk.hole_off}, length: {blk.hole_len}, "
                          f"image: {len(blk.image)} bytes")
             if blk.data:
-                line += f"; data: {len(blk.data)} bytes"
+                line += f"; data: {len(blk.data)} bytes" + (" (logical)" if blk.logical else "")
             if blk.will_init:
                 line += "; will init"
             out.append(line)

@@ -86,10 +86,19 @@ def test_waldump_lists_the_known_workload(workload):
     # the descriptions carry the main data; the block references name the relation
     by_op = {op: row for op, row in zip(ops, rows)}
     insert = by_op[("Heap", "INSERT+INIT")]
-    assert insert[6].startswith("INSERT+INIT off 1, blkref #0: rel 1663/1/")
-    assert insert[6].endswith(" blk 0 FPW")           # a new page is logged whole
-    assert int(insert[1]) < int(insert[2])            # rec excludes the image
-    assert by_op[("Heap", "HOT_UPDATE")][6].startswith("HOT_UPDATE off 1 ; new off 2, blkref")
+    # a new page is not logged whole: the record formats it and carries the tuple
+    assert re.match(r"INSERT\+INIT off 1 flags 0x00 tuple \d+ bytes, blkref #0: rel 1663/1/",
+                    insert[6])
+    assert insert[6].endswith(" blk 0")
+    assert int(insert[1]) == int(insert[2])           # no image
+    assert re.match(r"HOT_UPDATE off 1 xmax \d+ infobits 0x0000 flags 0x0D cmax 0 ; "
+                    r"new off 2 tuple \d+ bytes, blkref", by_op[("Heap", "HOT_UPDATE")][6])
+    # the index's first change after CREATE INDEX (which writes around the WAL) is an image,
+    # so the record keeps no block data to describe
+    leaf = by_op[("Btree", "INSERT_LEAF")][6]
+    assert leaf.startswith("INSERT_LEAF off 1, blkref") and leaf.endswith(" FPW")
+    assert re.match(r"DELETE off 2 xmax \d+ infobits 0x0000 flags 0x05 cmax 0, blkref",
+                    by_op[("Heap", "DELETE")][6])
     # the first change of the heap page after the CHECKPOINT logs a full-page image, the
     # later DELETE and the HOT update before the checkpoint do not
     heap_blk = insert[6].split("blkref #0: ")[1].split(" FPW")[0]
@@ -149,6 +158,9 @@ def test_start_end_limit_rmgr_xid(workload):
     _, out, err = _run("waldump", "-n", "1", "--start", f"{hi}/{int(lo, 16) + 8:X}", workload)
     assert _parse(out)[0][4] == lsns[2] and "first record is after" in err
     _, out, _ = _run("waldump", "-b", "--rmgr", "Heap", "-n", "1", workload)
+    assert re.search(r"\tblkref #0: rel 1663/1/\d+ fork main blk 0; data: \d+ bytes "
+                     r"\(logical\); will init\n", out)
+    _, out, _ = _run("waldump", "-b", "--rmgr", "XLOG", workload)   # FPI_FOR_HINT's image
     assert "\tblkref #0: rel 1663/1/" in out and " fork main blk 0 (FPW); hole: offset: " in out
     code, _, err = _run("waldump", "--rmgr", "nosuch", workload)
     assert code != 0 and "does not exist" in err
@@ -267,6 +279,8 @@ def test_main_data_layouts_match_the_writers():
     import minidb.heap.heapam as heapam
     import minidb.heap.modify as modify
     import minidb.heap.prune as prune
+    import minidb.heap.redo as heap_redo
+    import minidb.index.redo as index_redo
     import minidb.index.insert as insert
     import minidb.recovery as recovery
     import minidb.txn.clog as clog
@@ -279,6 +293,10 @@ def test_main_data_layouts_match_the_writers():
     assert dump.OFFNUM.format == heapam._OFFNUM.format == modify._OFFNUM.format \
         == insert._U16.format == struct.Struct("<H").format
     assert dump.UPDATE.format == modify._UPDATE_MAIN.format
+    assert dump.HEAP_INSERT.format == heap_redo.INSERT.format
+    assert dump.HEAP_XMAX.format == heap_redo.XMAX.format
+    assert (dump.HEAP_F_CMAX, dump.HEAP_F_NEW_TUPLE) == (heap_redo.F_CMAX, heap_redo.F_NEW_TUPLE)
+    assert dump.OFFNUM.format == index_redo.COUNT.format
     assert dump.PRUNE.format == prune._PRUNE_MAIN.format
     assert dump.SPLIT.format == insert._SPLIT_MAIN.format
     assert dump.NEWROOT.format == insert._NEWROOT_MAIN.format
