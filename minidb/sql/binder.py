@@ -50,7 +50,8 @@ from minidb.exec.datatypes import (BIGINT, BOOLEAN, BYTEA, DATE, DOUBLE, INTEGER
 from minidb.exec.datatypes import ArrayType
 from minidb.exec.expr import (AggCall, Arith, BoolOp, Case, Cast, ColRef, Compare, Concat,
                               Const, DistinctFrom, Func, InList, IsNull, Like, Neg, Not,
-                              OuterRef, Param, Regex, SRFCall, SubLink, SubPlan, WinCall, walk)
+                              OuterRef, Param, Regex, SRFCall, SubLink, SubPlan, WinCall, WinFrame,
+                              walk)
 from minidb.exec.modify import DEFAULT
 from minidb.sql import ast
 from minidb.types import no_exponent, parse_type
@@ -62,7 +63,7 @@ _AGG_NAMES = {"count", "sum", "avg", "min", "max", "string_agg", "array_agg", "b
               "bool_or", "every", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
               "var_pop"}
 _WINDOW_ONLY = {"row_number", "rank", "dense_rank", "lag", "lead", "first_value", "last_value",
-                "ntile", "percent_rank", "cume_dist"}
+                "nth_value", "ntile", "percent_rank", "cume_dist"}
 pgcatalog.register_functions(_AGG_NAMES, "a")       # pg_proc's aggregates and window
 pgcatalog.register_functions(_WINDOW_ONLY, "w")     # functions
 
@@ -1361,8 +1362,9 @@ class Binder:
             if len(args) != 1 or family(args[0].type) != "int":
                 raise errors.UndefinedFunction(f"function {name}({sig}) does not exist")
             rt = INTEGER
-        elif name in ("lag", "lead", "first_value", "last_value"):
-            if not args or len(args) > (3 if name in ("lag", "lead") else 1):
+        elif name in ("lag", "lead", "first_value", "last_value", "nth_value"):
+            most = {"lag": 3, "lead": 3, "nth_value": 2}.get(name, 1)
+            if not args or len(args) > most or (name == "nth_value" and len(args) != 2):
                 raise errors.UndefinedFunction(f"function {name}({sig}) does not exist")
             if args[0].type is UNKNOWN:
                 args[0] = self._coerce_unknown(args[0], TEXT)
@@ -1397,8 +1399,72 @@ class Binder:
             raise errors.UndefinedFunction(f"function {name}({sig}) does not exist" if
                                            name not in _AGG_NAMES else
                                            f"{name}() as a window function is not supported")
+        frame = self._frame(n.frame, order, scope) if n.frame is not None else None
         return WinCall(name, tuple(args), part, tuple(e for e, _, _ in order),
-                       tuple(d for _, d, _ in order), tuple(nf for _, _, nf in order), rt)
+                       tuple(d for _, d, _ in order), tuple(nf for _, _, nf in order), rt,
+                       frame)
+
+    _BOUND_RANK = {"unbounded_preceding": 0, "preceding": 1, "current": 2, "following": 3,
+                   "unbounded_following": 4}
+
+    def _frame(self, fr: ast.FrameE, order, scope) -> WinFrame:
+        """A frame clause checked as PostgreSQL's transformFrameOffset and the grammar do:
+        the bounds in order, GROUPS with ORDER BY, RANGE with an offset over exactly one
+        ORDER BY column of a type with in_range support; offsets without variables, bigint
+        for ROWS / GROUPS, the ORDER BY column's type for RANGE."""
+        def bad(msg, state="42P20"):
+            return errors.ProgrammingError(msg, sqlstate=state)
+        if fr.start == "unbounded_following":
+            raise bad("frame start cannot be UNBOUNDED FOLLOWING")
+        if fr.end == "unbounded_preceding":
+            raise bad("frame end cannot be UNBOUNDED PRECEDING")
+        rs, re_ = self._BOUND_RANK[fr.start], self._BOUND_RANK[fr.end]
+        if fr.start == "current" and re_ < 2:
+            raise bad("frame starting from current row cannot have preceding rows")
+        if fr.start == "following" and re_ < 3:
+            raise bad("frame starting from following row cannot have preceding rows")
+        assert rs <= re_ or fr.start == "following"
+        if fr.kind == "groups" and not order:
+            raise bad("GROUPS mode requires an ORDER BY clause")
+        offs = [o for o in (fr.start_off, fr.end_off) if o is not None]
+        okey = None
+        if fr.kind == "range" and offs:
+            if len(order) != 1:
+                raise bad("RANGE with offset PRECEDING/FOLLOWING requires exactly one ORDER BY "
+                          "column")
+            okey = order[0][0].type
+        bound = []
+        for o in (fr.start_off, fr.end_off):
+            if o is None:
+                bound.append(None)
+                continue
+            e = self.expr(o, scope, None)
+            if any(isinstance(x, (ColRef, OuterRef, AggCall, WinCall, SubLink))
+                   for x in walk(e)):
+                raise errors.InvalidColumnReference(
+                    f"argument of {fr.kind.upper()} must not contain variables")
+            if okey is None:
+                if e.type is UNKNOWN:
+                    e = self._coerce_unknown(e, BIGINT)
+                if family(e.type) == "num":
+                    e = Cast(e, BIGINT)
+                if family(e.type) != "int":
+                    raise errors.DatatypeMismatch(f"argument of {fr.kind.upper()} must be type "
+                                                  f"bigint, not type {e.type}")
+            else:
+                kf = family(okey)
+                if e.type is UNKNOWN:
+                    e = self._coerce_unknown(e, okey)
+                ef = family(e.type)
+                ok = (kf == "int" and ef == "int") or (kf == "float" and ef in
+                                                          ("int", "float", "num")) or \
+                    (kf == "num" and ef in ("int", "num"))
+                if not ok:
+                    raise errors.NotSupportedError(
+                        f"RANGE with offset PRECEDING/FOLLOWING is not supported for column "
+                        f"type {okey} and offset type {e.type}")
+            bound.append(e)
+        return WinFrame(fr.kind, fr.start, bound[0], fr.end, bound[1], fr.exclude)
 
     def _func(self, n: ast.FuncE, scope, ctx, agg_ok):
         name = n.name

@@ -885,6 +885,7 @@ _AGGS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp
          exp.StddevPop: "stddev_pop", exp.Variance: "variance", exp.VariancePop: "var_pop"}
 # sqlglot classes of functions minidb has: name, and the argument names in SQL order
 _FUNCS = {exp.Explode: ("unnest", ("this",)),       # (sqlglot's name for unnest in FROM)
+          exp.NthValue: ("nth_value", ("this", "offset")),
           exp.Abs: ("abs", ("this",)), exp.Lower: ("lower", ("this",)),
           exp.Upper: ("upper", ("this",)), exp.Length: ("length", ("this",)),
           exp.Round: ("round", ("this", "decimals")), exp.Trunc: ("trunc", ("this", "decimals")),
@@ -1026,8 +1027,6 @@ def _quantified(op, left, q):
 def _window(e) -> ast.WindowE:
     _only(e, {"this", "partition_by", "order", "over", "alias", "spec"})
     spec = e.args.get("spec")
-    if spec is not None:
-        raise unsupported("window frame clauses (ROWS / RANGE / GROUPS)")
     f = e.this
     part = e.args.get("partition_by") or []
     order = e.args.get("order")
@@ -1041,16 +1040,60 @@ def _window(e) -> ast.WindowE:
                 break
         if base is None:
             raise errors_undefined_window(name)
-        _only(base, {"this", "partition_by", "order"}, {"spec": "window frame clauses"})
+        _only(base, {"this", "partition_by", "order", "spec"})
         if not part:
             part = base.args.get("partition_by") or []
         if order is None:
             order = base.args.get("order")
+        if spec is None:
+            spec = base.args.get("spec")
+        elif base.args.get("spec") is not None:
+            from minidb.errors import ProgrammingError
+            raise ProgrammingError(f'cannot override frame clause of window "{name}"',
+                                   sqlstate="42P20")
     func = translate_expression(f)
     if not isinstance(func, ast.FuncE):
         raise unsupported("OVER on this expression")
     return ast.WindowE(func, tuple(translate_expression(x) for x in part),
-                       tuple(_order(order)) if order is not None else ())
+                       tuple(_order(order)) if order is not None else (),
+                       _frame(spec) if spec is not None else None)
+
+
+_FRAME_EXCLUDE = {None: "no_others", "NO OTHERS": "no_others", "CURRENT ROW": "current",
+                  "GROUP": "group", "TIES": "ties"}
+
+
+def _frame_bound(value, side):
+    """One bound of a frame clause as sqlglot gives it -> (kind, offset expression)."""
+    if isinstance(value, str):
+        v = value.upper()
+        if v == "CURRENT ROW":
+            return "current", None
+        if v == "UNBOUNDED":
+            return f"unbounded_{side}", None
+        raise unsupported(f"frame bound {value}")
+    return side, translate_expression(value)
+
+
+def _frame(spec) -> ast.FrameE:
+    """ROWS / RANGE / GROUPS [BETWEEN] start [AND end] [EXCLUDE ...]; a frame without
+    BETWEEN ends at the current row."""
+    _only(spec, {"kind", "start", "start_side", "end", "end_side", "exclude"})
+    kind = str(spec.args.get("kind")).lower()
+    if kind not in ("rows", "range", "groups"):
+        raise unsupported(f"window frame {kind}")
+    start, start_off = _frame_bound(spec.args.get("start"),
+                                    str(spec.args.get("start_side") or "").lower())
+    if spec.args.get("end") is None:
+        end, end_off = "current", None
+    else:
+        end, end_off = _frame_bound(spec.args.get("end"),
+                                    str(spec.args.get("end_side") or "").lower())
+    ex = spec.args.get("exclude")
+    ex = None if ex is None else str(ex.this if isinstance(ex, exp.Expression) else ex).upper()
+    if ex not in _FRAME_EXCLUDE:
+        raise unsupported(f"EXCLUDE {ex}")
+    return ast.FrameE(kind, start, start_off, end, end_off, _FRAME_EXCLUDE[ex])
 
 
 def errors_undefined_window(name):
