@@ -18,7 +18,7 @@ from minidb.exec.datatypes import BOOLEAN, TEXT, family
 
 __all__ = ["Expr", "ColRef", "Const", "Param", "Arith", "Neg", "Concat", "Compare",
            "BoolOp", "Not", "IsNull", "InList", "Like", "Cast", "Func", "Case", "AggCall",
-           "DistinctFrom", "Regex", "OuterRef", "SubPlan", "SubLink", "WinCall", "WinFrame",
+           "DistinctFrom", "Regex", "OuterRef", "SubPlan", "SubLink", "WinCall", "WinFrame", "GroupingFunc",
            "DEFAULT_FRAME", "SRFCall",
            "walk", "children", "column_keys", "deparse", "conjuncts", "and_all", "has_sublink"]
 
@@ -213,6 +213,14 @@ class SubLink(Expr):
 
 
 @dataclass(frozen=True)
+class GroupingFunc(Expr):
+    """``grouping(args)`` as bound, before the binder rewrites it above the aggregation (to a
+    constant, or a CASE over the grouping set number column ``("gset", 0)``)."""
+    args: tuple
+    type: Any
+
+
+@dataclass(frozen=True)
 class WinFrame(Expr):
     """A window frame: ``kind`` rows | range | groups; ``start`` / ``end``
     unbounded_preceding | preceding | current | following | unbounded_following, with the
@@ -276,7 +284,7 @@ def children(e: Expr) -> tuple:
             ((e.frame,) if e.frame is not None else ())
     if isinstance(e, WinFrame):
         return tuple(x for x in (e.start_off, e.end_off) if x is not None)
-    if isinstance(e, SRFCall):
+    if isinstance(e, (SRFCall, GroupingFunc)):
         return tuple(e.args)
     if isinstance(e, (Neg, Not, IsNull, Cast)):
         return (e.arg,)

@@ -25,6 +25,7 @@ Expressions::
                                      string_agg(x, ',' ORDER BY y), lower(x) ...
     WindowE(func, partition, order, frame)  f(...) OVER (PARTITION BY .. ORDER BY .. frame)
     FrameE(kind, start, start_off, end, end_off, exclude)   ROWS / RANGE / GROUPS BETWEEN ..
+    GroupingSetE(kind, items)        GROUPING SETS (..) / ROLLUP (..) / CUBE (..) in GROUP BY
     SubqueryE(kind, query, arg, negated)   (SELECT ..), EXISTS (..), x [NOT] IN (SELECT ..)
     CaseE(operand, whens, default)
     StarE(table)                     * or t.*  (select list only)
@@ -160,6 +161,15 @@ class FrameE(Node):
     end: str = "current"
     end_off: Node | None = None
     exclude: str = "no_others"
+
+
+@dataclass(frozen=True)
+class GroupingSetE(Node):
+    """A GROUP BY item ``kind`` (sets | rollup | cube) ``(items)``: each item a tuple of
+    expressions (one expression, or a parenthesized list; ``()`` the empty set) or, inside
+    GROUPING SETS, a nested GroupingSetE."""
+    kind: str
+    items: tuple
 
 
 @dataclass(frozen=True)

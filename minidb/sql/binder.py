@@ -21,7 +21,11 @@ are ``minidb.exec.expr`` nodes with result types, ready for the planner.  What i
 * **Grouping.**  With GROUP BY or an aggregate, every expression above the aggregation is
   rewritten to read the aggregation's output: a GROUP BY expression becomes
   ``ColRef(("g", i))``, an aggregate call ``ColRef(("a", j))`` (identical calls share one
-  slot); a base column left over is a GroupingError (42803).
+  slot); a base column left over is a GroupingError (42803).  GROUPING SETS / ROLLUP /
+  CUBE expand to ``grouping_sets`` (tuples of indexes into the distinct GROUP BY
+  expressions); ``grouping()`` becomes a constant or a CASE over ``ColRef(("gset", 0))``.
+* **Window frames** (``_frame``): PostgreSQL's checks of the bounds and offsets; the frame
+  rides on the ``WinCall`` as a ``WinFrame``.
 * **ORDER BY / GROUP BY** accept an output position (``ORDER BY 2``) and an output column
   name, as PostgreSQL does.
 * **Subqueries, joins, set operations.**  Range indexes are unique across the statement
@@ -50,8 +54,8 @@ from minidb.exec.datatypes import (BIGINT, BOOLEAN, BYTEA, DATE, DOUBLE, INTEGER
 from minidb.exec.datatypes import ArrayType
 from minidb.exec.expr import (AggCall, Arith, BoolOp, Case, Cast, ColRef, Compare, Concat,
                               Const, DistinctFrom, Func, InList, IsNull, Like, Neg, Not,
-                              OuterRef, Param, Regex, SRFCall, SubLink, SubPlan, WinCall, WinFrame,
-                              walk)
+                              GroupingFunc, OuterRef, Param, Regex, SRFCall, SubLink, SubPlan, WinCall,
+                              WinFrame, walk)
 from minidb.exec.modify import DEFAULT
 from minidb.sql import ast
 from minidb.types import no_exponent, parse_type
@@ -160,6 +164,7 @@ class BoundSelect:
     quals: list                       # conjuncts of WHERE and the JOIN ON conditions
     targets: list                     # [(name, Expr)] over the input, or over agg output
     group_by: list = field(default_factory=list)     # Exprs over the input
+    grouping_sets: list | None = None # GROUPING SETS / ROLLUP / CUBE: [(group index, ...)]
     aggs: list = field(default_factory=list)         # AggCalls over the input
     having: object = None             # over the agg output
     grouped: bool = False
@@ -447,7 +452,8 @@ class Binder:
         b.from_items = items
         # GROUP BY (positions and output names allowed)
         self._win_ok = False
-        group = [self._group_item(g, scope, targets) for g in s.group_by]
+        group, sets = self._group_clause(s.group_by, scope, targets)
+        b.grouping_sets = sets
         # ORDER BY
         order = []
         self._win_ok = True
@@ -461,7 +467,7 @@ class Binder:
             self._win_ok = False
         having = self.boolean(s.having, scope, "HAVING", agg_ok=True) \
             if s.having is not None else None
-        b.order_by = self._aggregation(b, group, order, having, don)
+        b.order_by = self._aggregation(b, group, order, having, don, sets)
         self._windows(b)
         self._set_returning(b)
         if s.distinct:
@@ -718,7 +724,49 @@ class Binder:
             targets.append((alias or _default_name(node), ex))
         return targets
 
-    def _aggregation(self, b: BoundSelect, group, order, having, distinct_on=()) -> list:
+    def _group_clause(self, items, scope, targets):
+        """GROUP BY -> (the distinct grouping expressions, the grouping sets as tuples of
+        their indexes, or None for a plain GROUP BY).  As PostgreSQL's
+        expand_grouping_sets: the items' sets are crossed (each set of the first with each
+        of the second ...); ROLLUP (a, b) is (a, b), (a), (); CUBE (a, b) is (a, b), (a),
+        (b), (); GROUPING SETS concatenates its items' sets."""
+        if not any(isinstance(g, ast.GroupingSetE) for g in items):
+            return [self._group_item(g, scope, targets) for g in items], None
+        group, sets = [], [()]
+        for g in items:
+            sets = [a + b for a in sets for b in self._expand_sets(g)]
+        out = []
+        for st in sets:
+            idx = []
+            for it in st:
+                ex = self._group_item(it, scope, targets)
+                if ex not in group:
+                    group.append(ex)
+                k = group.index(ex)
+                if k not in idx:
+                    idx.append(k)
+            out.append(tuple(sorted(idx)))
+        if len(out) > 4096:
+            raise errors.ProgramLimitExceeded("too many grouping sets present (maximum 4096)")
+        return group, out
+
+    def _expand_sets(self, g) -> list:
+        """The grouping sets of one GROUP BY item, as tuples of ast expressions."""
+        if not isinstance(g, ast.GroupingSetE):
+            return [(g,)]
+        if g.kind == "rollup":
+            return [sum(g.items[:k], ()) for k in range(len(g.items), -1, -1)]
+        if g.kind == "cube":
+            n = len(g.items)
+            return [sum((g.items[i] for i in range(n) if mask >> (n - 1 - i) & 1), ())
+                    for mask in range((1 << n) - 1, -1, -1)]
+        out = []
+        for it in g.items:
+            out += self._expand_sets(it) if isinstance(it, ast.GroupingSetE) else [it]
+        return out
+
+    def _aggregation(self, b: BoundSelect, group, order, having, distinct_on=(),
+                     sets=None) -> list:
         """Collects the aggregate calls of the select list, ORDER BY and HAVING; with
         GROUP BY, aggregates or HAVING, marks ``b`` grouped and rewrites what is above the
         aggregation to read its output.  Returns the (rewritten) ORDER BY."""
@@ -729,11 +777,15 @@ class Binder:
                 if isinstance(n, AggCall) and n not in aggs:
                     aggs.append(n)
         b.distinct_on = list(distinct_on)
-        if group or aggs or having is not None:
+        if sets is None and not group and not aggs and having is None and any(
+                isinstance(n, GroupingFunc) for _, t in b.targets for n in walk(t)):
+            raise errors.GroupingError("arguments to GROUPING must be grouping expressions "
+                                       "of the associated query level")
+        if group or aggs or having is not None or sets is not None:
             b.grouped = True
             b.group_by = group
             b.aggs = aggs
-            rw = _GroupRewriter(group, aggs)
+            rw = _GroupRewriter(group, aggs, sets)
             b.targets = [(n, rw.rewrite(e)) for n, e in b.targets]
             order = [(rw.rewrite(e), d, nf) for e, d, nf in order]
             b.distinct_on = [rw.rewrite(e) for e in distinct_on]
@@ -1472,6 +1524,13 @@ class Binder:
             name = "bool_and"
         if name in _AGG_NAMES:
             return self._agg(n, name, scope, agg_ok)
+        if name == "grouping":
+            if not agg_ok:
+                raise errors.GroupingError("grouping operations are not allowed here")
+            if not n.args or len(n.args) > 31:
+                raise errors.ProgrammingError("GROUPING must have fewer than 32 arguments",
+                                              sqlstate="54023")
+            return GroupingFunc(tuple(self.expr(a, scope) for a in n.args), INTEGER)
         if name in _WINDOW_ONLY:
             raise errors.ProgrammingError(f"window function {name} requires an OVER clause",
                                           sqlstate="42809")
@@ -1725,15 +1784,18 @@ def _interval(text: str) -> tuple:
 class _GroupRewriter:
     """Rewrites expressions above the aggregation to read its output (see the docstring)."""
 
-    def __init__(self, group, aggs):
+    def __init__(self, group, aggs, sets=None):
         self.group = group
         self.aggs = aggs
+        self.sets = sets
 
     def rewrite(self, e):
         from minidb.exec.expr import deparse
         for i, g in enumerate(self.group):
             if e == g:
                 return ColRef(("g", i), g.type, deparse(g), "")
+        if isinstance(e, GroupingFunc):
+            return self._grouping(e)
         if isinstance(e, AggCall):
             j = self.aggs.index(e)
             return ColRef(("a", j), e.type, deparse(e), "")
@@ -1746,6 +1808,29 @@ class _GroupRewriter:
         if isinstance(e, OuterRef):
             return e
         return _map_children(e, self.rewrite)
+
+
+    def _grouping(self, e):
+        """grouping(a, b, ...): bit (n-1-k) set when argument k is not grouped in the row's
+        grouping set - a constant 0 for a plain GROUP BY, else a CASE over the grouping set
+        number the aggregation emits as ``("gset", 0)``."""
+        idx = []
+        for a in e.args:
+            if a not in self.group:
+                raise errors.GroupingError("arguments to GROUPING must be grouping "
+                                           "expressions of the associated query level")
+            idx.append(self.group.index(a))
+        if self.sets is None:
+            return Const(0, INTEGER)
+        n = len(idx)
+        values = [sum(1 << (n - 1 - k) for k, i in enumerate(idx) if i not in st)
+                  for st in self.sets]
+        if len(set(values)) == 1:
+            return Const(values[0], INTEGER)
+        gset = ColRef(("gset", 0), INTEGER, "grouping set", "")
+        whens = tuple((Compare("=", gset, Const(k, INTEGER)), Const(v, INTEGER))
+                      for k, v in enumerate(values))
+        return Case(whens, Const(0, INTEGER), INTEGER)
 
 
 def _map_children(e, f):

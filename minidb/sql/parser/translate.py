@@ -287,7 +287,7 @@ def translate_select(node) -> ast.SelectStmt:
     if g is not None:
         _only(g, {"expressions"}, {"rollup": "ROLLUP", "cube": "CUBE",
                                    "grouping_sets": "GROUPING SETS", "all": "GROUP BY ALL"})
-        s.group_by = [translate_expression(x) for x in g.expressions]
+        s.group_by = [_group_item(x) for x in g.expressions]
     h = node.args.get("having")
     if h is not None:
         s.having = translate_expression(h.this)
@@ -886,6 +886,7 @@ _AGGS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp
 # sqlglot classes of functions minidb has: name, and the argument names in SQL order
 _FUNCS = {exp.Explode: ("unnest", ("this",)),       # (sqlglot's name for unnest in FROM)
           exp.NthValue: ("nth_value", ("this", "offset")),
+          exp.Grouping: ("grouping", ("expressions",)),
           exp.Abs: ("abs", ("this",)), exp.Lower: ("lower", ("this",)),
           exp.Upper: ("upper", ("this",)), exp.Length: ("length", ("this",)),
           exp.Round: ("round", ("this", "decimals")), exp.Trunc: ("trunc", ("this", "decimals")),
@@ -1022,6 +1023,33 @@ def _quantified(op, left, q):
     if isinstance(q, exp.All) and op == "<>":
         return ast.SubqueryE("in", translate_query(inner), translate_expression(left), True)
     raise unsupported(f"{op} {'ANY' if isinstance(q, exp.Any) else 'ALL'} (subquery)")
+
+
+_GROUPING_KINDS = {exp.GroupingSets: "sets", exp.Rollup: "rollup", exp.Cube: "cube"}
+
+
+def _group_item(x, nested=False):
+    """A GROUP BY item: an expression, or GROUPING SETS / ROLLUP / CUBE (an item of these:
+    a tuple of expressions; nested sets only inside GROUPING SETS)."""
+    kind = _GROUPING_KINDS.get(type(x))
+    if kind is None:
+        if isinstance(x, exp.Tuple) and not x.expressions:
+            return ast.GroupingSetE("sets", ((),))        # GROUP BY (): one empty set
+        return translate_expression(x)
+    _only(x, {"expressions"})
+    items = []
+    for it in x.expressions:
+        if type(it) in _GROUPING_KINDS:
+            if kind != "sets":
+                raise unsupported(f"{type(it).__name__.upper()} inside {kind.upper()}")
+            items.append(_group_item(it, True))
+        elif isinstance(it, exp.Tuple):
+            items.append(tuple(translate_expression(e) for e in it.expressions))
+        elif isinstance(it, exp.Paren) and kind != "sets":
+            items.append((translate_expression(it.this),))
+        else:
+            items.append((translate_expression(it),))
+    return ast.GroupingSetE(kind, tuple(items))
 
 
 def _window(e) -> ast.WindowE:
