@@ -225,7 +225,7 @@ class WinFrame(Expr):
     """A window frame: ``kind`` rows | range | groups; ``start`` / ``end``
     unbounded_preceding | preceding | current | following | unbounded_following, with the
     offset expressions ``start_off`` / ``end_off`` (bigint for ROWS and GROUPS, the ORDER BY
-    column's type - an interval for timestamps - for RANGE); ``exclude`` no_others |
+    column's type - an interval for dates and timestamps - for RANGE); ``exclude`` no_others |
     current | group | ties."""
     kind: str
     start: str

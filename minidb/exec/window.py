@@ -39,16 +39,21 @@ two ranges:
   overlapping lookups per range;
 * first_value / last_value / nth_value: the position of the first / last / n-th row across
   the two ranges and the kept current row.
-RANGE offsets are supported for integer, double and numeric keys (PostgreSQL also has
-dates, timestamps and times with an interval offset: not here).
+RANGE offsets are supported for integer, double and numeric keys, and for date,
+timestamp and timestamptz keys with an interval (``_plus_interval``: months and days on
+the calendar, timestamptz on the session's wall clock; a date is compared as its
+midnight); PostgreSQL also has time keys: not here.
 """
 
 from __future__ import annotations
+
+import datetime as _dtm
 
 import numpy as np
 
 import minidb.errors as errors
 from minidb.exec import datatypes as dt
+from minidb.exec import datetimes as dtx
 from minidb.exec.chunk import Chunk
 from minidb.exec.compile import evaluate
 from minidb.exec.datatypes import VECTOR_DTYPE, VECTOR_FILL, family
@@ -139,7 +144,8 @@ class WindowAggNode(PlanNode):
             args = [evaluate(ectx.compile(a, layout), data) for a in w.args]
             args = [(np.full(n, v) if np.ndim(v) == 0 else v, m) for v, m in args]
             cols.append(self._compute(w, args, ctx, (ectx, layout, data, ocols,
-                                                     w0.order_desc)))
+                                                     w0.order_desc,
+                                                     [o.type for o in w0.order])))
         yield Chunk(cols, n)
 
     def _compute(self, w, args, ctx, finputs):
@@ -216,7 +222,7 @@ def _offset(e, ectx, layout, data, what, kind):
         raise errors.DataError(f"frame {what} offset must not be null", sqlstate="22004")
     v = v if np.ndim(v) == 0 else v[0]
     v = v.item() if hasattr(v, "item") else v
-    if v < 0:
+    if v < (_dtm.timedelta(0) if isinstance(v, _dtm.timedelta) else 0):
         if kind == "range":
             raise errors.DataError("invalid preceding or following size in window function",
                                    sqlstate="22013")
@@ -224,7 +230,24 @@ def _offset(e, ectx, layout, data, what, kind):
     return v
 
 
-def _range_search(key, km, pid, desc, targets, side):
+def _plus_interval(us, iv, up, kfam):
+    """Timestamps (microseconds) plus or minus an interval, as timestamp + interval does
+    (months and days on the calendar; timestamptz on the session's wall clock); a result
+    past the timestamp range saturates, as PostgreSQL's in_range treats overflow."""
+    sign = 1 if up else -1
+    if iv.months == 0 and (iv.mdays == 0 or kfam != "tstz"):
+        return us + sign * (iv.mdays * dtx.USECS_PER_DAY + iv.usecs)
+    add = dtx.add_interval_tstz if kfam == "tstz" else dtx.add_interval_ts
+    out = np.empty(len(us), np.int64)
+    for i, x in enumerate(us.tolist()):
+        try:
+            out[i] = add(x, iv, sign)
+        except errors.DataError:
+            out[i] = np.iinfo(np.int64).max if up else np.iinfo(np.int64).min
+    return out
+
+
+def _range_search(key, km, pid, desc, targets, side, qs, qe, which):
     """RANGE offset bounds: for each row, the first row of its partition whose ORDER BY key
     reaches ``targets`` (side "left": key >= target in the sort direction) or the last row
     whose key does not pass it (side "right": key <= target), among the non-null keys.  One
@@ -248,6 +271,8 @@ def _range_search(key, km, pid, desc, targets, side):
     else:
         at = np.concatenate([[-1], nn])[pos]        # before the partition: empty
     out[nn] = at
+    if km is not None:                              # a NULL key: its peers are its frame
+        out = np.where(km, qs if which == "starting" else qe, out)
     return out
 
 
@@ -256,7 +281,7 @@ def _frame_segments(fr, ctx, finputs):
     EXCLUDE taken out, in order): ``(s1, e1, mid, s2, e2)``; a range with s > e is empty
     and ``mid`` says the current row is in (EXCLUDE TIES keeps it between the two)."""
     n, ps, pe, qs, qe, pid, peerflag, ordered = ctx
-    ectx, layout, data, ocols, desc = finputs
+    ectx, layout, data, ocols, desc, otypes = finputs
     idx = np.arange(n, dtype=np.int64)
     off = {}
     for which, e in (("starting", fr.start_off), ("ending", fr.end_off)):
@@ -275,6 +300,7 @@ def _frame_segments(fr, ctx, finputs):
         if km is not None and not km.any():
             km = None
         d = bool(desc[0])
+        kfam = family(otypes[0])
 
     def bound(which, side):
         b = fr.start if which == "starting" else fr.end
@@ -296,6 +322,11 @@ def _frame_segments(fr, ctx, finputs):
             return np.where(t < gfirst, ps - 1, ge[np.clip(t, 0, glast)])
         # RANGE with an offset: the sort key plus or minus it, in the sort direction
         up = (b == "following") != d
+        if kfam in ("ts", "tstz", "date"):
+            kk = key.astype(np.int64) * (dtx.USECS_PER_DAY if kfam == "date" else 1)
+            return _range_search(kk, km, pid, d, _plus_interval(kk, k, up, kfam),
+                                 "left" if which == "starting" else "right", qs, qe,
+                                 which)
         if key.dtype.kind in "iu":
             lim = np.iinfo(np.int64)
             kk = key.astype(np.int64)
@@ -307,10 +338,8 @@ def _frame_segments(fr, ctx, finputs):
             else:
                 kk = key
             tgt = kk + k if up else kk - k
-        got = _range_search(key, km, pid, d, tgt, "left" if which == "starting" else "right")
-        if km is not None:                          # a NULL key: its peers are its frame
-            got = np.where(km, qs if which == "starting" else qe, got)
-        return got
+        return _range_search(key, km, pid, d, tgt, "left" if which == "starting" else "right",
+                             qs, qe, which)
 
     fs = np.maximum(bound("starting", 0), ps)
     fe = np.minimum(bound("ending", 1), pe)

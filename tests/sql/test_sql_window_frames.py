@@ -203,3 +203,39 @@ def test_offset_parameter_numeric_key_and_named_window(db):
     got = db.execute("SELECT id, max(id) OVER (w ROWS 1 PRECEDING EXCLUDE CURRENT ROW) FROM w "
                      "WINDOW w AS (ORDER BY id) ORDER BY id").rows
     assert [tuple(r) for r in got] == [(1, None), (2, 1), (3, 2), (4, 3)]
+
+
+# PostgreSQL 15's answers (psql, TimeZone Europe/Paris: 2020-03-29 is a DST change)
+DT_SETUP = [
+    "CREATE TABLE d (id int, t timestamp, dd date, tz timestamptz)",
+    "INSERT INTO d VALUES (1, '2020-01-31 10:00', '2020-01-31', '2020-03-28 12:00+00'), "
+    "(2, '2020-02-29 09:00', '2020-02-29', '2020-03-29 12:00+00'), (3, NULL, NULL, NULL), "
+    "(4, '2020-03-01 00:00', '2020-03-01', '2020-03-30 11:00+00'), "
+    "(5, '2020-01-01', '2020-01-01', '2020-01-01 00:00+00'), "
+    "(6, '2020-02-29 09:00', '2020-02-29', '2020-03-29 12:00+00')",
+    "SET timezone = 'Europe/Paris'",
+]
+DT_CASES = [
+    ("SELECT id, count(*) OVER (ORDER BY t RANGE BETWEEN '1 month' PRECEDING AND CURRENT ROW), "
+     "sum(id) OVER (ORDER BY t DESC RANGE BETWEEN '1 day 1 hour' PRECEDING AND '30 days' "
+     "FOLLOWING EXCLUDE TIES) FROM d ORDER BY id",
+     [(1, 2, 1), (2, 3, 7), (3, 1, 3), (4, 3, 13), (5, 1, 5), (6, 3, 11)]),
+    ("SELECT id, count(*) OVER (ORDER BY dd RANGE BETWEEN interval '1 month' PRECEDING AND "
+     "'1 day' FOLLOWING), min(id) OVER (ORDER BY dd NULLS FIRST RANGE BETWEEN '2 days' "
+     "FOLLOWING AND UNBOUNDED FOLLOWING) FROM d ORDER BY id",
+     [(1, 2, 2), (2, 4, None), (3, 1, 1), (4, 3, None), (5, 1, 1), (6, 4, None)]),
+    ("SELECT id, count(*) OVER (ORDER BY tz RANGE BETWEEN '1 day' PRECEDING AND CURRENT ROW), "
+     "sum(id) OVER (ORDER BY tz RANGE BETWEEN '23 hours' PRECEDING AND '1 mon' FOLLOWING) "
+     "FROM d ORDER BY id",
+     [(1, 1, 13), (2, 2, 12), (3, 1, 3), (4, 3, 12), (5, 1, 5), (6, 2, 12)]),
+]
+
+
+def test_range_offsets_on_timestamps_and_dates(db):
+    for s in DT_SETUP:
+        db.execute(s)
+    for sql, want in DT_CASES:
+        assert [tuple(r) for r in db.execute(sql).rows] == want, sql
+    with pytest.raises(errors.DataError) as ei:
+        db.execute("SELECT count(*) OVER (ORDER BY t RANGE '-1 day' PRECEDING) FROM d")
+    assert ei.value.sqlstate == "22013"
