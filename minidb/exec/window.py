@@ -30,8 +30,12 @@ EXCLUDE then cuts the frame into two ranges around the excluded rows (the curren
 its peer group) plus, for TIES, the current row itself between them.  Functions read the
 two ranges:
 * count / sum / avg: prefix sums (``cumsum`` with a leading 0), read at both ends of each
-  range - exact for integers and numerics, for doubles the difference of two running sums
-  (a departure: PostgreSQL sums each frame's doubles afresh; the last bits may differ);
+  range - exact for integers (the running sums wrap modulo 2**64, their difference does
+  not; a frame's sum past bigint is caught on a double estimate) and numerics; doubles
+  are summed from aligned power-of-two block sums (``_block_sum``), so a frame's rounding
+  error is that of its own values (a difference of running sums would carry every earlier
+  row's - 1e20 in one partition would wipe out the next one's sums).  PostgreSQL adds each
+  frame's doubles afresh, left to right: the last bits may differ;
 * min / max: the values' ranks (``np.unique``), maximum taken (minimum as the maximum of
   reversed ranks); a running ``maximum.accumulate`` when every range starts at the
   partition's first row (the default frame), else a sparse table - level j holds the
@@ -362,6 +366,34 @@ def _seg_sum(cs0, s, e):
     return np.where(ok, cs0[e2 + 1] - cs0[s2], cs0[0])
 
 
+def _block_sum(x, s, e):
+    """Double sums over rows s..e (0 where empty) from aligned power-of-two blocks: level
+    j holds the sums of x[i*2**j : (i+1)*2**j] (pairwise, so accurate), and [s, e] is cut
+    into at most two blocks per level, as a Fenwick / segment tree reads a range - every
+    row at once, one pass per level.  Unlike the difference of two running sums, the
+    rounding error is that of the frame's own values, not of everything before it."""
+    n = len(x)
+    ok = e >= s
+    out = np.zeros(n, np.float64)
+    lo = np.where(ok, s, 0).astype(np.int64)
+    hi = np.where(ok, e + 1, 0).astype(np.int64)      # half-open [lo, hi)
+    level = np.asarray(x, np.float64)
+    while True:
+        live = lo < hi
+        if not live.any():
+            break
+        take = live & (lo & 1 == 1)
+        out[take] += level[lo[take]]
+        lo = lo + take
+        take = live & (hi & 1 == 1) & (lo < hi)
+        hi = hi - take
+        out[take] += level[hi[take]]
+        lo, hi = lo >> 1, hi >> 1
+        m = len(level) // 2
+        level = level[:2 * m:2] + level[1:2 * m:2]
+    return out
+
+
 def _range_max(codes, s, e, pid, ps):
     """The maximum of ``codes`` (>= -1; -1 is "no value") over rows s..e, -1 where the range
     is empty: a running ``maximum.accumulate`` (partitions kept apart by an offset of
@@ -449,17 +481,22 @@ def _frame_function(name, f, args, segs, n, pid, ps):
             return np.array(tot, dtype=object), emask
         if v.dtype.kind == "f" or name == "avg":
             x = np.where(ok, np.asarray(v, np.float64), 0.0)
-            cs0 = np.concatenate([[0.0], np.cumsum(x)])
-            tot = _seg_sum(cs0, s1, e1) + _seg_sum(cs0, s2, e2) + np.where(mid, x, 0.0)
+            tot = _block_sum(x, s1, e1) + _block_sum(x, s2, e2) + np.where(mid, x, 0.0)
             if name == "avg":
                 with np.errstate(all="ignore"):
                     return np.where(empty, 0.0, tot / np.maximum(count, 1)), emask
             return np.where(empty, 0.0, tot), emask
         x = np.where(ok, np.asarray(v, np.int64), 0)
-        if np.any(np.abs(np.cumsum(x.astype(np.float64))) >= 2.0 ** 62):
-            raise errors.NumericValueOutOfRange("bigint out of range")
+        xf = x.astype(np.float64)
+        # running sums wrap modulo 2**64, so their difference is each frame's sum modulo
+        # 2**64; a double estimate of the sum says which multiple of 2**64 it really is
         cs0 = np.concatenate([[0], np.cumsum(x)])
         tot = _seg_sum(cs0, s1, e1) + _seg_sum(cs0, s2, e2) + np.where(mid, x, 0)
+        big = np.abs(xf).max(initial=0.0) * n >= 2.0 ** 62
+        if big:
+            est = _block_sum(xf, s1, e1) + _block_sum(xf, s2, e2) + np.where(mid, xf, 0.0)
+            if np.any(np.round((est - tot.astype(np.float64)) / 2.0 ** 64) != 0):
+                raise errors.NumericValueOutOfRange("bigint out of range")
         return np.where(empty, 0, tot).astype(np.int64), emask
     if name in ("min", "max"):
         vals = v[ok] if not ok.all() else v

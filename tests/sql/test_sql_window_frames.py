@@ -239,3 +239,21 @@ def test_range_offsets_on_timestamps_and_dates(db):
     with pytest.raises(errors.DataError) as ei:
         db.execute("SELECT count(*) OVER (ORDER BY t RANGE '-1 day' PRECEDING) FROM d")
     assert ei.value.sqlstate == "22013"
+
+
+def test_frame_sums_are_each_frames_own(db):
+    """A huge value in one partition does not disturb another's sums (doubles); bigint sums
+    are exact and out of range only when a frame's own sum is."""
+    db.execute("CREATE TABLE big (id int, p int, y double precision, v bigint)")
+    db.execute("INSERT INTO big VALUES (1, 1, 1e20, 5000000000000000000), "
+               "(2, 1, 1, 5000000000000000000), (3, 2, 0.25, 5000000000000000000), "
+               "(4, 2, 0.5, -1), (5, 2, 0.125, 3)")
+    got = db.execute("SELECT id, sum(y) OVER (PARTITION BY p ORDER BY id), sum(v) OVER "
+                     "(PARTITION BY p ORDER BY id ROWS CURRENT ROW) FROM big ORDER BY id").rows
+    assert [tuple(r) for r in got] == [(1, 1e20, 5 * 10 ** 18), (2, 1e20 + 1, 5 * 10 ** 18),
+                                       (3, 0.25, 5 * 10 ** 18), (4, 0.75, -1), (5, 0.875, 3)]
+    got = db.execute("SELECT id, sum(v) OVER (PARTITION BY p ORDER BY id ROWS 1 PRECEDING) "
+                     "FROM big WHERE p = 2 ORDER BY id").rows
+    assert [tuple(r) for r in got] == [(3, 5 * 10 ** 18), (4, 5 * 10 ** 18 - 1), (5, 2)]
+    with pytest.raises(errors.NumericValueOutOfRange):
+        db.execute("SELECT sum(v) OVER (PARTITION BY p ORDER BY id) FROM big")
