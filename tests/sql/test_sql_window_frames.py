@@ -121,11 +121,24 @@ def _load(e, con, data):
         con.execute("INSERT INTO f VALUES (?, ?, ?, ?, ?)", (i,) + r)
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.data_too_large])
+_HEALTH = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+           HealthCheck.data_too_large]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=_HEALTH)
 @given(data=rows, calls=st.lists(window_call(), min_size=1, max_size=4))
 def test_frames_agree_with_sqlite(both, data, calls):
+    _agree(both, data, calls)
+
+
+@pytest.mark.long
+@settings(max_examples=800, deadline=None, suppress_health_check=_HEALTH)
+@given(data=rows, calls=st.lists(window_call(), min_size=1, max_size=4))
+def test_frames_agree_with_sqlite_many(both, data, calls):
+    _agree(both, data, calls)
+
+
+def _agree(both, data, calls):
     e, con = both
     _load(e, con, data)
     sql = "SELECT id, " + ", ".join(calls) + " FROM f ORDER BY id"
@@ -257,3 +270,20 @@ def test_frame_sums_are_each_frames_own(db):
     assert [tuple(r) for r in got] == [(3, 5 * 10 ** 18), (4, 5 * 10 ** 18 - 1), (5, 2)]
     with pytest.raises(errors.NumericValueOutOfRange):
         db.execute("SELECT sum(v) OVER (PARTITION BY p ORDER BY id) FROM big")
+
+
+@pytest.mark.parametrize("over,words", [
+    ("(w)", 'cannot copy window "w" because it has a frame clause'),
+    ("(w ROWS 2 PRECEDING)", 'cannot copy window "w" because it has a frame clause'),
+    ("(w2 ORDER BY id)", 'cannot override ORDER BY clause of window "w2"'),
+    ("(w2 PARTITION BY id)", 'cannot override PARTITION BY clause of window "w2"'),
+])
+def test_named_window_copy_rules(db, over, words):
+    with pytest.raises(errors.ProgrammingError) as ei:
+        db.execute(f"SELECT sum(x) OVER {over} FROM w WINDOW w AS (ORDER BY x ROWS 1 PRECEDING), "
+                   "w2 AS (ORDER BY x)")
+    assert ei.value.sqlstate == "42P20" and words in str(ei.value)
+    got = db.execute("SELECT id, sum(x) OVER w, sum(x) OVER (w3 ORDER BY id ROWS 1 PRECEDING) "
+                     "FROM w WINDOW w AS (ORDER BY id ROWS 1 PRECEDING), w3 AS (PARTITION BY "
+                     "x IS NULL) ORDER BY id").rows
+    assert [tuple(r) for r in got] == [(1, 1, 1), (2, 2, 2), (3, 1, None), (4, 3, 4)]

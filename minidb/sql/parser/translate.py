@@ -1069,16 +1069,21 @@ def _window(e) -> ast.WindowE:
         if base is None:
             raise errors_undefined_window(name)
         _only(base, {"this", "partition_by", "order", "spec"})
-        if not part:
-            part = base.args.get("partition_by") or []
+        if "partition_by" in e.args:   # OVER (w ...): copies w, which must leave room
+            from minidb.errors import ProgrammingError
+            for bad, msg in ((part, "override PARTITION BY clause of"),
+                             (order is not None and base.args.get("order") is not None,
+                              "override ORDER BY clause of"),
+                             (base.args.get("spec") is not None, "copy")):
+                if bad:
+                    raise ProgrammingError(f'cannot {msg} window "{name}"' + (
+                        " because it has a frame clause" if msg == "copy" else ""),
+                        sqlstate="42P20")
+        part = base.args.get("partition_by") or []
         if order is None:
             order = base.args.get("order")
         if spec is None:
             spec = base.args.get("spec")
-        elif base.args.get("spec") is not None:
-            from minidb.errors import ProgrammingError
-            raise ProgrammingError(f'cannot override frame clause of window "{name}"',
-                                   sqlstate="42P20")
     func = translate_expression(f)
     if not isinstance(func, ast.FuncE):
         raise unsupported("OVER on this expression")
