@@ -86,3 +86,12 @@ def test_plain_group_by_grouping_is_zero_and_plan_shape(gdb):
                                       "GROUP BY ROLLUP (a, b)").rows]
     assert plan[0].startswith("MixedAggregate")
     assert [p.strip() for p in plan[1:4]] == ["Hash Key: a, b", "Hash Key: a", "Group Key: ()"]
+
+
+def test_explain_json_lists_the_grouping_sets(gdb):
+    plan = json.loads(gdb.execute("EXPLAIN (FORMAT JSON, COSTS OFF) SELECT a, count(*) FROM g "
+                                  "GROUP BY ROLLUP (a, b)").rows[0][0])[0]["Plan"]
+    assert (plan["Node Type"], plan["Strategy"]) == ("Aggregate", "Mixed")
+    assert plan["Grouping Sets"] == [{"Hash Keys": [["a", "b"]]}, {"Hash Keys": [["a"]]},
+                                     {"Group Keys": [[]]}]
+    assert "Grouping Sets" not in plan["Plans"][0]
