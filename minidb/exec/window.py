@@ -31,10 +31,13 @@ its peer group) plus, for TIES, the current row itself between them.  Functions 
 two ranges:
 * count / sum / avg: prefix sums (``cumsum`` with a leading 0), read at both ends of each
   range - exact for integers (the running sums wrap modulo 2**64, their difference does
-  not; a frame's sum past bigint is caught on a double estimate) and numerics; doubles
-  are summed from aligned power-of-two block sums (``_block_sum``), so a frame's rounding
-  error is that of its own values (a difference of running sums would carry every earlier
-  row's - 1e20 in one partition would wipe out the next one's sums).  PostgreSQL adds each
+  not; a frame's sum past bigint is caught on a double estimate) and numerics.  Doubles:
+  frames that all start at the partition's first row (the default frame) read a running
+  sum kept per partition (``_running_sums``, a segmented scan); other frames are summed
+  from aligned power-of-two block sums (``_block_sum``).  Either way a frame's rounding
+  error is that of its partition's / its own values (a difference of one running sum
+  over all rows would carry every earlier row's - 1e20 in one partition would wipe out
+  the next one's sums).  PostgreSQL adds each
   frame's doubles afresh, left to right: the last bits may differ;
 * min / max: the values' ranks (``np.unique``), maximum taken (minimum as the maximum of
   reversed ranks); a running ``maximum.accumulate`` when every range starts at the
@@ -366,6 +369,23 @@ def _seg_sum(cs0, s, e):
     return np.where(ok, cs0[e2 + 1] - cs0[s2], cs0[0])
 
 
+def _running_sums(x, ps):
+    """Each row's sum of its partition's rows up to it (doubles), partitions kept apart:
+    a segmented Hillis-Steele scan - pass d adds the partial sum d rows back when that row
+    is in the same partition - so log2(longest partition) contiguous passes, a tree
+    summation, and no earlier partition's values enter a sum (a global ``cumsum``
+    differenced at the partition start would carry their rounding)."""
+    out = np.array(x, dtype=np.float64, copy=True)
+    pos = np.arange(len(x)) - ps                      # position inside the partition
+    longest = int(pos.max(initial=0)) + 1
+    d = 1
+    while d < longest:
+        add = np.where(pos[d:] >= d, out[:-d], 0.0)
+        out[d:] += add
+        d <<= 1
+    return out
+
+
 def _block_sum(x, s, e):
     """Double sums over rows s..e (0 where empty) from aligned power-of-two blocks: level
     j holds the sums of x[i*2**j : (i+1)*2**j] (pairwise, so accurate), and [s, e] is cut
@@ -460,8 +480,11 @@ def _frame_function(name, f, args, segs, n, pid, ps):
         return (l1 + l2 + mid).astype(np.int64), None
     v, m = args[0]
     ok = np.ones(n, bool) if m is None else ~m
-    c0 = np.concatenate([[0], np.cumsum(ok)])
-    count = _seg_sum(c0, s1, e1) + _seg_sum(c0, s2, e2) + (mid & ok)
+    if m is None:
+        count = l1 + l2 + mid
+    else:
+        c0 = np.concatenate([[0], np.cumsum(ok)])
+        count = _seg_sum(c0, s1, e1) + _seg_sum(c0, s2, e2) + (mid & ok)
     if name == "count":
         return count.astype(np.int64), None
     empty = count == 0
@@ -481,7 +504,12 @@ def _frame_function(name, f, args, segs, n, pid, ps):
             return np.array(tot, dtype=object), emask
         if v.dtype.kind == "f" or name == "avg":
             x = np.where(ok, np.asarray(v, np.float64), 0.0)
-            tot = _block_sum(x, s1, e1) + _block_sum(x, s2, e2) + np.where(mid, x, 0.0)
+            if not mid.any() and not (l2 > 0).any() and np.array_equal(s1[l1 > 0],
+                                                                       ps[l1 > 0]):
+                # every frame runs from its partition's first row (the default frame)
+                tot = np.where(l1 > 0, _running_sums(x, ps)[np.where(l1 > 0, e1, 0)], 0.0)
+            else:
+                tot = _block_sum(x, s1, e1) + _block_sum(x, s2, e2) + np.where(mid, x, 0.0)
             if name == "avg":
                 with np.errstate(all="ignore"):
                     return np.where(empty, 0.0, tot / np.maximum(count, 1)), emask
