@@ -66,6 +66,7 @@ __all__ = ["Binder", "RangeEntry", "BoundSelect", "BoundSetOp", "BoundInsert", "
 _AGG_NAMES = {"count", "sum", "avg", "min", "max", "string_agg", "array_agg", "bool_and",
               "bool_or", "every", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
               "var_pop"}
+_GROUPING_HERE = "grouping operations are not allowed here"
 _WINDOW_ONLY = {"row_number", "rank", "dense_rank", "lag", "lead", "first_value", "last_value",
                 "nth_value", "ntile", "percent_rank", "cume_dist"}
 pgcatalog.register_functions(_AGG_NAMES, "a")       # pg_proc's aggregates and window
@@ -1021,7 +1022,13 @@ class Binder:
 
     # -- expressions -----------------------------------------------------------------------------
     def boolean(self, node, scope, what, agg_ok=False):
-        e = self.expr(node, scope, ctx=BOOLEAN, agg_ok=agg_ok)
+        try:
+            e = self.expr(node, scope, ctx=BOOLEAN, agg_ok=agg_ok)
+        except errors.GroupingError as ex:
+            if str(ex) == _GROUPING_HERE:     # name the clause, as PostgreSQL does
+                raise errors.GroupingError(f"grouping operations are not allowed in {what}") \
+                    from None
+            raise
         if e.type is UNKNOWN:
             e = self._coerce_unknown(e, BOOLEAN)
         if e.type.name != "boolean":
@@ -1528,7 +1535,7 @@ class Binder:
             return self._agg(n, name, scope, agg_ok)
         if name == "grouping":
             if not agg_ok:
-                raise errors.GroupingError("grouping operations are not allowed here")
+                raise errors.GroupingError(_GROUPING_HERE)
             if not n.args or len(n.args) > 31:
                 raise errors.ProgrammingError("GROUPING must have fewer than 32 arguments",
                                               sqlstate="54023")
