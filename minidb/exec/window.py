@@ -24,8 +24,10 @@ clamped to the partition:
   the partition whose key reaches key - offset (key + offset), in the sort direction.  The
   keys and the targets are ranked together (``np.unique``, so integers, doubles and
   numerics alike) and one ``searchsorted`` over (partition number, rank) finds every row's
-  bound at once.  A NULL key's offset bounds are its peer group (the NULL rows), and a
-  non-NULL key's frame never reaches the NULLs, as PostgreSQL's in_range rules give.
+  bound at once.  A NULL key's offset bounds are its peer group (the NULL rows); for a
+  non-NULL key the NULLs count as beyond every value on their side of the sort (so
+  ``1 FOLLOWING AND UNBOUNDED FOLLOWING`` takes in NULLS LAST rows, ``1 FOLLOWING AND
+  2 FOLLOWING`` does not), as PostgreSQL's frame head and tail searches give.
 EXCLUDE then cuts the frame into two ranges around the excluded rows (the current row, or
 its peer group) plus, for TIES, the current row itself between them.  Functions read the
 two ranges:
@@ -49,7 +51,8 @@ two ranges:
 RANGE offsets are supported for integer, double and numeric keys, and for date,
 timestamp and timestamptz keys with an interval (``_plus_interval``: months and days on
 the calendar, timestamptz on the session's wall clock; a date is compared as its
-midnight); PostgreSQL also has time keys: not here.
+midnight), and time keys with an interval (its time part only, no wrap at midnight, as
+PostgreSQL's in_range for time).
 """
 
 from __future__ import annotations
@@ -151,7 +154,7 @@ class WindowAggNode(PlanNode):
             args = [evaluate(ectx.compile(a, layout), data) for a in w.args]
             args = [(np.full(n, v) if np.ndim(v) == 0 else v, m) for v, m in args]
             cols.append(self._compute(w, args, ctx, (ectx, layout, data, ocols,
-                                                     w0.order_desc,
+                                                     w0.order_desc, w0.order_nf,
                                                      [o.type for o in w0.order])))
         yield Chunk(cols, n)
 
@@ -254,11 +257,14 @@ def _plus_interval(us, iv, up, kfam):
     return out
 
 
-def _range_search(key, km, pid, desc, targets, side, qs, qe, which):
+def _range_search(key, km, pid, desc, nulls_first, targets, side, qs, qe, which):
     """RANGE offset bounds: for each row, the first row of its partition whose ORDER BY key
     reaches ``targets`` (side "left": key >= target in the sort direction) or the last row
-    whose key does not pass it (side "right": key <= target), among the non-null keys.  One
-    ``searchsorted`` over (partition, key rank) serves every partition: the keys and the
+    whose key does not pass it (side "right": key <= target).  NULL keys sit where the
+    sort put them, beyond every value (NULLS LAST) or before it (NULLS FIRST), so an
+    unbounded end still takes them in, as PostgreSQL's frame head / tail search does; a
+    NULL row's own offset bounds are its peer group.  One ``searchsorted`` over
+    (partition, rank in the sort direction) serves every partition: the keys and the
     targets are ranked together, so any type ``np.unique`` orders works."""
     n = len(key)
     nn = np.flatnonzero(~km) if km is not None else np.arange(n)
@@ -270,14 +276,13 @@ def _range_search(key, km, pid, desc, targets, side, qs, qe, which):
     if desc:
         rank = (r - 1) - rank
     kr, tr = rank[:len(nn)], rank[len(nn):]
-    comb = pid[nn] * (r + 1) + kr
-    pos = np.searchsorted(comb, pid[nn] * (r + 1) + tr, side=side)
+    # rank + 1 in 1..r for values; NULLs 0 (first) or r + 1 (last): the rows' sort order
+    allr = np.full(n, 0 if nulls_first else r + 1, dtype=np.int64)
+    allr[nn] = kr + 1
+    comb = pid * (r + 2) + allr
+    pos = np.searchsorted(comb, pid[nn] * (r + 2) + tr + 1, side=side)
     out = np.empty(n, np.int64)
-    if side == "left":
-        at = np.append(nn, n)[pos]                  # past the partition: an empty frame
-    else:
-        at = np.concatenate([[-1], nn])[pos]        # before the partition: empty
-    out[nn] = at
+    out[nn] = pos if side == "left" else pos - 1    # past / before the partition: empty
     if km is not None:                              # a NULL key: its peers are its frame
         out = np.where(km, qs if which == "starting" else qe, out)
     return out
@@ -288,7 +293,7 @@ def _frame_segments(fr, ctx, finputs):
     EXCLUDE taken out, in order): ``(s1, e1, mid, s2, e2)``; a range with s > e is empty
     and ``mid`` says the current row is in (EXCLUDE TIES keeps it between the two)."""
     n, ps, pe, qs, qe, pid, peerflag, ordered = ctx
-    ectx, layout, data, ocols, desc, otypes = finputs
+    ectx, layout, data, ocols, desc, nulls_first, otypes = finputs
     idx = np.arange(n, dtype=np.int64)
     off = {}
     for which, e in (("starting", fr.start_off), ("ending", fr.end_off)):
@@ -307,6 +312,7 @@ def _frame_segments(fr, ctx, finputs):
         if km is not None and not km.any():
             km = None
         d = bool(desc[0])
+        nf = bool(nulls_first[0])
         kfam = family(otypes[0])
 
     def bound(which, side):
@@ -329,9 +335,13 @@ def _frame_segments(fr, ctx, finputs):
             return np.where(t < gfirst, ps - 1, ge[np.clip(t, 0, glast)])
         # RANGE with an offset: the sort key plus or minus it, in the sort direction
         up = (b == "following") != d
+        if kfam == "time":                          # in_range_time_interval: the time part
+            kk = key.astype(np.int64)
+            return _range_search(kk, km, pid, d, nf, kk + (k.usecs if up else -k.usecs),
+                                 "left" if which == "starting" else "right", qs, qe, which)
         if kfam in ("ts", "tstz", "date"):
             kk = key.astype(np.int64) * (dtx.USECS_PER_DAY if kfam == "date" else 1)
-            return _range_search(kk, km, pid, d, _plus_interval(kk, k, up, kfam),
+            return _range_search(kk, km, pid, d, nf, _plus_interval(kk, k, up, kfam),
                                  "left" if which == "starting" else "right", qs, qe,
                                  which)
         if key.dtype.kind in "iu":
@@ -345,8 +355,8 @@ def _frame_segments(fr, ctx, finputs):
             else:
                 kk = key
             tgt = kk + k if up else kk - k
-        return _range_search(key, km, pid, d, tgt, "left" if which == "starting" else "right",
-                             qs, qe, which)
+        return _range_search(key, km, pid, d, nf, tgt,
+                             "left" if which == "starting" else "right", qs, qe, which)
 
     fs = np.maximum(bound("starting", 0), ps)
     fe = np.minimum(bound("ending", 1), pe)

@@ -1513,13 +1513,13 @@ class Binder:
             else:
                 kf = family(okey)
                 if e.type is UNKNOWN:
-                    e = self._coerce_unknown(e, INTERVAL if kf in ("ts", "tstz", "date")
-                                             else okey)
+                    e = self._coerce_unknown(e, INTERVAL if kf in ("ts", "tstz", "date",
+                                                                   "time") else okey)
                 ef = family(e.type)
                 ok = (kf == "int" and ef == "int") or (kf == "float" and ef in
                                                           ("int", "float", "num")) or \
                     (kf == "num" and ef in ("int", "num")) or \
-                    (kf in ("ts", "tstz", "date") and ef == "interval")
+                    (kf in ("ts", "tstz", "date", "time") and ef == "interval")
                 if not ok:
                     raise errors.NotSupportedError(
                         f"RANGE with offset PRECEDING/FOLLOWING is not supported for column "

@@ -287,3 +287,32 @@ def test_named_window_copy_rules(db, over, words):
                      "FROM w WINDOW w AS (ORDER BY id ROWS 1 PRECEDING), w3 AS (PARTITION BY "
                      "x IS NULL) ORDER BY id").rows
     assert [tuple(r) for r in got] == [(1, 1, 1), (2, 2, 2), (3, 1, None), (4, 3, 4)]
+
+
+def test_range_offsets_on_time(db):
+    """time keys: the interval's time part only, no wrap at midnight (PostgreSQL 15's
+    answer)."""
+    db.execute("CREATE TABLE tt (id int, t time)")
+    db.execute("INSERT INTO tt VALUES (1, '10:00'), (2, '10:30'), (3, NULL), (4, '23:50'), "
+               "(5, '00:05'), (6, '11:00')")
+    got = db.execute("SELECT id, count(*) OVER (ORDER BY t RANGE BETWEEN '30 minutes' PRECEDING "
+                     "AND '1 day 10 minutes' FOLLOWING), sum(id) OVER (ORDER BY t DESC RANGE "
+                     "BETWEEN '1 hour' PRECEDING AND CURRENT ROW) FROM tt ORDER BY id").rows
+    assert [tuple(r) for r in got] == [(1, 1, 9), (2, 2, 8), (3, 1, 3), (4, 1, 4), (5, 1, 5),
+                                       (6, 2, 6)]
+
+
+def test_range_offset_frames_reach_nulls_through_an_unbounded_end(db):
+    """A non-NULL row's RANGE offset frame takes in the NULL rows when its other end is
+    unbounded on their side, and not when both ends are offsets (PostgreSQL 15's answer;
+    the case hypothesis found)."""
+    db.execute("CREATE TABLE fz (id int, x int)")
+    db.execute("INSERT INTO fz VALUES (0, NULL), (1, 0)")
+    got = db.execute(
+        "SELECT id, count(*) OVER (ORDER BY x NULLS LAST RANGE BETWEEN 1 FOLLOWING AND "
+        "UNBOUNDED FOLLOWING), count(*) OVER (ORDER BY x NULLS FIRST RANGE BETWEEN UNBOUNDED "
+        "PRECEDING AND 1 PRECEDING), count(*) OVER (ORDER BY x DESC NULLS LAST RANGE BETWEEN "
+        "5 FOLLOWING AND UNBOUNDED FOLLOWING), count(*) OVER (ORDER BY x NULLS LAST RANGE "
+        "BETWEEN 1 FOLLOWING AND 2 FOLLOWING), count(*) OVER (ORDER BY x DESC NULLS FIRST "
+        "RANGE BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING) FROM fz ORDER BY id").rows
+    assert [tuple(r) for r in got] == [(0, 1, 1, 1, 1, 1), (1, 1, 1, 1, 0, 2)]
