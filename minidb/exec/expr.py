@@ -18,7 +18,8 @@ from minidb.exec.datatypes import BOOLEAN, TEXT, family
 
 __all__ = ["Expr", "ColRef", "Const", "Param", "Arith", "Neg", "Concat", "Compare",
            "BoolOp", "Not", "IsNull", "InList", "Like", "Cast", "Func", "Case", "AggCall",
-           "DistinctFrom", "Regex", "OuterRef", "SubPlan", "SubLink", "WinCall", "SRFCall",
+           "DistinctFrom", "Regex", "OuterRef", "SubPlan", "SubLink", "WinCall", "WinFrame", "GroupingFunc",
+           "DEFAULT_FRAME", "SRFCall",
            "walk", "children", "column_keys", "deparse", "conjuncts", "and_all", "has_sublink"]
 
 
@@ -212,10 +213,36 @@ class SubLink(Expr):
 
 
 @dataclass(frozen=True)
+class GroupingFunc(Expr):
+    """``grouping(args)`` as bound, before the binder rewrites it above the aggregation (to a
+    constant, or a CASE over the grouping set number column ``("gset", 0)``)."""
+    args: tuple
+    type: Any
+
+
+@dataclass(frozen=True)
+class WinFrame(Expr):
+    """A window frame: ``kind`` rows | range | groups; ``start`` / ``end``
+    unbounded_preceding | preceding | current | following | unbounded_following, with the
+    offset expressions ``start_off`` / ``end_off`` (bigint for ROWS and GROUPS, the ORDER BY
+    column's type - an interval for dates and timestamps - for RANGE); ``exclude`` no_others |
+    current | group | ties."""
+    kind: str
+    start: str
+    start_off: Any
+    end: str
+    end_off: Any
+    exclude: str
+
+
+DEFAULT_FRAME = WinFrame("range", "unbounded_preceding", None, "current", None, "no_others")
+
+
+@dataclass(frozen=True)
 class WinCall(Expr):
-    """A window function call ``name(args) OVER (PARTITION BY .. ORDER BY ..)`` (the
-    default frame: RANGE UNBOUNDED PRECEDING .. CURRENT ROW with ORDER BY, else the whole
-    partition)."""
+    """A window function call ``name(args) OVER (PARTITION BY .. ORDER BY .. frame)``
+    (``frame`` None: the default frame, RANGE UNBOUNDED PRECEDING .. CURRENT ROW - with no
+    ORDER BY every row is a peer, so the whole partition)."""
     name: str
     args: tuple
     partition: tuple
@@ -223,6 +250,7 @@ class WinCall(Expr):
     order_desc: tuple
     order_nf: tuple
     type: Any
+    frame: Any = None
 
 
 @dataclass(frozen=True)
@@ -252,8 +280,11 @@ def children(e: Expr) -> tuple:
     if isinstance(e, SubLink):
         return ((e.arg,) if e.arg is not None else ()) + tuple(e.outer)
     if isinstance(e, WinCall):
-        return tuple(e.args) + tuple(e.partition) + tuple(e.order)
-    if isinstance(e, SRFCall):
+        return tuple(e.args) + tuple(e.partition) + tuple(e.order) + \
+            ((e.frame,) if e.frame is not None else ())
+    if isinstance(e, WinFrame):
+        return tuple(x for x in (e.start_off, e.end_off) if x is not None)
+    if isinstance(e, (SRFCall, GroupingFunc)):
         return tuple(e.args)
     if isinstance(e, (Neg, Not, IsNull, Cast)):
         return (e.arg,)

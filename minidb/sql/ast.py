@@ -23,7 +23,9 @@ Expressions::
     CastE(arg, type_name)            CAST(x AS t), x::t
     FuncE(name, args, distinct, star, filter, order)   count(*), sum(x) FILTER (WHERE ..),
                                      string_agg(x, ',' ORDER BY y), lower(x) ...
-    WindowE(func, partition, order)  f(...) OVER (PARTITION BY .. ORDER BY ..)
+    WindowE(func, partition, order, frame)  f(...) OVER (PARTITION BY .. ORDER BY .. frame)
+    FrameE(kind, start, start_off, end, end_off, exclude)   ROWS / RANGE / GROUPS BETWEEN ..
+    GroupingSetE(kind, items)        GROUPING SETS (..) / ROLLUP (..) / CUBE (..) in GROUP BY
     SubqueryE(kind, query, arg, negated)   (SELECT ..), EXISTS (..), x [NOT] IN (SELECT ..)
     CaseE(operand, whens, default)
     StarE(table)                     * or t.*  (select list only)
@@ -149,10 +151,33 @@ class FuncE(Node):
 
 
 @dataclass(frozen=True)
+class FrameE(Node):
+    """A window frame clause.  ``start`` / ``end``: unbounded_preceding, preceding,
+    current, following, unbounded_following (``*_off`` is the offset expression of
+    preceding / following); ``exclude``: no_others, current, group, ties."""
+    kind: str                         # rows | range | groups
+    start: str
+    start_off: Node | None = None
+    end: str = "current"
+    end_off: Node | None = None
+    exclude: str = "no_others"
+
+
+@dataclass(frozen=True)
+class GroupingSetE(Node):
+    """A GROUP BY item ``kind`` (sets | rollup | cube) ``(items)``: each item a tuple of
+    expressions (one expression, or a parenthesized list; ``()`` the empty set) or, inside
+    GROUPING SETS, a nested GroupingSetE."""
+    kind: str
+    items: tuple
+
+
+@dataclass(frozen=True)
 class WindowE(Node):
     func: FuncE
     partition: tuple = ()
     order: tuple = ()                 # (OrderItem, ...)
+    frame: FrameE | None = None       # None: the default frame
 
 
 @dataclass(frozen=True, eq=False)

@@ -21,7 +21,11 @@ are ``minidb.exec.expr`` nodes with result types, ready for the planner.  What i
 * **Grouping.**  With GROUP BY or an aggregate, every expression above the aggregation is
   rewritten to read the aggregation's output: a GROUP BY expression becomes
   ``ColRef(("g", i))``, an aggregate call ``ColRef(("a", j))`` (identical calls share one
-  slot); a base column left over is a GroupingError (42803).
+  slot); a base column left over is a GroupingError (42803).  GROUPING SETS / ROLLUP /
+  CUBE expand to ``grouping_sets`` (tuples of indexes into the distinct GROUP BY
+  expressions); ``grouping()`` becomes a constant or a CASE over ``ColRef(("gset", 0))``.
+* **Window frames** (``_frame``): PostgreSQL's checks of the bounds and offsets; the frame
+  rides on the ``WinCall`` as a ``WinFrame``.
 * **ORDER BY / GROUP BY** accept an output position (``ORDER BY 2``) and an output column
   name, as PostgreSQL does.
 * **Subqueries, joins, set operations.**  Range indexes are unique across the statement
@@ -50,7 +54,8 @@ from minidb.exec.datatypes import (BIGINT, BOOLEAN, BYTEA, DATE, DOUBLE, INTEGER
 from minidb.exec.datatypes import ArrayType
 from minidb.exec.expr import (AggCall, Arith, BoolOp, Case, Cast, ColRef, Compare, Concat,
                               Const, DistinctFrom, Func, InList, IsNull, Like, Neg, Not,
-                              OuterRef, Param, Regex, SRFCall, SubLink, SubPlan, WinCall, walk)
+                              GroupingFunc, OuterRef, Param, Regex, SRFCall, SubLink, SubPlan, WinCall,
+                              WinFrame, walk)
 from minidb.exec.modify import DEFAULT
 from minidb.sql import ast
 from minidb.types import no_exponent, parse_type
@@ -61,8 +66,9 @@ __all__ = ["Binder", "RangeEntry", "BoundSelect", "BoundSetOp", "BoundInsert", "
 _AGG_NAMES = {"count", "sum", "avg", "min", "max", "string_agg", "array_agg", "bool_and",
               "bool_or", "every", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
               "var_pop"}
+_GROUPING_HERE = "grouping operations are not allowed here"
 _WINDOW_ONLY = {"row_number", "rank", "dense_rank", "lag", "lead", "first_value", "last_value",
-                "ntile", "percent_rank", "cume_dist"}
+                "nth_value", "ntile", "percent_rank", "cume_dist"}
 pgcatalog.register_functions(_AGG_NAMES, "a")       # pg_proc's aggregates and window
 pgcatalog.register_functions(_WINDOW_ONLY, "w")     # functions
 
@@ -159,6 +165,7 @@ class BoundSelect:
     quals: list                       # conjuncts of WHERE and the JOIN ON conditions
     targets: list                     # [(name, Expr)] over the input, or over agg output
     group_by: list = field(default_factory=list)     # Exprs over the input
+    grouping_sets: list | None = None # GROUPING SETS / ROLLUP / CUBE: [(group index, ...)]
     aggs: list = field(default_factory=list)         # AggCalls over the input
     having: object = None             # over the agg output
     grouped: bool = False
@@ -446,7 +453,8 @@ class Binder:
         b.from_items = items
         # GROUP BY (positions and output names allowed)
         self._win_ok = False
-        group = [self._group_item(g, scope, targets) for g in s.group_by]
+        group, sets = self._group_clause(s.group_by, scope, targets)
+        b.grouping_sets = sets
         # ORDER BY
         order = []
         self._win_ok = True
@@ -460,7 +468,7 @@ class Binder:
             self._win_ok = False
         having = self.boolean(s.having, scope, "HAVING", agg_ok=True) \
             if s.having is not None else None
-        b.order_by = self._aggregation(b, group, order, having, don)
+        b.order_by = self._aggregation(b, group, order, having, don, sets)
         self._windows(b)
         self._set_returning(b)
         if s.distinct:
@@ -717,7 +725,49 @@ class Binder:
             targets.append((alias or _default_name(node), ex))
         return targets
 
-    def _aggregation(self, b: BoundSelect, group, order, having, distinct_on=()) -> list:
+    def _group_clause(self, items, scope, targets):
+        """GROUP BY -> (the distinct grouping expressions, the grouping sets as tuples of
+        their indexes, or None for a plain GROUP BY).  As PostgreSQL's
+        expand_grouping_sets: the items' sets are crossed (each set of the first with each
+        of the second ...); ROLLUP (a, b) is (a, b), (a), (); CUBE (a, b) is (a, b), (a),
+        (b), (); GROUPING SETS concatenates its items' sets."""
+        if not any(isinstance(g, ast.GroupingSetE) for g in items):
+            return [self._group_item(g, scope, targets) for g in items], None
+        group, sets = [], [()]
+        for g in items:
+            sets = [a + b for a in sets for b in self._expand_sets(g)]
+        out = []
+        for st in sets:
+            idx = []
+            for it in st:
+                ex = self._group_item(it, scope, targets)
+                if ex not in group:
+                    group.append(ex)
+                k = group.index(ex)
+                if k not in idx:
+                    idx.append(k)
+            out.append(tuple(sorted(idx)))
+        if len(out) > 4096:
+            raise errors.ProgramLimitExceeded("too many grouping sets present (maximum 4096)")
+        return group, out
+
+    def _expand_sets(self, g) -> list:
+        """The grouping sets of one GROUP BY item, as tuples of ast expressions."""
+        if not isinstance(g, ast.GroupingSetE):
+            return [(g,)]
+        if g.kind == "rollup":
+            return [sum(g.items[:k], ()) for k in range(len(g.items), -1, -1)]
+        if g.kind == "cube":
+            n = len(g.items)
+            return [sum((g.items[i] for i in range(n) if mask >> (n - 1 - i) & 1), ())
+                    for mask in range((1 << n) - 1, -1, -1)]
+        out = []
+        for it in g.items:
+            out += self._expand_sets(it) if isinstance(it, ast.GroupingSetE) else [it]
+        return out
+
+    def _aggregation(self, b: BoundSelect, group, order, having, distinct_on=(),
+                     sets=None) -> list:
         """Collects the aggregate calls of the select list, ORDER BY and HAVING; with
         GROUP BY, aggregates or HAVING, marks ``b`` grouped and rewrites what is above the
         aggregation to read its output.  Returns the (rewritten) ORDER BY."""
@@ -728,11 +778,15 @@ class Binder:
                 if isinstance(n, AggCall) and n not in aggs:
                     aggs.append(n)
         b.distinct_on = list(distinct_on)
-        if group or aggs or having is not None:
+        if sets is None and not group and not aggs and having is None and any(
+                isinstance(n, GroupingFunc) for _, t in b.targets for n in walk(t)):
+            raise errors.GroupingError("arguments to GROUPING must be grouping expressions "
+                                       "of the associated query level")
+        if group or aggs or having is not None or sets is not None:
             b.grouped = True
             b.group_by = group
             b.aggs = aggs
-            rw = _GroupRewriter(group, aggs)
+            rw = _GroupRewriter(group, aggs, sets)
             b.targets = [(n, rw.rewrite(e)) for n, e in b.targets]
             order = [(rw.rewrite(e), d, nf) for e, d, nf in order]
             b.distinct_on = [rw.rewrite(e) for e in distinct_on]
@@ -968,7 +1022,13 @@ class Binder:
 
     # -- expressions -----------------------------------------------------------------------------
     def boolean(self, node, scope, what, agg_ok=False):
-        e = self.expr(node, scope, ctx=BOOLEAN, agg_ok=agg_ok)
+        try:
+            e = self.expr(node, scope, ctx=BOOLEAN, agg_ok=agg_ok)
+        except errors.GroupingError as ex:
+            if str(ex) == _GROUPING_HERE:     # name the clause, as PostgreSQL does
+                raise errors.GroupingError(f"grouping operations are not allowed in {what}") \
+                    from None
+            raise
         if e.type is UNKNOWN:
             e = self._coerce_unknown(e, BOOLEAN)
         if e.type.name != "boolean":
@@ -1361,8 +1421,9 @@ class Binder:
             if len(args) != 1 or family(args[0].type) != "int":
                 raise errors.UndefinedFunction(f"function {name}({sig}) does not exist")
             rt = INTEGER
-        elif name in ("lag", "lead", "first_value", "last_value"):
-            if not args or len(args) > (3 if name in ("lag", "lead") else 1):
+        elif name in ("lag", "lead", "first_value", "last_value", "nth_value"):
+            most = {"lag": 3, "lead": 3, "nth_value": 2}.get(name, 1)
+            if not args or len(args) > most or (name == "nth_value" and len(args) != 2):
                 raise errors.UndefinedFunction(f"function {name}({sig}) does not exist")
             if args[0].type is UNKNOWN:
                 args[0] = self._coerce_unknown(args[0], TEXT)
@@ -1397,8 +1458,74 @@ class Binder:
             raise errors.UndefinedFunction(f"function {name}({sig}) does not exist" if
                                            name not in _AGG_NAMES else
                                            f"{name}() as a window function is not supported")
+        frame = self._frame(n.frame, order, scope) if n.frame is not None else None
         return WinCall(name, tuple(args), part, tuple(e for e, _, _ in order),
-                       tuple(d for _, d, _ in order), tuple(nf for _, _, nf in order), rt)
+                       tuple(d for _, d, _ in order), tuple(nf for _, _, nf in order), rt,
+                       frame)
+
+    _BOUND_RANK = {"unbounded_preceding": 0, "preceding": 1, "current": 2, "following": 3,
+                   "unbounded_following": 4}
+
+    def _frame(self, fr: ast.FrameE, order, scope) -> WinFrame:
+        """A frame clause checked as PostgreSQL's transformFrameOffset and the grammar do:
+        the bounds in order, GROUPS with ORDER BY, RANGE with an offset over exactly one
+        ORDER BY column of a type with in_range support; offsets without variables, bigint
+        for ROWS / GROUPS, the ORDER BY column's type for RANGE."""
+        def bad(msg, state="42P20"):
+            return errors.ProgrammingError(msg, sqlstate=state)
+        if fr.start == "unbounded_following":
+            raise bad("frame start cannot be UNBOUNDED FOLLOWING")
+        if fr.end == "unbounded_preceding":
+            raise bad("frame end cannot be UNBOUNDED PRECEDING")
+        rs, re_ = self._BOUND_RANK[fr.start], self._BOUND_RANK[fr.end]
+        if fr.start == "current" and re_ < 2:
+            raise bad("frame starting from current row cannot have preceding rows")
+        if fr.start == "following" and re_ < 3:
+            raise bad("frame starting from following row cannot have preceding rows")
+        assert rs <= re_ or fr.start == "following"
+        if fr.kind == "groups" and not order:
+            raise bad("GROUPS mode requires an ORDER BY clause")
+        offs = [o for o in (fr.start_off, fr.end_off) if o is not None]
+        okey = None
+        if fr.kind == "range" and offs:
+            if len(order) != 1:
+                raise bad("RANGE with offset PRECEDING/FOLLOWING requires exactly one ORDER BY "
+                          "column")
+            okey = order[0][0].type
+        bound = []
+        for o in (fr.start_off, fr.end_off):
+            if o is None:
+                bound.append(None)
+                continue
+            e = self.expr(o, scope, None)
+            if any(isinstance(x, (ColRef, OuterRef, AggCall, WinCall, SubLink))
+                   for x in walk(e)):
+                raise errors.InvalidColumnReference(
+                    f"argument of {fr.kind.upper()} must not contain variables")
+            if okey is None:
+                if e.type is UNKNOWN:
+                    e = self._coerce_unknown(e, BIGINT)
+                if family(e.type) == "num":
+                    e = Cast(e, BIGINT)
+                if family(e.type) != "int":
+                    raise errors.DatatypeMismatch(f"argument of {fr.kind.upper()} must be type "
+                                                  f"bigint, not type {e.type}")
+            else:
+                kf = family(okey)
+                if e.type is UNKNOWN:
+                    e = self._coerce_unknown(e, INTERVAL if kf in ("ts", "tstz", "date",
+                                                                   "time") else okey)
+                ef = family(e.type)
+                ok = (kf == "int" and ef == "int") or (kf == "float" and ef in
+                                                          ("int", "float", "num")) or \
+                    (kf == "num" and ef in ("int", "num")) or \
+                    (kf in ("ts", "tstz", "date", "time") and ef == "interval")
+                if not ok:
+                    raise errors.NotSupportedError(
+                        f"RANGE with offset PRECEDING/FOLLOWING is not supported for column "
+                        f"type {okey} and offset type {e.type}")
+            bound.append(e)
+        return WinFrame(fr.kind, fr.start, bound[0], fr.end, bound[1], fr.exclude)
 
     def _func(self, n: ast.FuncE, scope, ctx, agg_ok):
         name = n.name
@@ -1406,6 +1533,13 @@ class Binder:
             name = "bool_and"
         if name in _AGG_NAMES:
             return self._agg(n, name, scope, agg_ok)
+        if name == "grouping":
+            if not agg_ok:
+                raise errors.GroupingError(_GROUPING_HERE)
+            if not n.args or len(n.args) > 31:
+                raise errors.ProgrammingError("GROUPING must have fewer than 32 arguments",
+                                              sqlstate="54023")
+            return GroupingFunc(tuple(self.expr(a, scope) for a in n.args), INTEGER)
         if name in _WINDOW_ONLY:
             raise errors.ProgrammingError(f"window function {name} requires an OVER clause",
                                           sqlstate="42809")
@@ -1659,15 +1793,18 @@ def _interval(text: str) -> tuple:
 class _GroupRewriter:
     """Rewrites expressions above the aggregation to read its output (see the docstring)."""
 
-    def __init__(self, group, aggs):
+    def __init__(self, group, aggs, sets=None):
         self.group = group
         self.aggs = aggs
+        self.sets = sets
 
     def rewrite(self, e):
         from minidb.exec.expr import deparse
         for i, g in enumerate(self.group):
             if e == g:
                 return ColRef(("g", i), g.type, deparse(g), "")
+        if isinstance(e, GroupingFunc):
+            return self._grouping(e)
         if isinstance(e, AggCall):
             j = self.aggs.index(e)
             return ColRef(("a", j), e.type, deparse(e), "")
@@ -1680,6 +1817,29 @@ class _GroupRewriter:
         if isinstance(e, OuterRef):
             return e
         return _map_children(e, self.rewrite)
+
+
+    def _grouping(self, e):
+        """grouping(a, b, ...): bit (n-1-k) set when argument k is not grouped in the row's
+        grouping set - a constant 0 for a plain GROUP BY, else a CASE over the grouping set
+        number the aggregation emits as ``("gset", 0)``."""
+        idx = []
+        for a in e.args:
+            if a not in self.group:
+                raise errors.GroupingError("arguments to GROUPING must be grouping "
+                                           "expressions of the associated query level")
+            idx.append(self.group.index(a))
+        if self.sets is None:
+            return Const(0, INTEGER)
+        n = len(idx)
+        values = [sum(1 << (n - 1 - k) for k, i in enumerate(idx) if i not in st)
+                  for st in self.sets]
+        if len(set(values)) == 1:
+            return Const(values[0], INTEGER)
+        gset = ColRef(("gset", 0), INTEGER, "grouping set", "")
+        whens = tuple((Compare("=", gset, Const(k, INTEGER)), Const(v, INTEGER))
+                      for k, v in enumerate(values))
+        return Case(whens, Const(0, INTEGER), INTEGER)
 
 
 def _map_children(e, f):

@@ -18,7 +18,9 @@ holding one object with ``"Plan"`` (and with ANALYZE ``"Planning Time"``, ``"Tri
 ``"Node Type"`` (the title without its relation part; ``Hash Left Join`` is ``"Node Type":
 "Hash Join", "Join Type": "Left"``; ``Insert on t`` is ``"ModifyTable"`` with
 ``"Operation": "Insert"``; ``HashAggregate`` is ``"Aggregate"`` with ``"Strategy":
-"Hashed"``), ``"Parent Relationship"`` (Outer / Inner / Member / Subquery / InitPlan /
+"Hashed"``; grouping sets' MixedAggregate has ``"Strategy": "Mixed"`` and a ``"Grouping
+Sets"`` list of ``{"Hash Keys": [[...]]}`` / ``{"Group Keys": [[]]}``), ``"Parent
+Relationship"`` (Outer / Inner / Member / Subquery / InitPlan /
 SubPlan, with ``"Subplan Name"``), ``"Parallel Aware"``, ``"Scan Direction"``, ``"Index
 Name"``, ``"Relation Name"``, ``"Alias"``, ``"Startup Cost"``, ``"Total Cost"``, ``"Plan
 Rows"``, ``"Plan Width"``, with ANALYZE ``"Actual Startup Time"``, ``"Actual Total Time"``
@@ -127,7 +129,7 @@ _JOIN = re.compile(r"^(?P<type>Nested Loop|Hash|Merge)(?: (?P<jt>Left|Right|Full
                    r"(?: Join)?$")
 _AGG = {"Aggregate": ("Aggregate", "Plain"), "HashAggregate": ("Aggregate", "Hashed"),
         "GroupAggregate": ("Aggregate", "Sorted"), "Partial Aggregate": ("Aggregate", "Plain"),
-        "Finalize Aggregate": ("Aggregate", "Plain")}
+        "Finalize Aggregate": ("Aggregate", "Plain"), "MixedAggregate": ("Aggregate", "Mixed")}
 
 
 def _split_top(text: str) -> list[str]:
@@ -232,9 +234,14 @@ def explain_json(root: PlanNode, *, qualify: bool = False, costs: bool = True,
                 d["Actual Total Time"] = round(ins.total / loops * 1000, 3) if loops else 0.0
             d["Actual Rows"] = round(ins.rows / loops) if loops else 0
             d["Actual Loops"] = loops
+        gsets = None
+        if d.get("Strategy") == "Mixed":
+            gsets = d["Grouping Sets"] = []
         for line in node.details(qualify):
             key, sep, text = line.partition(": ")
-            if sep:
+            if gsets is not None and key in ("Hash Key", "Group Key"):
+                gsets.append({key + "s": [[] if text == "()" else _split_top(text)]})
+            elif sep:
                 d[key] = _detail_value(key, text)
         if ins is not None:
             for k, v in ins.extra.items():

@@ -287,7 +287,7 @@ def translate_select(node) -> ast.SelectStmt:
     if g is not None:
         _only(g, {"expressions"}, {"rollup": "ROLLUP", "cube": "CUBE",
                                    "grouping_sets": "GROUPING SETS", "all": "GROUP BY ALL"})
-        s.group_by = [translate_expression(x) for x in g.expressions]
+        s.group_by = [_group_item(x) for x in g.expressions]
     h = node.args.get("having")
     if h is not None:
         s.having = translate_expression(h.this)
@@ -885,6 +885,8 @@ _AGGS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp
          exp.StddevPop: "stddev_pop", exp.Variance: "variance", exp.VariancePop: "var_pop"}
 # sqlglot classes of functions minidb has: name, and the argument names in SQL order
 _FUNCS = {exp.Explode: ("unnest", ("this",)),       # (sqlglot's name for unnest in FROM)
+          exp.NthValue: ("nth_value", ("this", "offset")),
+          exp.Grouping: ("grouping", ("expressions",)),
           exp.Abs: ("abs", ("this",)), exp.Lower: ("lower", ("this",)),
           exp.Upper: ("upper", ("this",)), exp.Length: ("length", ("this",)),
           exp.Round: ("round", ("this", "decimals")), exp.Trunc: ("trunc", ("this", "decimals")),
@@ -1023,11 +1025,36 @@ def _quantified(op, left, q):
     raise unsupported(f"{op} {'ANY' if isinstance(q, exp.Any) else 'ALL'} (subquery)")
 
 
+_GROUPING_KINDS = {exp.GroupingSets: "sets", exp.Rollup: "rollup", exp.Cube: "cube"}
+
+
+def _group_item(x, nested=False):
+    """A GROUP BY item: an expression, or GROUPING SETS / ROLLUP / CUBE (an item of these:
+    a tuple of expressions; nested sets only inside GROUPING SETS)."""
+    kind = _GROUPING_KINDS.get(type(x))
+    if kind is None:
+        if isinstance(x, exp.Tuple) and not x.expressions:
+            return ast.GroupingSetE("sets", ((),))        # GROUP BY (): one empty set
+        return translate_expression(x)
+    _only(x, {"expressions"})
+    items = []
+    for it in x.expressions:
+        if type(it) in _GROUPING_KINDS:
+            if kind != "sets":
+                raise unsupported(f"{type(it).__name__.upper()} inside {kind.upper()}")
+            items.append(_group_item(it, True))
+        elif isinstance(it, exp.Tuple):
+            items.append(tuple(translate_expression(e) for e in it.expressions))
+        elif isinstance(it, exp.Paren) and kind != "sets":
+            items.append((translate_expression(it.this),))
+        else:
+            items.append((translate_expression(it),))
+    return ast.GroupingSetE(kind, tuple(items))
+
+
 def _window(e) -> ast.WindowE:
     _only(e, {"this", "partition_by", "order", "over", "alias", "spec"})
     spec = e.args.get("spec")
-    if spec is not None:
-        raise unsupported("window frame clauses (ROWS / RANGE / GROUPS)")
     f = e.this
     part = e.args.get("partition_by") or []
     order = e.args.get("order")
@@ -1041,16 +1068,65 @@ def _window(e) -> ast.WindowE:
                 break
         if base is None:
             raise errors_undefined_window(name)
-        _only(base, {"this", "partition_by", "order"}, {"spec": "window frame clauses"})
-        if not part:
-            part = base.args.get("partition_by") or []
+        _only(base, {"this", "partition_by", "order", "spec"})
+        if "partition_by" in e.args:   # OVER (w ...): copies w, which must leave room
+            from minidb.errors import ProgrammingError
+            for bad, msg in ((part, "override PARTITION BY clause of"),
+                             (order is not None and base.args.get("order") is not None,
+                              "override ORDER BY clause of"),
+                             (base.args.get("spec") is not None, "copy")):
+                if bad:
+                    raise ProgrammingError(f'cannot {msg} window "{name}"' + (
+                        " because it has a frame clause" if msg == "copy" else ""),
+                        sqlstate="42P20")
+        part = base.args.get("partition_by") or []
         if order is None:
             order = base.args.get("order")
+        if spec is None:
+            spec = base.args.get("spec")
     func = translate_expression(f)
     if not isinstance(func, ast.FuncE):
         raise unsupported("OVER on this expression")
     return ast.WindowE(func, tuple(translate_expression(x) for x in part),
-                       tuple(_order(order)) if order is not None else ())
+                       tuple(_order(order)) if order is not None else (),
+                       _frame(spec) if spec is not None else None)
+
+
+_FRAME_EXCLUDE = {None: "no_others", "NO OTHERS": "no_others", "CURRENT ROW": "current",
+                  "GROUP": "group", "TIES": "ties"}
+
+
+def _frame_bound(value, side):
+    """One bound of a frame clause as sqlglot gives it -> (kind, offset expression)."""
+    if isinstance(value, str):
+        v = value.upper()
+        if v == "CURRENT ROW":
+            return "current", None
+        if v == "UNBOUNDED":
+            return f"unbounded_{side}", None
+        raise unsupported(f"frame bound {value}")
+    return side, translate_expression(value)
+
+
+def _frame(spec) -> ast.FrameE:
+    """ROWS / RANGE / GROUPS [BETWEEN] start [AND end] [EXCLUDE ...]; a frame without
+    BETWEEN ends at the current row."""
+    _only(spec, {"kind", "start", "start_side", "end", "end_side", "exclude"})
+    kind = str(spec.args.get("kind")).lower()
+    if kind not in ("rows", "range", "groups"):
+        raise unsupported(f"window frame {kind}")
+    start, start_off = _frame_bound(spec.args.get("start"),
+                                    str(spec.args.get("start_side") or "").lower())
+    if spec.args.get("end") is None:
+        end, end_off = "current", None
+    else:
+        end, end_off = _frame_bound(spec.args.get("end"),
+                                    str(spec.args.get("end_side") or "").lower())
+    ex = spec.args.get("exclude")
+    ex = None if ex is None else str(ex.this if isinstance(ex, exp.Expression) else ex).upper()
+    if ex not in _FRAME_EXCLUDE:
+        raise unsupported(f"EXCLUDE {ex}")
+    return ast.FrameE(kind, start, start_off, end, end_off, _FRAME_EXCLUDE[ex])
 
 
 def errors_undefined_window(name):

@@ -434,6 +434,8 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
             rows = 1
         if b.having is not None:
             rows = clamp(rows * (1 / 3 if b.group_by else 1))
+        if b.grouping_sets is not None:
+            return self._grouping_sets(b, node)
         agg = self._parallel_agg(b, node)
         if agg is not None and agg.total_cost >= total:
             self._t(f"parallel aggregate cost={agg.total_cost:.2f} >= serial "
@@ -442,6 +444,28 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
         if agg is None:
             agg = AggNode(node, b.group_by, b.aggs, b.having)
             agg.set_cost(startup, total, rows, sum(type_width(t) for t in agg.types))
+        return agg
+
+    def _grouping_sets(self, b, node):
+        """GROUPING SETS / ROLLUP / CUBE: one hashed aggregation per set over the input read
+        once (MixedAggregate), costed as the sum of the sets' aggregations; never
+        parallel."""
+        from minidb.exec.groupingsets import GroupingSetsNode
+        s = self.settings
+        coc, ctc = s.cpu_operator_cost, s.cpu_tuple_cost
+        rows_in = node.rows
+        total = node.total_cost
+        rows = 0.0
+        for st in b.grouping_sets:
+            keys = [b.group_by[i] for i in st]
+            groups = self._num_groups(keys, rows_in) if keys else 1.0
+            total += rows_in * coc * (len(keys) + len(b.aggs)) + groups * ctc
+            rows += groups
+        if b.having is not None:
+            rows = clamp(rows / 3)
+        agg = GroupingSetsNode(node, b.group_by, b.grouping_sets, b.aggs, b.having)
+        agg.set_cost(total, total + rows * coc * ops(b.having), rows,
+                     sum(type_width(t) for t in agg.types))
         return agg
 
     def _distinct(self, b, node, exprs):
