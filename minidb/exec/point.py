@@ -57,6 +57,7 @@ from minidb.exec.scan import IndexScanNode
 from minidb.heap.epq import modify_rows
 from minidb.heap.heapam import heap_insert
 from minidb.heap.prune import PagePruner
+from minidb.index.scan import fetch_equal
 
 __all__ = ["compile_point"]
 
@@ -184,8 +185,11 @@ def _point_scan(scan):
 
 class _Rels:
     """The index and heap relations of a compiled plan, opened once per backend: valid as
-    long as the plan is (the engine plans again when the catalog version changes)."""
-    __slots__ = ("index_name", "table", "backend", "irel", "rel", "indexes")
+    long as the plan is (the engine plans again when the catalog version changes), with
+    the heap's buffer hints of the lookups (block -> buffer, ``fetch_equal``'s
+    ``heap_hints``) and the plan's pruning hook."""
+    __slots__ = ("index_name", "table", "backend", "irel", "rel", "indexes", "heap_hints",
+                 "pruner")
 
     def __init__(self, index_name, table):
         self.index_name, self.table = index_name, table
@@ -197,6 +201,8 @@ class _Rels:
             self.irel = ix.open_index(backend, self.index_name) if self.index_name else None
             self.rel = catalog.heap_rel(self.table)
             self.indexes = list(catalog.table(self.table).indexes)
+            self.heap_hints = {}
+            self.pruner = PagePruner(backend, self.rel)
             self.backend = backend
         return self
 
@@ -209,12 +215,14 @@ def _lookup(session, snap, params, keys, rels):
     if None in key:
         return backend, None, []
     r = rels.open(backend)
+    irel = r.irel
     try:
-        scan = ix.IndexScan(backend, r.irel, key, key)
+        bound = irel.codec.encode_prefix(key)
     except _NO_FIT:
         return backend, None, []
     rel = r.rel
-    return backend, rel, list(scan.visible_rows(snap, prepare_pages=PagePruner(backend, rel)))
+    return backend, rel, fetch_equal(backend, irel, rel, key, snap, r.pruner, r.heap_hints,
+                                     bound=bound)
 
 
 # -- SELECT ----------------------------------------------------------------------------------------------
