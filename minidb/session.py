@@ -156,7 +156,8 @@ class Session:
             implicit = not xact.explicit
             try:
                 result, wrote = body(snap)
-                xact.command_done(wrote)
+                if not implicit:    # (the commit below ends the statement too)
+                    xact.command_done(wrote)
             except BaseException:
                 xact.fail()
                 raise

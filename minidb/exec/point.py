@@ -112,6 +112,16 @@ def _scalar(e, rindex, *, row_ok: bool):
         if dt.family(t) == "ts":
             return lambda row, params, xact: dt.from_repr(dt.to_repr(bind_param(params[i], t),
                                                                      t), t)
+        if t.name in _INT_RANGE:
+            lo, hi, _msg = _INT_RANGE[t.name]
+
+            def int_param(row, params, xact):
+                v = params[i]
+                # a plain int in range is bind_param's answer as it is
+                if type(v) is int and lo <= v <= hi:
+                    return v
+                return bind_param(v, t)
+            return int_param
         return lambda row, params, xact: bind_param(params[i], t)
     if isinstance(e, X.Const):
         v = dt.from_repr(dt.to_repr(e.value, t), t)

@@ -380,7 +380,7 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     hi = lo + _ABOVE
     backend.pgstat.count(irel.table_oid, "idx_scan")
     b, blk, data, _stack = search(bm, irel, lo)
-    release(bm, b)
+    bm.unlock_unpin(b)      # (search returns the leaf pinned and share-locked)
     _prev, nxt, _lvl, flags, _c = bt.opaque(data)
     if not flags & bt.BTP_LEAF:
         raise DataCorrupted(f'index "{irel.name}": scan reached non-leaf block {blk}')
@@ -411,7 +411,6 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     decode = hrel.layout.decode
     stats = backend.pgstat
     has_block = bm.smgr.has_block
-    pages = bm.seg.buf_pages
     killed = None
     try:
         for off, tid in items:
@@ -424,8 +423,7 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
                                                          prepare_pages=prepare_pages)
             else:
                 found, tdata, all_dead = _fetch_chain(bm, rfn, tid, snapshot, clog,
-                                                      procarray, prepare_pages, heap_hints,
-                                                      pages)
+                                                      procarray, prepare_pages, heap_hints)
             counts[_HEAP_FETCHES] += 1
             if all_dead and kill:
                 if killed is None:
@@ -441,8 +439,7 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     return out
 
 
-def _fetch_chain(bm, rfn: int, tid, snapshot, clog, procarray, prepare_pages, heap_hints,
-                 pages):
+def _fetch_chain(bm, rfn: int, tid, snapshot, clog, procarray, prepare_pages, heap_hints):
     """``heap_hot_search`` for ``fetch_equal``: pin + share lock in one call (through the
     buffer hint), pruning offered only to a page with pd_prune_xid set."""
     block = tid[0]
@@ -460,7 +457,7 @@ def _fetch_chain(bm, rfn: int, tid, snapshot, clog, procarray, prepare_pages, he
         b = bm.pin_lock(rfn, block, SHARE)
     locked = True
     try:
-        page = pages[b]
+        page = bm.page_view(b)
         if prepare_pages is not None and pg.get_prune_xid(page):
             bm.unlock(b)          # the hook runs on the pinned, unlocked page
             locked = False

@@ -335,7 +335,7 @@ class Engine:
         before its validity is checked, so a statement that waited for a DROP or
         TRUNCATE to commit plans again against the catalog that committed; a new plan is
         made with its locks held (``_plan``)."""
-        sig = tuple(type(p) for p in params)
+        sig = tuple(map(type, params))
         self.session.xact.start_implicit()   # the locks belong to the transaction
         lockmgr = self.session.backend.lockmgr
         got = entry.plans.get(sig)
