@@ -11,11 +11,12 @@ the catalog, a plan setting or a table's size makes the engine plan again):
 =================================  ===========================================================
 plan                               closure
 =================================  ===========================================================
-Project(Index Scan), equality on   key values from the parameters -> ``IndexScan`` +
-a prefix of the index, no filter   ``visible_rows`` (B-tree descent, ``heap_hot_search`` with
-                                   the scan's ``PagePruner``, index tuple killing) -> the
-                                   projected columns of each row
-Update / Delete (Index Scan),      the same scan for the row(s), then ``heap.epq.modify_rows``
+Project(Index Scan), equality on   key values from the parameters -> ``fetch_equal``
+a prefix of the index, no filter   (the index scan's steps without a scan object: B-tree
+                                   descent, the leaf's items, the HOT chain walk of each
+                                   TID with the plan's ``PagePruner``, index tuple
+                                   killing) -> the projected columns of each row
+Update / Delete (Index Scan),      the same lookup for the row(s), then ``heap.epq.modify_rows``
 equality on every column of a      - the real write path: row locks and waits, the READ
 unique index, no filter            COMMITTED re-check (EvalPlanQual) with the compiled
                                    condition, ``heap_update``'s HOT decision - and the index
