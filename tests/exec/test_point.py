@@ -34,10 +34,10 @@ TABLE_STATS = ("idx_scan", "idx_tup_fetch", "n_tup_ins", "n_tup_upd", "n_tup_hot
 class Side:
     """One instance, a session A (under test) and a session B (the other connection)."""
 
-    def __init__(self, path, fast: bool):
+    def __init__(self, path, fast: bool, **settings):
         self.inst = Instance(path, shared_buffers=64)
-        self.a = Session(self.inst, enable_fast_path=fast)
-        self.b = Session(self.inst, enable_fast_path=fast)
+        self.a = Session(self.inst, enable_fast_path=fast, **settings)
+        self.b = Session(self.inst, enable_fast_path=fast, **settings)
         self.ea, self.eb = Engine(self.a), Engine(self.b)
         self.eb.execute("CREATE TABLE t (k integer PRIMARY KEY, v integer, s text, "
                         "big bigint)")
@@ -205,6 +205,23 @@ def test_hot_chain_and_killed_items_same_counters(tmp_path, fast):
 
 
 test_hot_chain_and_killed_items_same_counters.seen = {}
+
+
+def test_no_killing_when_off(tmp_path):
+    """kill_index_tuples off: neither path kills, and the point path reads the items a
+    killing scan would have skipped, as the nodes do (the same counters)."""
+    got = {}
+    for fast in (True, False):
+        side = Side(tmp_path / ("f" if fast else "s"), fast, kill_index_tuples=False)
+        outs = [side.op(("update", 4, 1)) for _ in range(30)]
+        outs += [side.op(("delete", 8)), side.op(("select", 8)), side.op(("select", 8)),
+                 side.op(("select", 4))]
+        got[fast] = (outs, *side.finish())
+    assert got[True][:3] == got[False][:3]
+    outs = got[True][0]
+    assert sum(d[COUNTED.index("index_items_killed")] for _, d in outs) == 0
+    assert outs[-2][1][COUNTED.index("index_heap_fetches")] >= 1   # not skipped
+    assert got[True][3] >= 33
 
 
 def _in_thread(fn):
