@@ -119,8 +119,8 @@ from minidb.errors import (AdminShutdown, CantChangeParameter, CrashShutdown, Da
                            QueryCanceled,
                            InsufficientPrivilege, InterfaceError, OperationalError,
                            TooManyConnections)
-from minidb.shmem import (COUNTERS, IO_COUNTERS, SharedLocks, Segment, n_slots, pid_alive,
-                          set_parent_death_signal)
+from minidb.shmem import (COUNTERS, IO_COUNTERS, SharedLocks, Segment, current_pid, n_slots,
+                          pid_alive, set_parent_death_signal)
 from minidb.storage.bufmgr import EXCLUSIVE, BufferManager
 from minidb.storage.iomodel import IOModel
 from minidb.storage.smgr import Smgr
@@ -446,7 +446,7 @@ class Instance:
         a forked child whose owner died, CrashShutdown (57P02) once the crash flag is set,
         and for a ``backend`` made before the last crash restart (stale: its shared memory
         is gone)."""
-        if os.getpid() != self.owner_pid:
+        if current_pid() != self.owner_pid:   # (os.getpid() is a system call)
             self._check_owner()
         if backend is not None and backend.generation != self.generation:
             raise _stale_error(backend)

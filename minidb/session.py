@@ -8,6 +8,7 @@ exactly one *statement*::
     snap = xact.start_statement()       # READ COMMITTED: a fresh snapshot; RR: the xact's
     ... scan / write under snap ...
     xact.command_done(wrote)            # later statements see this one's writes
+                                        # (autocommit: the commit ends the statement too)
 
 Transaction control follows PostgreSQL's client-visible rules:
 
@@ -156,7 +157,8 @@ class Session:
             implicit = not xact.explicit
             try:
                 result, wrote = body(snap)
-                xact.command_done(wrote)
+                if not implicit:    # (the commit below ends the statement too)
+                    xact.command_done(wrote)
             except BaseException:
                 xact.fail()
                 raise

@@ -477,6 +477,11 @@ def _refresh_pid() -> None:
 _refresh_pid()
 os.register_at_fork(before=_before_fork, after_in_child=_refresh_pid)
 
+
+def current_pid() -> int:
+    """``os.getpid()`` without the system call (kept current by the fork hook)."""
+    return _PID[0]
+
 PR_SET_PDEATHSIG = 1
 
 

@@ -11,11 +11,12 @@ the catalog, a plan setting or a table's size makes the engine plan again):
 =================================  ===========================================================
 plan                               closure
 =================================  ===========================================================
-Project(Index Scan), equality on   key values from the parameters -> ``IndexScan`` +
-a prefix of the index, no filter   ``visible_rows`` (B-tree descent, ``heap_hot_search`` with
-                                   the scan's ``PagePruner``, index tuple killing) -> the
-                                   projected columns of each row
-Update / Delete (Index Scan),      the same scan for the row(s), then ``heap.epq.modify_rows``
+Project(Index Scan), equality on   key values from the parameters -> ``fetch_equal``
+a prefix of the index, no filter   (the index scan's steps without a scan object: B-tree
+                                   descent, the leaf's items, the HOT chain walk of each
+                                   TID with the plan's ``PagePruner``, index tuple
+                                   killing) -> the projected columns of each row
+Update / Delete (Index Scan),      the same lookup for the row(s), then ``heap.epq.modify_rows``
 equality on every column of a      - the real write path: row locks and waits, the READ
 unique index, no filter            COMMITTED re-check (EvalPlanQual) with the compiled
                                    condition, ``heap_update``'s HOT decision - and the index
@@ -57,6 +58,7 @@ from minidb.exec.scan import IndexScanNode
 from minidb.heap.epq import modify_rows
 from minidb.heap.heapam import heap_insert
 from minidb.heap.prune import PagePruner
+from minidb.index.scan import fetch_equal
 
 __all__ = ["compile_point"]
 
@@ -111,6 +113,16 @@ def _scalar(e, rindex, *, row_ok: bool):
         if dt.family(t) == "ts":
             return lambda row, params, xact: dt.from_repr(dt.to_repr(bind_param(params[i], t),
                                                                      t), t)
+        if t.name in _INT_RANGE:
+            lo, hi, _msg = _INT_RANGE[t.name]
+
+            def int_param(row, params, xact):
+                v = params[i]
+                # a plain int in range is bind_param's answer as it is
+                if type(v) is int and lo <= v <= hi:
+                    return v
+                return bind_param(v, t)
+            return int_param
         return lambda row, params, xact: bind_param(params[i], t)
     if isinstance(e, X.Const):
         v = dt.from_repr(dt.to_repr(e.value, t), t)
@@ -184,8 +196,11 @@ def _point_scan(scan):
 
 class _Rels:
     """The index and heap relations of a compiled plan, opened once per backend: valid as
-    long as the plan is (the engine plans again when the catalog version changes)."""
-    __slots__ = ("index_name", "table", "backend", "irel", "rel", "indexes")
+    long as the plan is (the engine plans again when the catalog version changes), with
+    the heap's buffer hints of the lookups (block -> buffer, ``fetch_equal``'s
+    ``heap_hints``) and the plan's pruning hook."""
+    __slots__ = ("index_name", "table", "backend", "irel", "rel", "indexes", "heap_hints",
+                 "pruner")
 
     def __init__(self, index_name, table):
         self.index_name, self.table = index_name, table
@@ -197,6 +212,8 @@ class _Rels:
             self.irel = ix.open_index(backend, self.index_name) if self.index_name else None
             self.rel = catalog.heap_rel(self.table)
             self.indexes = list(catalog.table(self.table).indexes)
+            self.heap_hints = {}
+            self.pruner = PagePruner(backend, self.rel)
             self.backend = backend
         return self
 
@@ -209,12 +226,14 @@ def _lookup(session, snap, params, keys, rels):
     if None in key:
         return backend, None, []
     r = rels.open(backend)
+    irel = r.irel
     try:
-        scan = ix.IndexScan(backend, r.irel, key, key)
+        bound = irel.codec.encode_prefix(key)
     except _NO_FIT:
         return backend, None, []
     rel = r.rel
-    return backend, rel, list(scan.visible_rows(snap, prepare_pages=PagePruner(backend, rel)))
+    return backend, rel, fetch_equal(backend, irel, rel, key, snap, r.pruner, r.heap_hints,
+                                     bound=bound)
 
 
 # -- SELECT ----------------------------------------------------------------------------------------------

@@ -147,7 +147,8 @@ from minidb.storage.bufmgr import SHARE
 from minidb.txn.clog import COMMITTED
 from minidb.txn.visibility import satisfies_mvcc, satisfies_mvcc_batch, surely_dead
 
-__all__ = ["MVCCFilter", "SeqScan", "seq_scan", "heap_hot_search", "heap_fetch_visible"]
+__all__ = ["MVCCFilter", "SeqScan", "seq_scan", "heap_hot_search", "hot_search_page",
+           "heap_fetch_visible"]
 
 _T_XMAX, _T_INFOMASK = 8, 32       # offsets in the tuple header (minidb.heap.layout)
 _HDR = struct.Struct("<QQIIIHHH")   # xmin xmax cmin cmax ctid.block ctid.offset im2 im
@@ -402,6 +403,16 @@ def _hot_search(bm, rel, tid, snapshot, clog, procarray, horizon, prepare_pages,
             bm.unlock(b)
     finally:
         bm.unpin(b)
+
+
+def hot_search_page(page, block: int, off: int, snapshot, clog, procarray, hinted: list
+                    ) -> tuple[tuple[int, int] | None, bytes | None, bool]:
+    """``heap_hot_search``'s walk on a page the caller holds pinned and share-locked (and
+    has offered to pruning): the same answer, the horizon asked per member as needed.  A
+    hint bit written appends to ``hinted``: the caller then marks the buffer dirty as a
+    hint (``mark_dirty_hint``).  For a caller that pins and locks the page its own way
+    (the point path: ``minidb.index.scan.fetch_equal``)."""
+    return _walk_chain(page, block, off, snapshot, clog, procarray, None, False, hinted)
 
 
 def _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog, hinted):

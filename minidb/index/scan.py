@@ -72,20 +72,23 @@ the executor's), array keys, mark/restore, holding the pin for non-MVCC scans.
 from __future__ import annotations
 
 from minidb.errors import DataCorrupted, InternalError
-from minidb.heap.mvcc import heap_hot_search
+from minidb.heap.mvcc import heap_hot_search, hot_search_page
 from minidb.heap.prune import heap_page_prune_opt
 from minidb.index import btpage as bt
 from minidb.index.keys import INDOPTION_DESC, INDOPTION_NULLS_FIRST
 from minidb.index.rel import IndexRel, count, open_index, trace
 from minidb.index.search import MAX_BOUND, lock_block, release, search
 from minidb.storage import page as pg
+from minidb.shmem import C
 from minidb.storage.bufmgr import SHARE
 
-__all__ = ["IndexScan", "index_scan", "lookup_visible", "scan_bounds", "FORWARD",
-           "BACKWARD"]
+__all__ = ["IndexScan", "index_scan", "lookup_visible", "fetch_equal", "kill_items",
+           "scan_bounds", "FORWARD", "BACKWARD"]
 
 FORWARD, BACKWARD = "forward", "backward"
 _ABOVE = b"\xff" * 7
+_ITEMS_READ, _HEAP_FETCHES = C["index_items_read"], C["index_heap_fetches"]
+_MAX_HEAP_HINTS = 4096     # fetch_equal's heap buffer hints kept per caller's dict
 
 
 def _as_tuple(v) -> tuple:
@@ -275,35 +278,8 @@ class IndexScan:
         if not self.killed:
             return
         killed, self.killed = self.killed, []
-        bm, irel = self.bm, self.irel
-        b = lock_block(bm, irel, self.block, SHARE, self.hints)
-        try:
-            page = bm.page(b)
-            if pg.get_lsn(page) != self.lsn:
-                trace(self.backend, irel,
-                      f"not killing {len(killed)} items of block {self.block}: "
-                      "the page changed since it was read")
-                return
-            maxoff = pg.max_offset(page)
-            first = bt.first_data(bt.opaque(page)[1])
-            n = 0
-            for off, tidb in killed:
-                o = max(off, first)
-                while o <= maxoff:
-                    if bt.item_tid_bytes(page, o) == tidb:
-                        if not bt.lp_is_dead(bt.lp_word(page, o)):
-                            pg.set_item_dead(page, o, keep_storage=True)
-                            n += 1
-                        break
-                    o += 1
-            if n:
-                bt.set_flags(page, bt.get_flags(page) | bt.BTP_HAS_GARBAGE)
-                bm.mark_dirty_hint(b)
-                count(bm, "index_items_killed", n)
-                self.items_killed += n
-                trace(self.backend, irel, f"killed {n} items of block {self.block}")
-        finally:
-            bm.unlock_unpin(b)
+        self.items_killed += kill_items(self.backend, self.irel, self.block, self.lsn, killed,
+                                        self.hints)
 
     # -- heap fetch ------------------------------------------------------------------------------
     def visible_rows(self, snapshot=None, *, prepare_pages="prune"):
@@ -340,6 +316,164 @@ class IndexScan:
                     yield found, decode(data)
         finally:
             self.close()
+
+
+def kill_items(backend, irel: IndexRel, block: int, lsn: int, killed: list,
+               hints: bool = True) -> int:
+    """Mark the items ``killed`` ((offset, heap TID bytes) as read from leaf ``block`` at
+    ``lsn``) LP_DEAD, unless the page changed since (see the module docstring); returns how
+    many were marked."""
+    bm = backend.bufmgr
+    b = lock_block(bm, irel, block, SHARE, hints)
+    try:
+        page = bm.page(b)
+        if pg.get_lsn(page) != lsn:
+            trace(backend, irel, f"not killing {len(killed)} items of block {block}: "
+                  "the page changed since it was read")
+            return 0
+        maxoff = pg.max_offset(page)
+        first = bt.first_data(bt.opaque(page)[1])
+        n = 0
+        for off, tidb in killed:
+            o = max(off, first)
+            while o <= maxoff:
+                if bt.item_tid_bytes(page, o) == tidb:
+                    if not bt.lp_is_dead(bt.lp_word(page, o)):
+                        pg.set_item_dead(page, o, keep_storage=True)
+                        n += 1
+                    break
+                o += 1
+        if n:
+            bt.set_flags(page, bt.get_flags(page) | bt.BTP_HAS_GARBAGE)
+            bm.mark_dirty_hint(b)
+            count(bm, "index_items_killed", n)
+            trace(backend, irel, f"killed {n} items of block {block}")
+        return n
+    finally:
+        bm.unlock_unpin(b)
+
+
+def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pages=None,
+                heap_hints: dict | None = None, *, bound: bytes | None = None
+                ) -> list[tuple[tuple[int, int], tuple]]:
+    """(TID, row) of every version ``snapshot`` sees whose index key (prefix) equals
+    ``key`` (no None in it): what ``list(IndexScan(backend, irel, key, key)
+    .visible_rows(snapshot, prepare_pages=prepare_pages))`` returns, with the same counts
+    (buffer hits and reads, idx_scan, index_items_read, index_heap_fetches, idx_tup_fetch,
+    index_items_killed) and the same killing, but no scan object: the point path's lookup
+    (``minidb.exec.point``).
+
+    The descent (``search``, with the descent cache), the leaf's binary search and its
+    items as ``_take`` makes them; then, for each TID, the heap page pinned and
+    share-locked in one call (through ``heap_hints``, block -> the buffer it was last
+    found in, if given: ``read_recent``), offered to the pruning hook only when its
+    pd_prune_xid is set (the hook - ``PagePruner`` - does nothing for other pages; it runs
+    on the pinned page with the lock let go, as ``heap_hot_search`` calls it), the HOT
+    chain walked (``mvcc.hot_search_page``), unlocked and unpinned in one call.  A key
+    whose items go on past the leaf (duplicates on the right sibling) continues as an
+    ``IndexScan`` from that leaf.  Raises what ``scan_bounds`` raises for a key the index
+    columns cannot hold; ``bound``: ``irel.codec.encode_prefix(key)`` if the caller has
+    it already."""
+    bm = backend.bufmgr
+    settings = backend.settings
+    lo = irel.codec.encode_prefix(key) if bound is None else bound
+    hi = lo + _ABOVE
+    backend.pgstat.count(irel.table_oid, "idx_scan")
+    b, blk, data, _stack = search(bm, irel, lo)
+    bm.unlock_unpin(b)      # (search returns the leaf pinned and share-locked)
+    _prev, nxt, _lvl, flags, _c = bt.opaque(data)
+    if not flags & bt.BTP_LEAF:
+        raise DataCorrupted(f'index "{irel.name}": scan reached non-leaf block {blk}')
+    maxoff = bt.nitems(data)
+    start = bt.binsearch_leaf(data, lo, bt.first_data(nxt), maxoff)
+    end = bt.gallop_leaf(data, hi, start, maxoff)
+    if nxt != bt.P_NONE and end > maxoff and not bt.pivot_key(data, bt.P_HIKEY) >= hi:
+        scan = IndexScan(backend, irel, key, key)   # the key goes on to the right
+        scan.started = True
+        scan._take(data, blk)
+        return list(scan.visible_rows(snapshot, prepare_pages=prepare_pages))
+    kill = settings.kill_index_tuples
+    items = []
+    unpack = bt.TID_BE.unpack_from
+    for off in range(start, end):
+        w = bt.lp_word(data, off)
+        if kill and (w >> 15) & 3 == pg.LP_DEAD:
+            continue
+        items.append((off, unpack(data, w & 0x7FFF)))
+    counts = bm.counts
+    counts[_ITEMS_READ] += len(items)
+    out: list = []
+    if not items:
+        return out
+    inst = backend.instance
+    clog, procarray = inst.clog, inst.procarray
+    rfn = hrel.relfilenode
+    decode = hrel.layout.decode
+    stats = backend.pgstat
+    has_block = bm.smgr.has_block
+    killed = None
+    try:
+        for off, tid in items:
+            block = tid[0]
+            if not has_block(rfn, block):
+                # a block past the heap's end: the general walk raises the error (or
+                # fetches, had the file grown meanwhile)
+                found, tdata, all_dead = heap_hot_search(bm, hrel, tid, snapshot, clog,
+                                                         procarray,
+                                                         prepare_pages=prepare_pages)
+            else:
+                found, tdata, all_dead = _fetch_chain(bm, rfn, tid, snapshot, clog,
+                                                      procarray, prepare_pages, heap_hints)
+            counts[_HEAP_FETCHES] += 1
+            if all_dead and kill:
+                if killed is None:
+                    killed = []
+                killed.append((off, bt.tid_bytes(*tid)))
+            if found is not None:
+                stats.count(hrel.oid, "idx_tup_fetch")
+                out.append((found, decode(tdata)))
+    finally:
+        if killed:
+            kill_items(backend, irel, blk, pg.get_lsn(data), killed,
+                       bool(settings.btree_descent_cache))
+    return out
+
+
+def _fetch_chain(bm, rfn: int, tid, snapshot, clog, procarray, prepare_pages, heap_hints):
+    """``heap_hot_search`` for ``fetch_equal``: pin + share lock in one call (through the
+    buffer hint), pruning offered only to a page with pd_prune_xid set."""
+    block = tid[0]
+    b = None
+    if heap_hints is not None:
+        h = heap_hints.get(block)
+        if h is not None:
+            b = bm.read_recent(rfn, block, h, SHARE)
+        if b is None:
+            b = bm.pin_lock(rfn, block, SHARE)
+            if len(heap_hints) >= _MAX_HEAP_HINTS:
+                heap_hints.clear()
+            heap_hints[block] = b
+    else:
+        b = bm.pin_lock(rfn, block, SHARE)
+    locked = True
+    try:
+        page = bm.page_view(b)
+        if prepare_pages is not None and pg.get_prune_xid(page):
+            bm.unlock(b)          # the hook runs on the pinned, unlocked page
+            locked = False
+            prepare_pages(b, block)
+            bm.lock(b, SHARE)
+            locked = True
+        hinted: list = []
+        got = hot_search_page(page, block, tid[1], snapshot, clog, procarray, hinted)
+        if hinted:
+            bm.mark_dirty_hint(b)
+        return got
+    finally:
+        if locked:
+            bm.unlock_unpin(b)
+        else:
+            bm.unpin(b)
 
 
 def index_scan(backend, index, low=None, high=None, *, low_inclusive: bool = True,

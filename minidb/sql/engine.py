@@ -77,12 +77,16 @@ _DML = (ast.SelectStmt, ast.SetOpStmt, ast.InsertStmt, ast.UpdateStmt, ast.Delet
 
 class _Entry:
     """A cached statement: its parse, and its plans by parameter types."""
-    __slots__ = ("sql", "stmt", "plans")
+    __slots__ = ("sql", "stmt", "plans", "dml", "ends_failed")
 
     def __init__(self, sql, stmt):
         self.sql = sql
         self.stmt = stmt
         self.plans: dict = {}     # param type signature -> (Plan, catalog gen, settings sig)
+        # what _run asks of every execution, decided once
+        self.dml = isinstance(stmt, _DML)
+        self.ends_failed = isinstance(stmt, (ast.CommitStmt, ast.RollbackStmt,
+                                             ast.RollbackToStmt))
 
 
 class Prepared:
@@ -292,8 +296,7 @@ class Engine:
         set_timezone(self.session.settings.timezone)   # casts of timestamptz read it
         self.session.check_interrupts()  # 57P01 / 57P02 (minidb.instance)
         xact = self.session.xact
-        if xact.state == FAILED and not isinstance(stmt, (ast.CommitStmt, ast.RollbackStmt,
-                                                          ast.RollbackToStmt)):
+        if xact.state == FAILED and not entry.ends_failed:
             raise errors.InFailedSqlTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block")
         if len(params) != stmt.nparams:
@@ -301,12 +304,11 @@ class Engine:
             raise errors.InvalidParameterCount(
                 f"the statement has {stmt.nparams} parameter(s) but {len(params)} were given")
         try:
-            if isinstance(stmt, _DML):
+            if entry.dml:
                 return self._dml(entry, params)
             if isinstance(stmt, ast.ExplainStmt):
                 return self._explain(stmt, params)
-            from minidb.sql import commands
-            return commands.run_utility(self, stmt)
+            return _run_utility()(self, stmt)
         except BaseException as e:
             self._fail_block()
             if isinstance(e, errors.Error):
@@ -335,7 +337,7 @@ class Engine:
         before its validity is checked, so a statement that waited for a DROP or
         TRUNCATE to commit plans again against the catalog that committed; a new plan is
         made with its locks held (``_plan``)."""
-        sig = tuple(type(p) for p in params)
+        sig = tuple(map(type, params))
         self.session.xact.start_implicit()   # the locks belong to the transaction
         lockmgr = self.session.backend.lockmgr
         got = entry.plans.get(sig)
@@ -514,6 +516,16 @@ class Engine:
 
 
 _TAGS = {"insert": "INSERT 0", "update": "UPDATE", "delete": "DELETE"}
+_UTILITY: list = []
+
+
+def _run_utility():
+    """``minidb.sql.commands.run_utility`` (imported at first use: commands imports this
+    module's neighbours; an import statement per BEGIN / END cost ~0.5 us)."""
+    if not _UTILITY:
+        from minidb.sql import commands
+        _UTILITY.append(commands.run_utility)
+    return _UTILITY[0]
 
 
 def _description(plan) -> list:

@@ -133,6 +133,11 @@ class BufferManager:
         """pd_lsn of a pinned buffer's page (BufferGetLSN; read under its content lock)."""
         return _LSN.unpack_from(self._page_mv(buf), 0)[0]
 
+    def page_view(self, buf: int) -> memoryview:
+        """The page of a pinned buffer as a writable memoryview (kept per buffer): struct
+        reads on it cost about half of those on the numpy row ``page`` gives."""
+        return self._page_mv(buf)
+
     def _page_mv(self, buf: int) -> memoryview:
         mv = self._pages[buf]
         if mv is None:

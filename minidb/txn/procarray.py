@@ -156,6 +156,13 @@ class ProcArray:
         self._horizon_bound = 0    # the newest global_xmin() seen: a lower bound forever
         self.snapshots_taken = 0   # snapshots computed by scanning the proc array
         self.snapshots_reused = 0  # snapshots reused (tests read both)
+        # memoryviews of the arrays the per-statement paths read (a scalar read through
+        # one costs about half of numpy's element access)
+        self._ctl = memoryview(seg.control)
+        self._xmin = memoryview(seg.proc_xmin)
+        self._xid = memoryview(seg.proc_xid)
+        self._wait_xid = memoryview(seg.proc_wait_xid)
+        self._waiters = memoryview(seg.proc_xact_waiters)
 
     # -- xids -----------------------------------------------------------------------------------
     def assign_xid(self, slot: int) -> int:
@@ -229,23 +236,25 @@ class ProcArray:
     def get_snapshot(self, slot: int, myxid: int, curcid: int) -> Snapshot:
         seg = self.seg
         ctl = seg.control
+        cv = self._ctl
         last = self._last_snapshot.get(slot)
         with self.lock:
-            count = int(ctl[CTL_XACT_COMPLETION])
-            xmax = int(ctl[CTL_LATEST_COMPLETED]) + 1
+            count = cv[CTL_XACT_COMPLETION]
+            xmax = cv[CTL_LATEST_COMPLETED] + 1
             # an xid of our own got since (myxid at or past xmax) changes nothing: it is
             # not below xmax, so neither in xip nor the xmin
             if (last is not None and last[0] == count and last[1] == xmax
                     and (last[2] == myxid or (not last[2] and myxid >= xmax))):
                 xmin = last[3]
-                if not seg.proc_xmin[slot]:
-                    seg.proc_xmin[slot] = xmin
+                xmins = self._xmin
+                if not xmins[slot]:
+                    xmins[slot] = xmin
                 self.snapshots_reused += 1
                 s = Snapshot.__new__(Snapshot)
                 s.xmin, s.xmax, s.xip, s._xip_set = xmin, xmax, last[4], last[5]
                 s.curcid, s.myxid = curcid, myxid
                 s.subxids = _NO_SUBXIDS
-                if myxid and ctl[CTL_SUBXIDS]:
+                if myxid and cv[CTL_SUBXIDS]:
                     n = seg.proc_nsubxids[slot]
                     if n:
                         s.subxids = frozenset(seg.proc_subxids[slot, :n].tolist())
@@ -277,7 +286,7 @@ class ProcArray:
 
         No lock, as in PostgreSQL: only the owner writes its xmin, and a horizon computed
         just before the store is merely older than it could be (invariant 3)."""
-        self.seg.proc_xmin[slot] = 0
+        self._xmin[slot] = 0
 
     def global_xmin(self) -> int:
         """The horizon: versions deleted before it are dead to every snapshot."""
@@ -355,12 +364,12 @@ class ProcArray:
         group LSN) of ``xid`` and its live ``subxids`` together (``CommitLog.set_tree``),
         then leave the proc array (the subxids with it), then wake the waiters."""
         seg = self.seg
-        if not xid and not seg.proc_xid[slot] and not seg.proc_wait_xid[slot] \
-                and not seg.proc_xact_waiters[slot]:
+        if not xid and not self._xid[slot] and not self._wait_xid[slot] \
+                and not self._waiters[slot]:
             # A transaction without an xid (read-only) has nothing to publish: nobody can
             # wait for it and latest_completed does not move.  Only the snapshot's xmin
             # goes, without the lock (ProcArrayEndTransaction's no-xid path; invariant 3).
-            seg.proc_xmin[slot] = 0
+            self._xmin[slot] = 0
             return
         if xid:
             if subxids:

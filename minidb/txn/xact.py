@@ -155,7 +155,8 @@ class Transaction:
         self.mine_xids = None
         self._top_aborted = False
         self.start_time = _dt.datetime.now()  # now() / CURRENT_TIMESTAMP, as PostgreSQL
-        self._trace(f"begin ({iso})")
+        if self.settings.trace_xact:   # (formatting the message costs more than the check)
+            self._trace(f"begin ({iso})")
 
     def start_implicit(self) -> None:
         """Start an implicit transaction (no snapshot yet) if none is open: the SQL layer
@@ -374,14 +375,19 @@ class Transaction:
 
     def _end(self, committed: bool) -> None:
         xid = self.xid
-        subxids = sorted(self.mine_xids - {xid}) if self.mine_xids else ()
-        lsn = self._log_end(xid, committed, subxids)
-        try:
-            self.procarray.end_transaction(self.slot, xid, committed, lsn=lsn, subxids=subxids)
-        finally:
-            if lsn:
-                self.procarray.seg.proc_delay_chkpt[self.slot] = 0
-        self._trace(f"{'commit' if committed else 'abort'} xid {xid}")
+        if xid:
+            subxids = sorted(self.mine_xids - {xid}) if self.mine_xids else ()
+            lsn = self._log_end(xid, committed, subxids)
+            try:
+                self.procarray.end_transaction(self.slot, xid, committed, lsn=lsn,
+                                               subxids=subxids)
+            finally:
+                if lsn:
+                    self.procarray.seg.proc_delay_chkpt[self.slot] = 0
+        else:   # read-only: no record, nothing to publish but the xmin (end_transaction)
+            self.procarray.end_transaction(self.slot, 0, committed)
+        if self.settings.trace_xact:
+            self._trace(f"{'commit' if committed else 'abort'} xid {xid}")
         self.state = IDLE
         self.explicit = False
         self.xid = 0

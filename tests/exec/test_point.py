@@ -22,7 +22,11 @@ from minidb.sql import Engine
 
 NKEYS = 24
 COUNTED = ("buffers_hit", "buffers_read", "index_heap_fetches", "index_items_killed",
-           "index_items_read")
+           "index_items_read", "btree_cache_hits", "btree_cache_misses",
+           "btree_cache_refreshes", "index_items_deleted", "index_splits")
+# the table's pg_stat counters an operation moves (published at its transaction's end)
+OP_STATS = ("seq_scan", "idx_scan", "idx_tup_fetch", "n_tup_ins", "n_tup_upd",
+            "n_tup_hot_upd", "n_tup_del")
 TABLE_STATS = ("idx_scan", "idx_tup_fetch", "n_tup_ins", "n_tup_upd", "n_tup_hot_upd",
                "n_tup_del", "n_live_tup", "n_dead_tup")
 
@@ -30,16 +34,17 @@ TABLE_STATS = ("idx_scan", "idx_tup_fetch", "n_tup_ins", "n_tup_upd", "n_tup_hot
 class Side:
     """One instance, a session A (under test) and a session B (the other connection)."""
 
-    def __init__(self, path, fast: bool):
+    def __init__(self, path, fast: bool, **settings):
         self.inst = Instance(path, shared_buffers=64)
-        self.a = Session(self.inst, enable_fast_path=fast)
-        self.b = Session(self.inst, enable_fast_path=fast)
+        self.a = Session(self.inst, enable_fast_path=fast, **settings)
+        self.b = Session(self.inst, enable_fast_path=fast, **settings)
         self.ea, self.eb = Engine(self.a), Engine(self.b)
         self.eb.execute("CREATE TABLE t (k integer PRIMARY KEY, v integer, s text, "
                         "big bigint)")
         for k in range(0, NKEYS, 2):          # odd keys are misses until inserted
             self.eb.execute("INSERT INTO t VALUES (?, ?, ?, ?)",
                             [k, None if k % 6 == 0 else k * 10, f"r{k}", k * 1000])
+        self.oid = self.a.backend.catalog.table("t").oid
         self.prep = {
             "select": self.ea.prepare("SELECT v, s, big FROM t WHERE k = ?"),
             "update": self.ea.prepare("UPDATE t SET v = v + ? WHERE k = ?"),
@@ -48,8 +53,14 @@ class Side:
         }
 
     def counters(self):
+        """A's buffer and index counters, and what its ended transactions published (and
+        the current one counted so far) of the table's statistics."""
         s = self.a.backend.bufmgr.stats
-        return tuple(int(s[C[n]]) for n in COUNTED)
+        stats = self.a.table_stats("t")
+        pending = self.a.backend.pgstat.pending.get(self.oid, {})
+        return (tuple(int(s[C[n]]) for n in COUNTED)
+                + tuple(stats[n] + pending.get(n.replace("n_tup_", ""), 0)
+                        for n in OP_STATS))
 
     def op(self, o):
         """Run one operation; (what it returned, A's counter deltas)."""
@@ -184,6 +195,9 @@ def test_hot_chain_and_killed_items_same_counters(tmp_path, fast):
     assert outs[63][0] == [(40 + 60, "r4", 4000)]
     if fast:
         assert used >= 63
+    killed = sum(d[COUNTED.index("index_items_killed")] for _, d in outs)
+    assert killed >= 1          # the deleted row's item, killed by the first lookup
+    assert outs[62][1][COUNTED.index("index_heap_fetches")] == 0   # skipped after
     test_hot_chain_and_killed_items_same_counters.seen[fast] = (outs, rows, stats)
     if len(test_hot_chain_and_killed_items_same_counters.seen) == 2:
         a, b = test_hot_chain_and_killed_items_same_counters.seen.values()
@@ -191,6 +205,23 @@ def test_hot_chain_and_killed_items_same_counters(tmp_path, fast):
 
 
 test_hot_chain_and_killed_items_same_counters.seen = {}
+
+
+def test_no_killing_when_off(tmp_path):
+    """kill_index_tuples off: neither path kills, and the point path reads the items a
+    killing scan would have skipped, as the nodes do (the same counters)."""
+    got = {}
+    for fast in (True, False):
+        side = Side(tmp_path / ("f" if fast else "s"), fast, kill_index_tuples=False)
+        outs = [side.op(("update", 4, 1)) for _ in range(30)]
+        outs += [side.op(("delete", 8)), side.op(("select", 8)), side.op(("select", 8)),
+                 side.op(("select", 4))]
+        got[fast] = (outs, *side.finish())
+    assert got[True][:3] == got[False][:3]
+    outs = got[True][0]
+    assert sum(d[COUNTED.index("index_items_killed")] for _, d in outs) == 0
+    assert outs[-2][1][COUNTED.index("index_heap_fetches")] >= 1   # not skipped
+    assert got[True][3] >= 33
 
 
 def _in_thread(fn):
@@ -305,3 +336,36 @@ def test_backward_index_order_stays_with_the_nodes(tmp_path):
     assert e.counters["fast_path"] == n + 1
     s.close()
     inst.close()
+
+
+def test_duplicates_past_one_leaf(tmp_path):
+    """A non-unique key whose items fill more than one leaf: the point path's lookup goes
+    on to the right sibling as the scan does - the same rows, counters and killing (a
+    deleted half's items) as the plan nodes."""
+    got = {}
+    for fast in (True, False):
+        inst = Instance(tmp_path / ("f" if fast else "s"), shared_buffers=64)
+        s = Session(inst, enable_fast_path=fast)
+        e = Engine(s)
+        e.execute("CREATE TABLE d (a integer, b integer, pad text)")
+        e.execute("CREATE INDEX d_a ON d (a)")
+        for i in range(900):
+            e.execute("INSERT INTO d VALUES (?, ?, ?)", [i % 3 if i < 300 else 1, i, "x" * 20])
+        e.execute("ANALYZE d")
+        e.execute("SET enable_seqscan = off")
+        e.execute("DELETE FROM d WHERE b % 4 = 0")
+        q = e.prepare("SELECT b FROM d WHERE a = ?")
+        outs = []
+        for k in (1, 1, 0, 5):
+            c0 = [int(x) for x in s.backend.bufmgr.stats]
+            rows = sorted(q.execute([k]).rows)
+            c1 = [int(x) for x in s.backend.bufmgr.stats]
+            outs.append((rows, tuple(c1[C[n]] - c0[C[n]] for n in COUNTED)))
+        got[fast] = (outs, s.table_stats("d"), e.counters["fast_path"])
+        s.close()
+        inst.close()
+    (o1, st1, used1), (o0, st0, used0) = got[True], got[False]
+    assert o1 == o0 and st1 == st0
+    assert used1 >= 4 and used0 == 0
+    assert len(o1[0][0]) == 700 - 175
+    assert o1[0][1][COUNTED.index("index_items_killed")] > 0
