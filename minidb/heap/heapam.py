@@ -82,6 +82,7 @@ from minidb.storage import freespace
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE, BufferManager
 from minidb.storage.freelist import AccessStrategy, is_bulk_read
+from minidb.storage.htup import HEAP_HASNULL
 from minidb.storage.xloginsert import PageRecord
 from minidb.wal.record import (RM_HEAP, RM_HEAP2, XLOG_HEAP2_MULTI_INSERT, XLOG_HEAP_INIT_PAGE,
                                XLOG_HEAP_INSERT)
@@ -95,6 +96,7 @@ _CTID = struct.Struct("<IH")
 _XMIN = struct.Struct("<Q")     # t_xmin, at offset 0 of the tuple header
 _OFFNUM = struct.Struct("<H")   # INSERT's main data: the offset number (MULTI_INSERT: count)
 _CTID_OFFSET = 24  # t_ctid's offset inside the tuple header
+_INFOMASK_OFFSET = 32  # t_infomask's
 _LOWER_UPPER = struct.Struct("<HH")
 
 
@@ -215,6 +217,7 @@ def heap_bulk_insert(backend, rel: HeapRel, columns: dict, nrows: int, *,
     padded = (lengths + 7) & ~7
     ends = np.cumsum(padded)
     starts = ends - padded
+    hasnull = (data[starts + _INFOMASK_OFFSET] & HEAP_HASNULL) != 0  # pages without: PD_NO_NULLS
     cost_end = np.cumsum(padded + pg.ITEMID_SIZE)  # bytes used by rows 0..i on fresh pages
     room = BLCKSZ - pg.PAGE_HEADER_SIZE - _save_free_space(settings)
     # cut rows into pages: each page takes as many as fit (and at most the line-pointer cap)
@@ -239,7 +242,7 @@ def heap_bulk_insert(backend, rel: HeapRel, columns: dict, nrows: int, *,
                 i, j = cuts[first_page + n], cuts[first_page + n + 1]
                 wr = PageRecord(bm).add(b, new=True)
                 avail = _fill_page(bm.page(b), block0 + n, data, starts[i:j], ends[j - 1],
-                                   lengths[i:j])
+                                   lengths[i:j], not hasnull[i:j].any())
                 fsm_blocks.append(block0 + n)
                 fsm_avail.append(avail)
                 wr.log(RM_HEAP2, XLOG_HEAP2_MULTI_INSERT | XLOG_HEAP_INIT_PAGE, xmin,
@@ -259,9 +262,12 @@ def heap_bulk_insert(backend, rel: HeapRel, columns: dict, nrows: int, *,
 
 
 def _fill_page(page: np.ndarray, block: int, data: np.ndarray, starts: np.ndarray,
-               end: int, lengths: np.ndarray) -> int:
-    """Build a heap page from consecutive encoded rows; returns its free space."""
+               end: int, lengths: np.ndarray, no_nulls: bool) -> int:
+    """Build a heap page from consecutive encoded rows; returns its free space.
+    ``no_nulls``: no row has a NULL, the page gets PD_NO_NULLS (see ``pages_without_nulls``)."""
     pg.init_page(page)
+    if no_nulls:
+        pg.set_flags(page, pg.PD_NO_NULLS)
     m = len(starts)
     first = int(starts[0])
     total = int(end) - first
@@ -579,11 +585,13 @@ class HeapScan:
                     if positions is None:
                         positions = np.arange(len(tuple_starts), dtype=np.int64)
                     positions, tuple_starts = positions[keep], tuple_starts[keep]
+                # read under the locks: the tuples found are then all covered by it
+                no_nulls = bool(len(tuple_starts)) and pages_without_nulls(v, bufs)
             finally:
                 bm.unlock_batch(bufs)
             if not len(tuple_starts):
                 return None
-            cols = self.rel.layout.gather(v, tuple_starts, self.columns)
+            cols = self.rel.layout.gather(v, tuple_starts, self.columns, no_nulls=no_nulls)
         finally:
             bm.unpin_batch(bufs)
         return Batch(cols, first_block, positions, width, len(tuple_starts))
@@ -713,6 +721,14 @@ def page_items(v: FlatViews, bufs: np.ndarray):
         return None, width, starts.reshape(-1)
     positions = np.flatnonzero(normal)
     return positions, width, starts.reshape(-1)[positions]
+
+
+def pages_without_nulls(v: FlatViews, bufs: np.ndarray) -> bool:
+    """True if every (share-locked) page in ``bufs`` has PD_NO_NULLS: no tuple on them has
+    a NULL, and ``RowLayout.gather(..., no_nulls=True)`` need not read their t_infomask
+    (one small gather of the page headers instead of one of every tuple's header)."""
+    flags = v.u16[np.asarray(bufs, dtype=np.int64) * (BLCKSZ // 2) + pg.OFF_FLAGS // 2]
+    return not ((flags & pg.PD_NO_NULLS) == 0).any()
 
 
 def positions_to_items(positions, width: int, count: int) -> tuple[np.ndarray, np.ndarray]:
