@@ -21,11 +21,15 @@ the buffer pool.  New rows always go to new pages at the end, as a ``COPY`` into
 freshly created table does.
 
 Sequential scan (``HeapScan``).  Page-at-a-time as in PostgreSQL, but a batch of pages at
-a time: pin a run of pages (one vectorized lookup), share-lock them, decode all their line
-pointers with one fancy index, decide which tuples to return while the locks are held,
-release the locks, gather the requested columns with one fancy index per column over the
-whole pool while holding only the pins (buffer rule 2: nothing moves a tuple while a pin
-is held), then unpin.  A scan of a table larger than a quarter of ``shared_buffers`` uses
+a time: pin a run of pages (one vectorized lookup), share-lock them (in the same pass over
+the partition locks when there is no ``prepare_pages`` hook: ``pin_run(share=True)``),
+decode all their line pointers as one row slice per page, decide which tuples to return
+while the locks are held, gather the requested columns with one fancy index per column
+over the whole pool, then unlock and unpin in one pass (``unlock_unpin_batch``).  The
+gather runs under the locks only to save that pass (the pins alone would do: buffer rule
+2, nothing moves a tuple while a pin is held).  When every page of the batch has
+``PD_NO_NULLS`` (``pages_without_nulls``; storage/page.py invariant 4a) the gather skips
+reading each tuple's t_infomask.  A scan of a table larger than a quarter of ``shared_buffers`` uses
 the bulk-read ring and, if ``synchronize_seqscans`` is on, is *synchronized*
 (``minidb.heap.syncscan``): it starts where another scan of the table is, wraps around the
 end, and reports its position after each batch (the last multiple of 16 among the blocks
@@ -417,12 +421,18 @@ class HeapScan:
                 if batch is not None and len(batch):
                     yield batch
                 continue
-            bufs = self.bm.pin_run(rfn, block, want, strategy=self.strategy)
+            # without a prepare_pages hook the pages are share-locked as they are pinned
+            fuse = self.prepare_pages is None
+            bufs = self.bm.pin_run(rfn, block, want, strategy=self.strategy, share=fuse)
             pos += len(bufs)
             self.pages_scanned += len(bufs)
             if ss is not None:
-                ss.report_run(rfn, block, len(bufs), n)
-            batch = self._read_pages(bufs, block)
+                try:
+                    ss.report_run(rfn, block, len(bufs), n)
+                except BaseException:
+                    self.bm.release_batch(bufs)
+                    raise
+            batch = self._read_pages(bufs, block, locked=fuse)
             if batch is not None and len(batch):
                 yield batch
 
@@ -566,34 +576,39 @@ class HeapScan:
             if batch is not None and len(batch):
                 yield batch
 
-    def _read_pages(self, bufs: np.ndarray, first_block) -> Batch | None:
+    def _read_pages(self, bufs: np.ndarray, first_block, locked: bool = False
+                    ) -> Batch | None:
         """``first_block``: the block of ``bufs[0]`` when the pages are consecutive, else an
         array with the block of every page (``prepare_pages`` then gets the first one: the
-        pruning hook names pages by their buffer tags)."""
+        pruning hook names pages by their buffer tags).  ``locked``: ``bufs`` come
+        share-locked already (``pin_run(share=True)``: no ``prepare_pages`` hook, which
+        needs them unlocked).  The columns are gathered before the locks go, so that one
+        ``unlock_unpin_batch`` releases both: one pass over the partition locks."""
         bm, v = self.bm, self.views
         self.batches_read += 1
-        try:
-            if self.prepare_pages is not None:
-                self.prepare_pages(bufs, first_block if not isinstance(first_block, np.ndarray)
-                                   else int(first_block[0]))
-            bm.lock_share_batch(bufs)
+        if not locked:
             try:
-                positions, width, tuple_starts = page_items(v, bufs)
-                self.tuples_seen += len(tuple_starts)
-                if self.tuple_filter is not None and len(tuple_starts):
-                    keep = self.tuple_filter(v, tuple_starts, bufs)
-                    if positions is None:
-                        positions = np.arange(len(tuple_starts), dtype=np.int64)
-                    positions, tuple_starts = positions[keep], tuple_starts[keep]
-                # read under the locks: the tuples found are then all covered by it
-                no_nulls = bool(len(tuple_starts)) and pages_without_nulls(v, bufs)
-            finally:
-                bm.unlock_batch(bufs)
+                if self.prepare_pages is not None:
+                    self.prepare_pages(bufs, first_block if not isinstance(
+                        first_block, np.ndarray) else int(first_block[0]))
+                bm.lock_share_batch(bufs)
+            except BaseException:
+                bm.unpin_batch(bufs)
+                raise
+        try:
+            positions, width, tuple_starts = page_items(v, bufs)
+            self.tuples_seen += len(tuple_starts)
+            if self.tuple_filter is not None and len(tuple_starts):
+                keep = self.tuple_filter(v, tuple_starts, bufs)
+                if positions is None:
+                    positions = np.arange(len(tuple_starts), dtype=np.int64)
+                positions, tuple_starts = positions[keep], tuple_starts[keep]
             if not len(tuple_starts):
                 return None
-            cols = self.rel.layout.gather(v, tuple_starts, self.columns, no_nulls=no_nulls)
+            cols = self.rel.layout.gather(v, tuple_starts, self.columns,
+                                          no_nulls=pages_without_nulls(v, bufs))
         finally:
-            bm.unpin_batch(bufs)
+            bm.unlock_unpin_batch(bufs)
         return Batch(cols, first_block, positions, width, len(tuple_starts))
 
 
