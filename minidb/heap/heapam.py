@@ -93,7 +93,7 @@ from minidb.wal.record import (RM_HEAP, RM_HEAP2, XLOG_HEAP2_MULTI_INSERT, XLOG_
 
 MAX_HEAP_TUPLES_PER_PAGE = (BLCKSZ - pg.PAGE_HEADER_SIZE) // (
     pg.maxalign(HEAP_TUPLE_HEADER_SIZE) + pg.ITEMID_SIZE)
-SCAN_BATCH_PAGES = 512
+SCAN_BATCH_PAGES = 1024  # capped by BufferManager.max_batch_pins (a backend's share of the pool)
 EXTEND_BATCH_PAGES = 64
 
 _CTID = struct.Struct("<IH")
