@@ -27,7 +27,8 @@ decode all their line pointers as one row slice per page, decide which tuples to
 while the locks are held, gather the requested columns with one fancy index per column
 over the whole pool, then unlock and unpin in one pass (``unlock_unpin_batch``).  The
 gather runs under the locks only to save that pass (the pins alone would do: buffer rule
-2, nothing moves a tuple while a pin is held).  When every page of the batch has
+2, nothing moves a tuple while a pin is held), and only when every requested column is
+fixed-width: a gather of strings is slow, so such a batch unlocks before it.  When every page of the batch has
 ``PD_NO_NULLS`` (``pages_without_nulls``; storage/page.py invariant 4a) the gather skips
 reading each tuple's t_infomask.  A scan of a table larger than a quarter of ``shared_buffers`` uses
 the bulk-read ring and, if ``synchronize_seqscans`` is on, is *synchronized*
@@ -393,6 +394,9 @@ class HeapScan:
             if settings.trace_syncscan:
                 _trace_syncscan(rel, self.start_block, self.nblocks)
         self.views = FlatViews(bm.seg.pool_flat)
+        # a variable-length column makes the gather slow (Python strings): it then runs
+        # after the share locks are released, under the pins only (see _read_pages)
+        self._slow_gather = any(not rel.layout.columns[c].type.fixed for c in self.columns)
         self.pages_scanned = 0
         self.tuples_seen = 0  # LP_NORMAL tuples looked at (before the filter)
         self.batches_read = 0  # decode batches (one page_items + tuple_filter + gather each)
@@ -582,8 +586,10 @@ class HeapScan:
         array with the block of every page (``prepare_pages`` then gets the first one: the
         pruning hook names pages by their buffer tags).  ``locked``: ``bufs`` come
         share-locked already (``pin_run(share=True)``: no ``prepare_pages`` hook, which
-        needs them unlocked).  The columns are gathered before the locks go, so that one
-        ``unlock_unpin_batch`` releases both: one pass over the partition locks."""
+        needs them unlocked).  Fixed-width columns are gathered before the locks go, so
+        that one ``unlock_unpin_batch`` releases both: one pass over the partition locks;
+        a batch with a variable-length column (its gather builds Python strings, many
+        times slower) unlocks first, so writers of those pages do not wait for it."""
         bm, v = self.bm, self.views
         self.batches_read += 1
         if not locked:
@@ -593,7 +599,7 @@ class HeapScan:
                         first_block, np.ndarray) else int(first_block[0]))
                 bm.lock_share_batch(bufs)
             except BaseException:
-                bm.unpin_batch(bufs)
+                bm.release_batch(bufs)  # those locked before a lock wait failed, too
                 raise
         try:
             positions, width, tuple_starts = page_items(v, bufs)
@@ -605,10 +611,22 @@ class HeapScan:
                 positions, tuple_starts = positions[keep], tuple_starts[keep]
             if not len(tuple_starts):
                 return None
-            cols = self.rel.layout.gather(v, tuple_starts, self.columns,
-                                          no_nulls=pages_without_nulls(v, bufs))
+            no_nulls = pages_without_nulls(v, bufs)
+            if self._slow_gather:
+                # strings take long to gather: not under the locks (the pins suffice)
+                bm.unlock_batch(bufs)
+                try:
+                    cols = self.rel.layout.gather(v, tuple_starts, self.columns,
+                                                  no_nulls=no_nulls)
+                finally:
+                    bm.unpin_batch(bufs)
+                    bufs = None
+            else:
+                cols = self.rel.layout.gather(v, tuple_starts, self.columns,
+                                              no_nulls=no_nulls)
         finally:
-            bm.unlock_unpin_batch(bufs)
+            if bufs is not None:
+                bm.unlock_unpin_batch(bufs)
         return Batch(cols, first_block, positions, width, len(tuple_starts))
 
 
