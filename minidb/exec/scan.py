@@ -36,7 +36,7 @@ from minidb.exec.chunk import Chunk, normalize_columns, rows_to_chunk
 from minidb.exec.compile import K, truth
 from minidb.exec.expr import and_all, column_keys, deparse
 from minidb.exec.nodes import PlanNode
-from minidb.heap.heapam import HeapScan
+from minidb.heap.heapam import HeapScan, pages_without_nulls
 from minidb.heap.mvcc import MVCCFilter, seq_scan
 
 __all__ = ["SeqScanNode", "IndexScanNode", "INDEX_BATCH_ROWS"]
@@ -155,7 +155,8 @@ def _prefiltered_scan(ectx, rel, attnos, pcols, pre):
     layout = rel.layout
 
     def tuple_filter(views, starts, bufs):
-        chunk = Chunk(layout.gather(views, starts, pcols), len(starts))
+        chunk = Chunk(layout.gather(views, starts, pcols,
+                                    no_nulls=pages_without_nulls(views, bufs)), len(starts))
         keep = truth(pre, chunk)
         idx = np.flatnonzero(keep)
         out = np.zeros(len(starts), dtype=bool)

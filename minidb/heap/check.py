@@ -20,7 +20,9 @@ pool) and checks, naming block and offset on the first failure:
      relation (an update points it at the new version - and keeps it there when the update
      aborts, so an XMAX_INVALID hint does not bring the own TID back); a HOT-updated tuple
      (HEAP_HOT_UPDATED, xmax not known invalid) has its t_ctid on its own page; a heap-only
-     tuple (HEAP_ONLY_TUPLE) is the result of an update (HEAP_UPDATED).
+     tuple (HEAP_ONLY_TUPLE) is the result of an update (HEAP_UPDATED);
+  6. on a page marked PD_NO_NULLS no tuple has HEAP_HASNULL (page invariant 4a: scans
+     skip reading the null bits of such pages).
 
 Returns the number of LP_NORMAL tuples.  Raises ``DataCorrupted`` naming the relation, block
 and offset.  What it does not check: visibility (whether xmin/xmax make sense against the
@@ -36,8 +38,8 @@ from minidb.config import BLCKSZ
 from minidb.errors import DataCorrupted
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel
 from minidb.heap.layout import BITMAP_OFFSET, decode_header
-from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_NATTS_MASK, HEAP_ONLY_TUPLE, HEAP_UPDATED,
-                                 HEAP_XMAX_INVALID)
+from minidb.storage.htup import (HEAP_HASNULL, HEAP_HOT_UPDATED, HEAP_NATTS_MASK,
+                                 HEAP_ONLY_TUPLE, HEAP_UPDATED, HEAP_XMAX_INVALID)
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
 from minidb.storage.freelist import AccessStrategy, is_bulk_read
@@ -86,6 +88,7 @@ def check_heap_page(page: np.ndarray, rel: HeapRel, block: int, nblocks: int) ->
     layout = rel.layout
     ranges = []
     count = 0
+    no_nulls = bool(pg.get_flags(page) & pg.PD_NO_NULLS)
     lps = pg.items(page)
     for off, lp_off, flags, lp_len in lps:
         if flags == pg.LP_UNUSED:
@@ -129,6 +132,8 @@ def check_heap_page(page: np.ndarray, rel: HeapRel, block: int, nblocks: int) ->
         elif (h["infomask2"] & HEAP_HOT_UPDATED and not h["infomask"] & HEAP_XMAX_INVALID
               and h["ctid"][0] != block):
             fail(off, f"HOT-updated tuple's t_ctid {h['ctid']} is not on its own page")
+        if h["infomask"] & HEAP_HASNULL and no_nulls:
+            fail(off, "tuple has a NULL on a page marked PD_NO_NULLS")
         if h["infomask2"] & HEAP_ONLY_TUPLE and not h["infomask"] & HEAP_UPDATED:
             fail(off, "heap-only tuple is not the result of an update (no HEAP_UPDATED)")
         if layout.var_columns:

@@ -25,11 +25,16 @@ the buffer pool.  New rows always go to new pages at the end, as a ``COPY`` into
 freshly created table does.
 
 Sequential scan (``HeapScan``).  Page-at-a-time as in PostgreSQL, but a batch of pages at
-a time: pin a run of pages (one vectorized lookup), share-lock them, decode all their line
-pointers with one fancy index, decide which tuples to return while the locks are held,
-release the locks, gather the requested columns with one fancy index per column over the
-whole pool while holding only the pins (buffer rule 2: nothing moves a tuple while a pin
-is held), then unpin.  A scan of a table larger than a quarter of ``shared_buffers`` uses
+a time: pin a run of pages (one vectorized lookup), share-lock them (in the same pass over
+the partition locks when there is no ``prepare_pages`` hook: ``pin_run(share=True)``),
+decode all their line pointers as one row slice per page, decide which tuples to return
+while the locks are held, gather the requested columns with one fancy index per column
+over the whole pool, then unlock and unpin in one pass (``unlock_unpin_batch``).  The
+gather runs under the locks only to save that pass (the pins alone would do: buffer rule
+2, nothing moves a tuple while a pin is held), and only when every requested column is
+fixed-width: a gather of strings is slow, so such a batch unlocks before it.  When every page of the batch has
+``PD_NO_NULLS`` (``pages_without_nulls``; storage/page.py invariant 4a) the gather skips
+reading each tuple's t_infomask.  A scan of a table larger than a quarter of ``shared_buffers`` uses
 the bulk-read ring and, if ``synchronize_seqscans`` is on, is *synchronized*
 (``minidb.heap.syncscan``): it starts where another scan of the table is, wraps around the
 end, and reports its position after each batch (the last multiple of 16 among the blocks
@@ -87,19 +92,21 @@ from minidb.storage import freespace
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE, BufferManager
 from minidb.storage.freelist import AccessStrategy, is_bulk_read
+from minidb.storage.htup import HEAP_HASNULL
 from minidb.storage.xloginsert import PageRecord
 from minidb.wal.record import (RM_HEAP, RM_HEAP2, XLOG_HEAP2_MULTI_INSERT, XLOG_HEAP_INIT_PAGE,
                                XLOG_HEAP_INSERT)
 
 MAX_HEAP_TUPLES_PER_PAGE = (BLCKSZ - pg.PAGE_HEADER_SIZE) // (
     pg.maxalign(HEAP_TUPLE_HEADER_SIZE) + pg.ITEMID_SIZE)
-SCAN_BATCH_PAGES = 512
+SCAN_BATCH_PAGES = 1024  # capped by BufferManager.max_batch_pins (a backend's share of the pool)
 EXTEND_BATCH_PAGES = 64
 
 _CTID = struct.Struct("<IH")
 _XMIN = struct.Struct("<Q")     # t_xmin, at offset 0 of the tuple header
 _OFFNUM = struct.Struct("<H")   # INSERT's main data: the offset number (MULTI_INSERT: count)
 _CTID_OFFSET = 24  # t_ctid's offset inside the tuple header
+_INFOMASK_OFFSET = 32  # t_infomask's
 _LOWER_UPPER = struct.Struct("<HH")
 
 
@@ -219,6 +226,7 @@ def heap_bulk_insert(backend, rel: HeapRel, columns: dict, nrows: int, *,
     padded = (lengths + 7) & ~7
     ends = np.cumsum(padded)
     starts = ends - padded
+    hasnull = (data[starts + _INFOMASK_OFFSET] & HEAP_HASNULL) != 0  # pages without: PD_NO_NULLS
     cost_end = np.cumsum(padded + pg.ITEMID_SIZE)  # bytes used by rows 0..i on fresh pages
     room = BLCKSZ - pg.PAGE_HEADER_SIZE - _save_free_space(settings)
     # cut rows into pages: each page takes as many as fit (and at most the line-pointer cap)
@@ -243,7 +251,7 @@ def heap_bulk_insert(backend, rel: HeapRel, columns: dict, nrows: int, *,
                 i, j = cuts[first_page + n], cuts[first_page + n + 1]
                 wr = PageRecord(bm).add(b, new=True)
                 avail = _fill_page(bm.page(b), block0 + n, data, starts[i:j], ends[j - 1],
-                                   lengths[i:j])
+                                   lengths[i:j], not hasnull[i:j].any())
                 fsm_blocks.append(block0 + n)
                 fsm_avail.append(avail)
                 wr.log(RM_HEAP2, XLOG_HEAP2_MULTI_INSERT | XLOG_HEAP_INIT_PAGE, xmin,
@@ -263,9 +271,12 @@ def heap_bulk_insert(backend, rel: HeapRel, columns: dict, nrows: int, *,
 
 
 def _fill_page(page: np.ndarray, block: int, data: np.ndarray, starts: np.ndarray,
-               end: int, lengths: np.ndarray) -> int:
-    """Build a heap page from consecutive encoded rows; returns its free space."""
+               end: int, lengths: np.ndarray, no_nulls: bool) -> int:
+    """Build a heap page from consecutive encoded rows; returns its free space.
+    ``no_nulls``: no row has a NULL, the page gets PD_NO_NULLS (see ``pages_without_nulls``)."""
     pg.init_page(page)
+    if no_nulls:
+        pg.set_flags(page, pg.PD_NO_NULLS)
     m = len(starts)
     first = int(starts[0])
     total = int(end) - first
@@ -387,6 +398,9 @@ class HeapScan:
             if settings.trace_syncscan:
                 _trace_syncscan(rel, self.start_block, self.nblocks)
         self.views = FlatViews(bm.seg.pool_flat)
+        # a variable-length column makes the gather slow (Python strings): it then runs
+        # after the share locks are released, under the pins only (see _read_pages)
+        self._slow_gather = any(not rel.layout.columns[c].type.fixed for c in self.columns)
         self.pages_scanned = 0
         self.tuples_seen = 0  # LP_NORMAL tuples looked at (before the filter)
         self.batches_read = 0  # decode batches (one page_items + tuple_filter + gather each)
@@ -415,12 +429,18 @@ class HeapScan:
                 if batch is not None and len(batch):
                     yield batch
                 continue
-            bufs = self.bm.pin_run(rfn, block, want, strategy=self.strategy)
+            # without a prepare_pages hook the pages are share-locked as they are pinned
+            fuse = self.prepare_pages is None
+            bufs = self.bm.pin_run(rfn, block, want, strategy=self.strategy, share=fuse)
             pos += len(bufs)
             self.pages_scanned += len(bufs)
             if ss is not None:
-                ss.report_run(rfn, block, len(bufs), n)
-            batch = self._read_pages(bufs, block)
+                try:
+                    ss.report_run(rfn, block, len(bufs), n)
+                except BaseException:
+                    self.bm.release_batch(bufs)
+                    raise
+            batch = self._read_pages(bufs, block, locked=fuse)
             if batch is not None and len(batch):
                 yield batch
 
@@ -564,32 +584,53 @@ class HeapScan:
             if batch is not None and len(batch):
                 yield batch
 
-    def _read_pages(self, bufs: np.ndarray, first_block) -> Batch | None:
+    def _read_pages(self, bufs: np.ndarray, first_block, locked: bool = False
+                    ) -> Batch | None:
         """``first_block``: the block of ``bufs[0]`` when the pages are consecutive, else an
         array with the block of every page (``prepare_pages`` then gets the first one: the
-        pruning hook names pages by their buffer tags)."""
+        pruning hook names pages by their buffer tags).  ``locked``: ``bufs`` come
+        share-locked already (``pin_run(share=True)``: no ``prepare_pages`` hook, which
+        needs them unlocked).  Fixed-width columns are gathered before the locks go, so
+        that one ``unlock_unpin_batch`` releases both: one pass over the partition locks;
+        a batch with a variable-length column (its gather builds Python strings, many
+        times slower) unlocks first, so writers of those pages do not wait for it."""
         bm, v = self.bm, self.views
         self.batches_read += 1
-        try:
-            if self.prepare_pages is not None:
-                self.prepare_pages(bufs, first_block if not isinstance(first_block, np.ndarray)
-                                   else int(first_block[0]))
-            bm.lock_share_batch(bufs)
+        if not locked:
             try:
-                positions, width, tuple_starts = page_items(v, bufs)
-                self.tuples_seen += len(tuple_starts)
-                if self.tuple_filter is not None and len(tuple_starts):
-                    keep = self.tuple_filter(v, tuple_starts, bufs)
-                    if positions is None:
-                        positions = np.arange(len(tuple_starts), dtype=np.int64)
-                    positions, tuple_starts = positions[keep], tuple_starts[keep]
-            finally:
-                bm.unlock_batch(bufs)
+                if self.prepare_pages is not None:
+                    self.prepare_pages(bufs, first_block if not isinstance(
+                        first_block, np.ndarray) else int(first_block[0]))
+                bm.lock_share_batch(bufs)
+            except BaseException:
+                bm.release_batch(bufs)  # those locked before a lock wait failed, too
+                raise
+        try:
+            positions, width, tuple_starts = page_items(v, bufs)
+            self.tuples_seen += len(tuple_starts)
+            if self.tuple_filter is not None and len(tuple_starts):
+                keep = self.tuple_filter(v, tuple_starts, bufs)
+                if positions is None:
+                    positions = np.arange(len(tuple_starts), dtype=np.int64)
+                positions, tuple_starts = positions[keep], tuple_starts[keep]
             if not len(tuple_starts):
                 return None
-            cols = self.rel.layout.gather(v, tuple_starts, self.columns)
+            no_nulls = pages_without_nulls(v, bufs)
+            if self._slow_gather:
+                # strings take long to gather: not under the locks (the pins suffice)
+                bm.unlock_batch(bufs)
+                try:
+                    cols = self.rel.layout.gather(v, tuple_starts, self.columns,
+                                                  no_nulls=no_nulls)
+                finally:
+                    bm.unpin_batch(bufs)
+                    bufs = None
+            else:
+                cols = self.rel.layout.gather(v, tuple_starts, self.columns,
+                                              no_nulls=no_nulls)
         finally:
-            bm.unpin_batch(bufs)
+            if bufs is not None:
+                bm.unlock_unpin_batch(bufs)
         return Batch(cols, first_block, positions, width, len(tuple_starts))
 
 
@@ -717,6 +758,14 @@ def page_items(v: FlatViews, bufs: np.ndarray):
         return None, width, starts.reshape(-1)
     positions = np.flatnonzero(normal)
     return positions, width, starts.reshape(-1)[positions]
+
+
+def pages_without_nulls(v: FlatViews, bufs: np.ndarray) -> bool:
+    """True if every (share-locked) page in ``bufs`` has PD_NO_NULLS: no tuple on them has
+    a NULL, and ``RowLayout.gather(..., no_nulls=True)`` need not read their t_infomask
+    (one small gather of the page headers instead of one of every tuple's header)."""
+    flags = v.u16[np.asarray(bufs, dtype=np.int64) * (BLCKSZ // 2) + pg.OFF_FLAGS // 2]
+    return not ((flags & pg.PD_NO_NULLS) == 0).any()
 
 
 def positions_to_items(positions, width: int, count: int) -> tuple[np.ndarray, np.ndarray]:

@@ -581,7 +581,7 @@ class RowLayout:
         return (byte & (1 << (col % 8))) == 0
 
     def gather(self, flat_or_views, starts: np.ndarray, cols: Sequence[int], *,
-               infomask: np.ndarray | None = None,
+               infomask: np.ndarray | None = None, no_nulls: bool = False,
                ) -> list[tuple[np.ndarray, np.ndarray | None]]:
         """Read columns ``cols`` of the tuples at ``starts`` (absolute, 8-aligned offsets).
 
@@ -591,12 +591,14 @@ class RowLayout:
         for char/varchar/text; the later types as `_gather_other` / `_gather_varlena` say.
         Fixed-width columns take one integer index each into a typed view; NULL slots hold 0.  To know whether any NULL is there at all, gather reads the
         tuples' t_infomask (HEAP_HASNULL) unless the caller passes it in ``infomask`` (a scan has
-        it from `gather_header`), or unless every requested column is NOT NULL.
+        it from `gather_header`), or unless every requested column is NOT NULL, or unless the
+        caller knows no tuple has a NULL (``no_nulls``: every page has PD_NO_NULLS, see
+        ``minidb.heap.heapam.pages_without_nulls``).
         """
         v = _views(flat_or_views)
         starts = np.asarray(starts, dtype=np.int64)
         has_null = False
-        if starts.size and any(not self.columns[c].not_null for c in cols):
+        if starts.size and not no_nulls and any(not self.columns[c].not_null for c in cols):
             if infomask is None:
                 infomask = np.take(v.u16, (starts >> 1) + (32 >> 1))
             has_null = bool((infomask & HEAP_HASNULL).any())

@@ -391,7 +391,7 @@ class BufferManager:
     # ------------------------------------------------------------------------------------
     # batches of pages (sequential scans)
     def pin_run(self, rfn: int, start: int, max_n: int, fork: int = MAIN_FORKNUM,
-                strategy: AccessStrategy | None = None) -> np.ndarray:
+                strategy: AccessStrategy | None = None, share: bool = False) -> np.ndarray:
         """Pin consecutive blocks from ``start``: returns the buffers of a prefix of them.
 
         Pages already in the pool are looked up and pinned in one vectorized step.  The
@@ -400,6 +400,13 @@ class BufferManager:
         Missing pages are read with one ``preadv`` per run of consecutive blocks.  At most
         ``max_batch_pins`` pages are pinned (PostgreSQL's LimitAdditionalPins: a backend
         may pin its fair share of the pool, NBuffers / backend slots, at once).
+
+        ``share``: also share-lock every buffer returned (``lock_share_batch`` fused in):
+        the pages found in the pool and not exclusively locked are locked in the same
+        critical sections of their partitions as they are pinned (a warm batch costs one
+        pass over its partition locks, not two); the pages read, and those another
+        backend holds exclusively, are locked one by one afterwards.  Release them with
+        ``unlock_unpin_batch``.
         """
         max_n = max(1, min(max_n, self.max_batch_pins))
         blocks = np.arange(start, start + max_n, dtype=np.int64)
@@ -419,6 +426,7 @@ class BufferManager:
                 n = int(miss_idx[max(1, strategy.nbuffers // 2)])
                 miss_idx = miss_idx[miss_idx < n]
             hb = bufs[:n][hit[:n]]
+            nlocked = 0
             if hb.size:
                 mine = self.pins[hb]
                 first = hb[mine == 0]
@@ -429,6 +437,12 @@ class BufferManager:
                     self.seg.buf_usage[hb] = np.minimum(u + 1, BM_MAX_USAGE_COUNT)
                 else:
                     self.seg.buf_usage[hb] = np.maximum(u, 1)
+                if share:  # lock_share_batch's pass, under the same partition locks
+                    free = self.seg.buf_lock_excl[hb] < 0
+                    fb = hb if free.all() else hb[free]
+                    self.seg.buf_lock_shared[fb] += 1
+                    self.held[fb] = SHARE
+                    nlocked = fb.size
         finally:
             for p in uparts:
                 locks[p].release()
@@ -438,9 +452,23 @@ class BufferManager:
             try:
                 self._read_missing(rfn, fork, blocks, bufs, miss_idx, strategy)
             except BaseException:
-                self.unpin_batch(bufs[hit[:n]])
+                self.release_batch(bufs[hit[:n]])
+                raise
+        if share and nlocked != n:
+            try:
+                for b in bufs[self.held[bufs] == UNLOCKED].tolist():
+                    self.lock(b, SHARE)
+            except BaseException:
+                self.release_batch(bufs)
                 raise
         return bufs
+
+    def release_batch(self, bufs: np.ndarray) -> None:
+        """Unlock the locked buffers of a pinned batch and unpin them all (a batch from
+        ``pin_run``, with ``share`` or not, on an error path)."""
+        locked = self.held[bufs] != UNLOCKED
+        self.unlock_unpin_batch(bufs[locked])
+        self.unpin_batch(bufs[~locked])
 
     def _read_missing(self, rfn, fork, blocks, bufs, miss_idx, strategy) -> None:
         """Pin the missing blocks of a run in place (``bufs[i]`` for each ``i`` in
@@ -702,6 +730,56 @@ class BufferManager:
             for b in wb.tolist():
                 masks |= self._waiters[b]
                 self._waiters[b] = 0
+        finally:
+            for p in uparts:
+                locks[p].release()
+        if masks:
+            self._wake(masks)
+
+    def unlock_unpin_batch(self, bufs: np.ndarray) -> None:
+        """``unlock_batch`` then ``unpin_batch`` (one pin each) in one pass over the
+        buffers' partition locks: what ``unlock_unpin`` is for one buffer."""
+        bufs = np.asarray(bufs, dtype=np.int64)
+        if not bufs.size:
+            return
+        parts = self.seg.buf_part[bufs]
+        uparts = np.unique(parts).tolist()
+        locks = self.part_locks
+        masks = 0
+        for p in uparts:
+            locks[p].acquire()
+        try:
+            # locked and pinned buffers hold valid pages: nothing retags them meanwhile
+            mode = self.held[bufs]
+            share = mode == SHARE
+            if share.all():
+                self.seg.buf_lock_shared[bufs] -= 1
+            else:
+                xb = bufs[mode == EXCLUSIVE]
+                assert share.sum() + xb.size == bufs.size, "unlock of a buffer not locked"
+                self.seg.buf_lock_shared[bufs[share]] -= 1
+                self.seg.buf_lock_excl[xb] = -1
+            self.held[bufs] = UNLOCKED
+            mine = self.pins[bufs]
+            assert mine.min() > 0, "unpin of a buffer not pinned"
+            self.pins[bufs] = mine - 1
+            last = mine == 1
+            lb = bufs if last.all() else bufs[last]
+            self.seg.buf_refcount[lb] -= 1
+            # as unlock_unpin, buffer by buffer, for those with someone waiting
+            w = self.seg.buf_waiters[bufs] != 0
+            pw = (self.seg.buf_flags[bufs] & BM_PIN_COUNT_WAITER) != 0
+            for b, was_last in zip(bufs[w | pw].tolist(), last[w | pw].tolist()):
+                wake = 0
+                if self._waiters[b] and self._shared[b] == 0:
+                    wake = self._waiters[b]
+                    self._waiters[b] = 0
+                if (was_last and self._refcount[b] <= 1
+                        and self._flags[b] & BM_PIN_COUNT_WAITER):
+                    wake |= self._waiters[b]
+                    self._waiters[b] = 0
+                    self._flags[b] &= ~BM_PIN_COUNT_WAITER
+                masks |= wake
         finally:
             for p in uparts:
                 locks[p].release()

@@ -37,7 +37,8 @@ Page header (little-endian):
                                        changed the page (set by minidb.storage.xloginsert)
     8       2     pd_checksum          uint16, 0 = never set; see compute_checksums
     10      2     pd_flags             PD_HAS_FREE_LINES 0x1, PD_PAGE_FULL 0x2,
-                                       PD_ALL_VISIBLE 0x4 (all hints)
+                                       PD_ALL_VISIBLE 0x4 (all hints),
+                                       PD_NO_NULLS 0x8 (heap; see below)
     12      2     pd_lower             end of the line pointer array
     14      2     pd_upper             start of item storage; 0 = page is new
     16      2     pd_special           start of special space
@@ -99,6 +100,12 @@ Invariants (``check_page`` verifies 1-4; tests check all of them):
      are stable, and ``repair_fragmentation`` moves bytes, never pointers.
   4. If some line pointer is LP_UNUSED, PD_HAS_FREE_LINES is set.  The converse
      need not hold: the flag is a hint, cleared lazily by add_item.
+  4a. On a heap page with PD_NO_NULLS set no tuple has HEAP_HASNULL.  Only a bulk
+     load's freshly built page sets it (``heapam._fill_page``); ``add_item`` of a
+     heap tuple with HEAP_HASNULL clears it, so every insert, update and redo that
+     places a tuple through ``add_item`` keeps it true, and pruning, vacuum and
+     compaction only remove tuples.  A scan then knows a batch of such pages has no
+     NULL without reading every tuple's t_infomask (losing the bit costs only that).
   5. The free space [pd_lower, pd_upper) is all zero, so alignment padding is
      zero and page images are deterministic.  (Not relied on for correctness.)
   6. Nothing here changes pd_lsn: the caller that changes a page logs the change
@@ -122,6 +129,9 @@ Departures from PostgreSQL:
   * repair_fragmentation also compacts DEAD items that kept their storage (index
     pages), where PostgreSQL's heap-only version requires DEAD to be storage-free.
   * Free space is kept zeroed (invariant 5); PostgreSQL leaves garbage there.
+  * PD_NO_NULLS (invariant 4a) is minidb's: PostgreSQL's scan deforms tuple by
+    tuple and looks at each one's HEAP_HASNULL anyway; a vectorized gather would
+    otherwise read every tuple's t_infomask just to learn that none has a NULL.
 
 Left out: PageIndexTupleOverwrite with a size change
 (``overwrite_item`` requires the same length); PageTruncateLinePointerArray
@@ -137,6 +147,7 @@ import numpy as np
 
 from minidb.config import BLCKSZ
 from minidb.errors import DataCorrupted, InternalError, ProgramLimitExceeded
+from minidb.storage.htup import HEAP_HASNULL
 
 # -- constants ---------------------------------------------------------------------------------
 
@@ -154,7 +165,8 @@ LP_DEAD = 3  # dead; heap: no storage, index: keeps storage
 PD_HAS_FREE_LINES = 0x1  # some line pointer may be LP_UNUSED
 PD_PAGE_FULL = 0x2  # an UPDATE found no room here: pruning may be worthwhile
 PD_ALL_VISIBLE = 0x4  # every tuple is visible to every snapshot
-PD_VALID_FLAG_BITS = 0x7
+PD_NO_NULLS = 0x8  # heap: no tuple on the page has HEAP_HASNULL (invariant 4a)
+PD_VALID_FLAG_BITS = 0xF
 
 _LP_OFF_MASK = 0x7FFF
 _LP_FLAGS_SHIFT = 15
@@ -165,6 +177,7 @@ _LP_MAX = 0x7FFF  # 15-bit lp_off and lp_len
 _OFF_LSN = 0
 _OFF_CHECKSUM = 8
 _OFF_FLAGS = 10
+_OFF_INFOMASK = 32  # a heap tuple's t_infomask (HEAP_HASNULL is in its low byte)
 _OFF_LOWER = 12
 _OFF_UPPER = 14
 _OFF_SPECIAL = 16
@@ -172,6 +185,7 @@ _OFF_VERSION = 18
 _OFF_PRUNE_XID = 20
 MAX_PRUNE_XID = 0xFFFFFFFF
 OFF_LOWER = _OFF_LOWER  # for modules that read pd_lower straight from the pool
+OFF_FLAGS = _OFF_FLAGS  # for scans that read pd_flags of many pages at once
 
 _HEADER = struct.Struct("<QHHHHHHI")
 assert _HEADER.size == PAGE_HEADER_SIZE
@@ -394,6 +408,9 @@ def add_item(page, data, *, offset: int | None = None, heap: bool = True,
             f"item of {size} bytes is too large for a page (maximum {limit} bytes)")
     flags = _U16.unpack_from(page, _OFF_FLAGS)[0]
     new_flags = flags
+    if heap and flags & PD_NO_NULLS and (size <= _OFF_INFOMASK or item[_OFF_INFOMASK]
+                                         & HEAP_HASNULL):
+        new_flags &= ~PD_NO_NULLS  # invariant 4a
     reuse = False  # fill an existing LP_UNUSED pointer instead of adding one
     if offset is None:
         if heap and flags & PD_HAS_FREE_LINES:
@@ -647,7 +664,8 @@ def dump_page(page) -> str:
     """The header and every line pointer, one per line (item contents are the caller's)."""
     lsn, cks, flags, lower, upper, special, version, xid = _HEADER.unpack_from(page, 0)
     names = [n for bit, n in ((PD_HAS_FREE_LINES, "HAS_FREE_LINES"), (PD_PAGE_FULL, "PAGE_FULL"),
-                              (PD_ALL_VISIBLE, "ALL_VISIBLE")) if flags & bit]
+                              (PD_ALL_VISIBLE, "ALL_VISIBLE"), (PD_NO_NULLS, "NO_NULLS"))
+             if flags & bit]
     lines = [f"lsn={lsn} checksum={cks} flags=0x{flags:x}({'|'.join(names)}) lower={lower} "
              f"upper={upper} special={special} version=0x{version:x} prune_xid={xid} "
              f"free={free_space(page)}"]

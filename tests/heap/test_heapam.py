@@ -459,6 +459,50 @@ def test_low_fillfactor_insert_into_an_empty_page_terminates(instance, make_tabl
     assert check_heap(backend, rel) == 1
 
 
+def _page_flags(bm, rel, block: int) -> int:
+    b = bm.pin(rel.relfilenode, block)
+    try:
+        return pg.get_flags(bm.page(b))
+    finally:
+        bm.unpin(b)
+
+
+def test_pd_no_nulls_is_set_by_bulk_load_and_cleared_by_a_null(instance, make_table, backend):
+    """Page invariant 4a: a bulk-loaded page without NULLs gets PD_NO_NULLS (scans then skip
+    the tuples' null bits); a tuple without NULL added to it keeps the bit, one with a NULL
+    clears it, and every scan returns the NULL."""
+    rel = make_table(instance, "nn", [("a", "integer"), ("b", "integer"), ("s", "text")])
+    bm = backend.bufmgr
+    n = 400
+    with instance.connect(heap_fillfactor=50) as b50:  # leave room on the loaded pages
+        heap_bulk_insert(b50, rel, {"a": np.arange(n, dtype=np.int32),
+                                    "b": np.arange(n, dtype=np.int32) * 2,
+                                    "s": [f"s{i}" for i in range(n)]}, n, xmin=1)
+        nblocks = bm.smgr.nblocks(rel.relfilenode)
+        assert nblocks >= 3
+        # a second load with a NULL in one row: its page does not get the bit
+        heap_bulk_insert(b50, rel, {"a": np.array([n], dtype=np.int32), "b": [None],
+                                    "s": ["x"]}, 1, xmin=1)
+    assert all(_page_flags(bm, rel, k) & pg.PD_NO_NULLS for k in range(nblocks))
+    assert not _page_flags(bm, rel, nblocks) & pg.PD_NO_NULLS
+    tid_full = heap_insert(backend, rel, (n + 1, 7, "no null"), xmin=1)
+    assert tid_full[0] < nblocks and _page_flags(bm, rel, tid_full[0]) & pg.PD_NO_NULLS
+    tid_null = heap_insert(backend, rel, (n + 2, None, "null b"), xmin=1)
+    tid_null2 = heap_insert(backend, rel, (n + 3, 5, None), xmin=1)
+    assert tid_null[0] == tid_null2[0] == tid_full[0]
+    assert not _page_flags(bm, rel, tid_null[0]) & pg.PD_NO_NULLS
+    assert sum(1 for k in range(nblocks) if _page_flags(bm, rel, k) & pg.PD_NO_NULLS) == (
+        nblocks - 1)
+    expected = {i: (i, 2 * i, f"s{i}") for i in range(n)}
+    expected.update({n: (n, None, "x"), n + 1: (n + 1, 7, "no null"),
+                     n + 2: (n + 2, None, "null b"), n + 3: (n + 3, 5, None)})
+    check_table_contents(backend, rel, expected)
+    # a batch of flagged pages only, and one with the unflagged page among them
+    only_flagged = {r[0] for _, r in scan_rows(backend, rel) if r[1] is None}
+    assert only_flagged == {n, n + 2}
+    assert check_heap(backend, rel) == n + 4
+
+
 # -- check_heap catches damage -------------------------------------------------------------------
 
 
@@ -484,6 +528,9 @@ def _damage(page: np.ndarray, kind: str, rel) -> None:
         page[d + 2:d + 4].view("<u2")[0] += 1  # value one byte longer than the tuple
     elif kind == "header":
         page[pg.OFF_LOWER:pg.OFF_LOWER + 2].view("<u2")[0] = pg.get_upper(page) + 8  # pd_lower above pd_upper
+    elif kind == "no_nulls":
+        page[off1 + 32] |= 1  # HEAP_HASNULL on a tuple of a page marked PD_NO_NULLS
+        pg.set_flags(page, pg.get_flags(page) | pg.PD_NO_NULLS)
     elif kind == "special":
         page[pg.OFF_LOWER + 4:pg.OFF_LOWER + 6].view("<u2")[0] = BLCKSZ - 8  # inside the header rules, not for a heap
     else:
@@ -491,7 +538,8 @@ def _damage(page: np.ndarray, kind: str, rel) -> None:
 
 
 @pytest.mark.parametrize("kind", ["ctid", "natts", "t_hoff", "overlap", "outside",
-                                  "below_upper", "tail", "header", "special"])
+                                  "below_upper", "tail", "header", "special",
+                                  "no_nulls"])
 def test_check_heap_catches_damage(instance, make_table, backend, kind):
     rel = make_table(instance, "victim", [("a", "integer"), ("s", "text")])
     bm = backend.bufmgr

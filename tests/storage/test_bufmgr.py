@@ -918,6 +918,74 @@ def test_unlock_unpin_wakes_a_cleanup_waiter(instance, table, two_backends, asse
     assert_no_pins(instance)
 
 
+def test_pin_run_share_and_unlock_unpin_batch_do_what_the_pairs_do(tmp_path, make_table,
+                                                                   assert_no_pins, request):
+    """``pin_run(share=True)`` pins and share-locks like ``pin_run`` + ``lock_share_batch``
+    (hits locked in the pinning pass, a page read and a page another backend holds
+    exclusively locked afterwards, waiting for it); ``unlock_unpin_batch`` releases like
+    ``unlock_batch`` + ``unpin_batch`` and wakes a cleanup waiter and a lock waiter."""
+    instance = Instance(tmp_path / "big", shared_buffers=1024)  # max_batch_pins >= 8
+    request.addfinalizer(instance.close)
+    rel = make_table(instance, "t", [("a", "integer")])
+    table = rel.relfilenode
+    a, b = instance.connect(), instance.connect()
+    seg = instance.seg
+    bm = a.bufmgr
+    assert bm.max_batch_pins >= 8
+    add_pages(bm, table, 8)
+    bm.flush_buffers(table)
+    bm.drop_relation_buffers(table, from_block=6)  # blocks 6, 7 must be read
+    held = b.bufmgr.pin_lock(table, 3, EXCLUSIVE)
+    hits, reads = a.counters()["buffers_hit"], a.counters()["buffers_read"]
+    out = []
+    t = Runner(lambda: out.append(bm.pin_run(table, 0, 8, share=True)))
+    t.start()
+    wait_until(lambda: is_waiting(instance, a, held), "the scan sleeps on block 3")
+    b.bufmgr.unlock_unpin(held)
+    t.finish()
+    bufs = out[0]
+    assert [buffer_of(instance, table, k) for k in range(8)] == bufs.tolist()
+    assert (bm.held[bufs] == SHARE).all() and (seg.buf_lock_shared[bufs] == 1).all()
+    assert (seg.backend_pins[a.slot, bufs] == 1).all() and (seg.buf_refcount[bufs] == 1).all()
+    assert a.counters()["buffers_hit"] == hits + 6
+    assert a.counters()["buffers_read"] == reads + 2
+    assert [int(bm.page(x)[VALUE_OFFSET:VALUE_OFFSET + 8].view("<i8")[0])
+            for x in bufs.tolist()] == list(range(8))
+    # waiters: a cleanup lock on block 1 (another backend pins nothing else), an exclusive
+    # lock on block 5; one unlock_unpin_batch wakes both
+    c1 = b.bufmgr.pin(table, 1)
+    c = instance.connect()
+    c5 = c.bufmgr.pin(table, 5)
+
+    def cleaner():
+        b.bufmgr.lock_for_cleanup(c1)
+        ok = seg.buf_refcount[c1] == 1
+        b.bufmgr.unlock_unpin(c1)
+        return ok
+
+    def writer():
+        c.bufmgr.lock(c5, EXCLUSIVE)
+        c.bufmgr.unlock_unpin(c5)
+        return True
+
+    t1, t2 = Runner(cleaner), Runner(writer)
+    t1.start()
+    t2.start()
+    wait_until(lambda: is_waiting(instance, b, c1) and is_waiting(instance, c, c5),
+               "both waiters sleep")
+    bm.incr_pin(int(bufs[2]))  # a second pin survives the batch release
+    bm.unlock_unpin_batch(bufs)
+    assert t1.finish() and t2.finish()
+    assert (bm.held[bufs] == UNLOCKED).all() and (seg.buf_lock_shared[bufs] == 0).all()
+    assert seg.backend_pins[a.slot, bufs[2]] == 1 and seg.buf_refcount[bufs[2]] == 1
+    bm.unpin(int(bufs[2]))
+    with pytest.raises(AssertionError, match="not locked"):
+        bm.unlock_unpin_batch(bufs[:1])
+    for x in (a, b, c):
+        x.close()
+    assert_no_pins(instance)
+
+
 def test_free_list_hands_out_never_used_buffers_in_order(tmp_path, make_table):
     """An empty pool fills from the free list: buffers 0, 1, 2 ... as the sweep would have
     chosen them, without moving the clock hand; once it is empty the sweep takes over."""
