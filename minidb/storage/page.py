@@ -13,6 +13,8 @@ Interface routines (PostgreSQL's bufpage.c name in brackets):
   init_page [PageInit]            add_item [PageAddItemExtended]
   repair_fragmentation            delete_items [PageIndexMultiDelete]
     [PageRepairFragmentation]     free_space [PageGetFreeSpace]
+  prune_items (a heap prune's line pointer changes + repair_fragmentation)
+    [heap_page_prune_execute's page part]
   heap_free_space                 set_item_dead / set_item_unused /
     [PageGetHeapFreeSpace]          set_item_redirect [ItemIdSetDead ...]
   check_page_header [PageIsVerified]       compute_checksums / set_checksum /
@@ -520,19 +522,19 @@ def _compact(page, words: list[int], lower: int, upper: int, special: int) -> in
     header.
 
     The new storage area is built as one ``bytes`` - the items in ascending lp_off
-    order, each followed by its zero padding - and written over [new pd_upper,
-    pd_special) in one copy, as PostgreSQL's compactify_tuples copies through a scratch
-    buffer when the items are not presorted: per item a slice and an append (the
-    validation rides along: storage in [pd_upper, pd_special), NORMAL or DEAD, no
-    overlap), about half the cost of moving the items one by one.  The bytes are the
-    same whichever items move."""
+    order, each followed by its zero padding, sliced from one copy of the page - and
+    written over [new pd_upper, pd_special) at once, as PostgreSQL's compactify_tuples
+    copies through a scratch buffer when the items are not presorted.  Per item: a
+    ``bytes`` slice, two appends and the checks (storage inside [pd_upper, pd_special),
+    NORMAL or DEAD, no overlap) - a little over half the cost of moving the items one by
+    one through memoryview assignments.  The bytes are the same whichever items move."""
     given = words[:]  # for the error message, if the checks below fail
     stored = [(v & _LP_OFF_MASK, v >> _LP_LEN_SHIFT, i) for i, v in enumerate(words)
               if v >> _LP_LEN_SHIFT]
     stored.sort()
     total = sum([(ln + (MAXALIGN - 1)) & ~(MAXALIGN - 1) for _o, ln, _i in stored])
     new_upper = special - total
-    mv = memoryview(page)
+    data = bytes(page)
     parts = []
     append = parts.append
     pos = new_upper
@@ -545,13 +547,14 @@ def _compact(page, words: list[int], lower: int, upper: int, special: int) -> in
                 ok = False
                 break
             end = lp_off + lp_len
-            append(mv[lp_off:end])
+            append(data[lp_off:end])
             append(_PAD[lp_len & (MAXALIGN - 1)])
             if lp_off != pos:
                 words[i] = (v & ~_LP_OFF_MASK) | pos
             pos += (lp_len + (MAXALIGN - 1)) & ~(MAXALIGN - 1)
     if not ok or end > special:
         _compact_check(given, lower, upper, special)
+    mv = memoryview(page)
     if parts:
         mv[new_upper:special] = b"".join(parts)
     if new_upper > lower:
@@ -565,6 +568,42 @@ def repair_fragmentation(page) -> None:
     lower, upper, special = _LOWER_UPPER_SPECIAL.unpack_from(page, _OFF_LOWER)
     n = _nline(lower)
     words = list(struct.unpack_from(f"<{n}I", page, PAGE_HEADER_SIZE))
+    _repair(page, words, n, lower, upper, special)
+
+
+def prune_items(page, redirects, dead, unused) -> None:
+    """A heap prune's page change [heap_page_prune_execute]: each (root, target) of
+    ``redirects`` becomes LP_REDIRECT to target, each offset of ``dead`` LP_DEAD without
+    storage, each of ``unused`` LP_UNUSED, then ``repair_fragmentation`` - the same bytes
+    as set_item_redirect / set_item_dead(keep_storage=False) / set_item_unused one by one
+    and then repair_fragmentation, with one read and one write of the line pointers."""
+    lower, upper, special = _LOWER_UPPER_SPECIAL.unpack_from(page, _OFF_LOWER)
+    n = _nline(lower)
+    words = list(struct.unpack_from(f"<{n}I", page, PAGE_HEADER_SIZE))
+    for off in unused:
+        if not 1 <= off <= n:
+            raise DataCorrupted(f"invalid offset number {off}: page has {n} line pointers")
+        assert words[off - 1] & _LP_FLAGS_MASK, f"line pointer {off} is already UNUSED"
+        words[off - 1] = 0
+    for off in dead:
+        if not 1 <= off <= n:
+            raise DataCorrupted(f"invalid offset number {off}: page has {n} line pointers")
+        assert words[off - 1] & _LP_FLAGS_MASK, f"line pointer {off}: UNUSED -> DEAD"
+        words[off - 1] = LP_DEAD << _LP_FLAGS_SHIFT
+    for off, target in redirects:
+        if not 1 <= off <= n:
+            raise DataCorrupted(f"invalid offset number {off}: page has {n} line pointers")
+        flags = (words[off - 1] >> _LP_FLAGS_SHIFT) & 3
+        assert flags in (LP_NORMAL, LP_REDIRECT), f"line pointer {off}: state {flags} -> REDIRECT"
+        if not 1 <= target <= n or target == off:
+            raise InternalError(f"invalid redirect target {target} for line pointer {off} "
+                                f"(page has {n} line pointers)")
+        words[off - 1] = target | (LP_REDIRECT << _LP_FLAGS_SHIFT)
+    _repair(page, words, n, lower, upper, special)
+
+
+def _repair(page, words: list[int], n: int, lower: int, upper: int, special: int) -> None:
+    """repair_fragmentation of a page whose line pointers are ``words`` (not yet written)."""
     new_upper = _compact(page, words, lower, upper, special)
     struct.pack_into(f"<{n}I", page, PAGE_HEADER_SIZE, *words)
     _U16.pack_into(page, _OFF_UPPER, new_upper)
