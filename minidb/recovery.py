@@ -68,6 +68,8 @@ import threading
 import time
 
 import minidb.fileio as fileio
+import minidb.heap.prune as heap_prune
+import minidb.heap.vacuum as heap_vacuum
 from minidb.errors import OperationalError
 from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_OID, CTL_NEXT_XID
 from minidb.storage.bufmgr import BufferManager
@@ -226,6 +228,8 @@ def _zero_tail(wal: SharedWAL, end: int) -> None:
 # by (resource manager, opcode): ``fn(page, blk, record)`` changes the page (a uint8 array)
 # as the operation changed it; the page's LSN is checked and set by ``redo_block``.
 LOGICAL_REDO: dict = {}
+LOGICAL_REDO[(rec.RM_HEAP2, rec.XLOG_HEAP2_PRUNE)] = heap_prune.redo_prune
+LOGICAL_REDO[(rec.RM_HEAP2, rec.XLOG_HEAP2_VACUUM)] = heap_vacuum.redo_vacuum
 
 
 def replay(inst, bm, r: rec.Record, invalid: dict) -> None:

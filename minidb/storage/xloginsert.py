@@ -34,7 +34,8 @@ torn write of a hint-only change must be repairable: PostgreSQL's wal_log_hints)
 
 Departure: PostgreSQL logs logical ("physiological") records for the hot paths (a heap
 insert carries the tuple; redo calls PageAddItem) and page images or generic deltas only
-for a few operations; minidb logs the byte delta for all of them (README: the list).
+for a few operations; minidb logs the byte delta for all of them but the logical records
+listed in minidb/wal/README.md (Heap2 PRUNE and VACUUM so far).
 """
 
 from __future__ import annotations
