@@ -68,6 +68,8 @@ import threading
 import time
 
 import minidb.fileio as fileio
+import minidb.heap.prune as heap_prune
+import minidb.heap.vacuum as heap_vacuum
 from minidb.errors import OperationalError
 from minidb.heap import redo as heap_redo
 from minidb.index import redo as index_redo
@@ -232,6 +234,8 @@ def _zero_tail(wal: SharedWAL, end: int) -> None:
 LOGICAL_REDO: dict = {}
 LOGICAL_REDO.update(heap_redo.redo_routines())
 LOGICAL_REDO.update(index_redo.redo_routines())
+LOGICAL_REDO[(rec.RM_HEAP2, rec.XLOG_HEAP2_PRUNE)] = heap_prune.redo_prune
+LOGICAL_REDO[(rec.RM_HEAP2, rec.XLOG_HEAP2_VACUUM)] = heap_vacuum.redo_vacuum
 
 
 def replay(inst, bm, r: rec.Record, invalid: dict) -> None:

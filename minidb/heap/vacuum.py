@@ -21,7 +21,11 @@ pages nobody reads are never pruned.  VACUUM finishes the job in three passes:
      pointing at them, may an insert reuse the TID.  An LP_DEAD item has no storage, so
      nothing moves: an exclusive content lock suffices (as in PostgreSQL's
      ``lazy_vacuum_heap_page``), and there is nothing to compact.  Each page's free space
-     goes to the free-space map.
+     goes to the free-space map.  The change is logged as a logical Heap2 VACUUM record
+     (main data: the number of items; block data: their offsets, u16 each); redo
+     (``redo_vacuum``, in ``recovery.LOGICAL_REDO``) makes the same items LP_UNUSED through
+     the same ``_set_unused``, so the page comes out byte for byte as the primary left it.
+     Pass 1's prunes log Heap2 PRUNE records (``minidb.heap.prune``).
   4. **Statistics.**  ``relpages`` / ``reltuples`` in the catalog, and ``n_live_tup`` /
      ``n_dead_tup`` (set, not adjusted) plus ``vacuum_count`` in the table statistics.
 
@@ -82,6 +86,7 @@ from minidb.wal.record import RM_HEAP2, XLOG_HEAP2_VACUUM
 
 FSM_FLUSH_PAGES = 1024  # free-space records are written to the FSM in groups of this many
 VACUUM_LOCK_FILE = "vacuum.lock"
+_VACUUM_MAIN = struct.Struct("<H")  # VACUUM main data: number of items made unused
 
 
 @dataclass
@@ -178,11 +183,11 @@ def _vacuum(backend, rel: HeapRel, index_callbacks) -> VacuumResult:
                     page = bm.page(b)
                     _, flags, _ = pg.line_pointer_arrays(page)
                     still = offs[flags[offs - 1] == pg.LP_DEAD]
-                    wr = PageRecord(bm).add(b) if still.size else None
-                    for off in still.tolist():
-                        pg.set_item_unused(page, off)
                     if still.size:
-                        wr.log(RM_HEAP2, XLOG_HEAP2_VACUUM, 0, struct.pack("<H", still.size))
+                        offs = still.tolist()
+                        _set_unused(page, offs)
+                        PageRecord(bm).add(b, data=struct.pack(f"<{len(offs)}H", *offs)).log(
+                            RM_HEAP2, XLOG_HEAP2_VACUUM, 0, _VACUUM_MAIN.pack(len(offs)))
                     avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
                 finally:
                     bm.unlock(b)
@@ -201,6 +206,20 @@ def _vacuum(backend, rel: HeapRel, index_callbacks) -> VacuumResult:
     if backend.settings.trace_pruning:
         print(f'[vacuum slot {bm.slot}] "{rel.name}": {res}', file=sys.stderr)
     return res
+
+
+def _set_unused(page, offsets) -> None:
+    """Pass 3 on one page: the LP_DEAD items at ``offsets`` become LP_UNUSED (no storage
+    moves).  The primary and redo (``redo_vacuum``) both come here."""
+    for off in offsets:
+        pg.set_item_unused(page, off)
+
+
+def redo_vacuum(page, blk, record) -> None:
+    """Redo of Heap2 VACUUM (``recovery.LOGICAL_REDO``): the block data is the offsets
+    made unused, u16 each (the main data their number)."""
+    data = blk.data
+    _set_unused(page, struct.unpack_from(f"<{len(data) // 2}H", data, 0))
 
 
 class _FsmBatch:

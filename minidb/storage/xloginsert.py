@@ -35,8 +35,9 @@ torn write of a hint-only change must be repairable: PostgreSQL's wal_log_hints)
 Departure: PostgreSQL logs logical ("physiological") records for every operation (a heap
 insert carries the tuple; redo calls PageAddItem) and page images or generic deltas only
 for a few; minidb logs the hot path logically (``minidb.heap.redo``: INSERT, DELETE, LOCK,
-UPDATE, HOT_UPDATE; ``minidb.index.redo``: INSERT_LEAF) and the byte delta for the rest
-(minidb/wal/README.md: the list).
+UPDATE, HOT_UPDATE; ``minidb.heap.prune`` / ``minidb.heap.vacuum``: PRUNE, VACUUM;
+``minidb.index.redo``: INSERT_LEAF) and the byte delta for the rest (minidb/wal/README.md:
+the list).
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ OFFNUM = struct.Struct("<H")           # Heap INSERT / DELETE / LOCK, Btree INSE
                                        # MULTI_INSERT: tuples; Heap2 VACUUM: items made unused;
                                        # Btree DELETE / VACUUM: items deleted
 UPDATE = struct.Struct("<HH")          # Heap UPDATE / HOT_UPDATE: old offset, new offset
-PRUNE = struct.Struct("<QHHH")         # horizon, nredirected, ndead, nunused
+PRUNE = struct.Struct("<QHHH")         # latestRemovedXid, nredirected, ndead, nunused
 SPLIT = struct.Struct("<IHH")          # level, first offset going right, new item's offset
 NEWROOT = struct.Struct("<II")         # root block, its level
 CLOG_PAGE = struct.Struct("<q")        # CLOG ZEROPAGE: page number
@@ -173,8 +173,9 @@ def _heap_logical_desc(op: int, r: rec.Record, data: bytes) -> str:
 def _heap2_desc(r: rec.Record) -> str:
     op = r.info & 0x70
     if op == rec.XLOG_HEAP2_PRUNE and len(r.main) >= PRUNE.size:
-        horizon, nredirected, ndead, nunused = PRUNE.unpack_from(r.main, 0)
-        return f"horizon {horizon} nredirected {nredirected} ndead {ndead} nunused {nunused}"
+        latest, nredirected, ndead, nunused = PRUNE.unpack_from(r.main, 0)
+        return (f"latestRemovedXid {latest} nredirected {nredirected} ndead {ndead} "
+                f"nunused {nunused}")
     if len(r.main) >= OFFNUM.size:
         n = OFFNUM.unpack_from(r.main, 0)[0]
         if op == rec.XLOG_HEAP2_MULTI_INSERT:

@@ -41,6 +41,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from minidb.catalog import ColumnDef
+from minidb.config import BLCKSZ
 from minidb.errors import DataCorrupted
 from minidb.heap.check import check_heap
 from minidb.heap.heapam import HeapScan, heap_insert
@@ -480,6 +481,25 @@ def test_page_low_on_free_space_is_pruned(hand):
     assert not hand.header()[1] & pg.PD_PAGE_FULL
     assert hand.prune_opt() == 1
     assert hand.states()[t[1]] == ("D",)
+
+
+def test_trigger_is_postgres_minfree(hand):
+    """heap_page_prune_opt's space test is PostgreSQL's: prune when PageIsFull or the heap
+    free space is below Max(the fill factor's reserve, BLCKSZ / 10)."""
+    s = hand.b.settings
+    assert min_free_space(s) == BLCKSZ // 10            # fillfactor 100: no reserve
+    _dead_row_page(hand)
+    while hand.header()[2] >= BLCKSZ * 85 // 100:
+        hand.insert((9, 9))
+    assert hand.prune_opt() == 0                         # plenty of room
+    assert hand.states()[1][0] == "N"
+    s.set("heap_fillfactor", 10)                         # reserve 90% of the page
+    try:
+        assert min_free_space(s) == BLCKSZ * 90 // 100
+        assert hand.prune_opt() == 1                     # now "getting full"
+    finally:
+        s.set("heap_fillfactor", 100)
+    assert hand.states()[1] == ("D",)
 
 
 def test_pruning_skipped_when_another_backend_pins_the_page(hand, inst):

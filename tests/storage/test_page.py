@@ -8,6 +8,8 @@ access (the buffer manager's content locks are tested elsewhere).
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings, strategies as st
@@ -696,3 +698,30 @@ def test_smgr_has_block_trusts_only_sizes_it_has_seen(tmp_path, monkeypatch):
     sm.create(7)
     assert not sm.has_block(7, 0) and len(calls) == 4   # forgotten with the file
     sm.close()
+
+
+def test_prune_items_equals_item_by_item_then_repair():
+    """prune_items (one pass over the pointer array) leaves the bytes set_item_unused /
+    set_item_dead / set_item_redirect one by one and repair_fragmentation leave."""
+    rng = random.Random(7)
+    for _case in range(60):
+        pg = new_page()
+        n = rng.randint(2, 60)
+        for _ in range(n):
+            P.add_item(pg, bytes(rng.randrange(1, 256) for _ in range(rng.randint(1, 90))))
+        offs = list(range(1, n + 1))
+        rng.shuffle(offs)
+        k = rng.randint(0, n // 3)
+        unused, dead, rest = offs[:k], offs[k:2 * k], offs[2 * k:]
+        redirects = [(root, rng.choice([o for o in offs if o != root]))
+                     for root in rest[:rng.randint(0, len(rest) // 2)]]
+        a, b = pg.copy(), pg.copy()
+        for off in unused:
+            P.set_item_unused(a, off)
+        for off in dead:
+            P.set_item_dead(a, off, keep_storage=False)
+        for root, target in redirects:
+            P.set_item_redirect(a, root, target)
+        P.repair_fragmentation(a)
+        P.prune_items(b, redirects, dead, unused)
+        assert bytes(a) == bytes(b)
