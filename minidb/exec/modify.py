@@ -404,10 +404,16 @@ class DeleteNode(_Writer):
 
 
 class LockRowsNode(_Writer):
-    """SELECT ... FOR UPDATE: lock each row (re-checked under READ COMMITTED) and return
-    the version that was locked."""
+    """SELECT ... FOR UPDATE / NO KEY UPDATE / SHARE / KEY SHARE: lock each row in
+    ``lock_mode`` (re-checked under READ COMMITTED) and return the version that was locked;
+    ``wait_policy`` "nowait" raises 55P03 on a conflict, "skip" (SKIP LOCKED) leaves the row
+    out.  It sits under a Limit, as PostgreSQL's, so LIMIT counts the rows locked."""
     label = "LockRows"
     kind = "lock"
+
+    def __init__(self, entry, child, recheck_quals, lock_mode="update", wait_policy="block"):
+        super().__init__(entry, child, recheck_quals)
+        self.lock_mode, self.wait_policy = lock_mode, wait_policy
 
     def execute(self, ectx):
         where = self._setup(ectx)
@@ -424,7 +430,8 @@ class LockRowsNode(_Writer):
                 done = []
                 modify_rows(ectx.backend, self.rel_now, ectx.snapshot,
                             zip(zip(blocks.tolist(), offsets.tolist()), rows), where, "lock",
-                            None, on_done=lambda tid, row, *_: done.append((tid, row)))
+                            None, on_done=lambda tid, row, *_: done.append((tid, row)),
+                            lock_mode=self.lock_mode, wait_policy=self.wait_policy)
                 if not done:
                     continue
                 ectx.wrote = True

@@ -247,7 +247,10 @@ class SelectStmt(Statement):
     offset: Node | None = None
     distinct: bool = False
     distinct_on: list = field(default_factory=list)
-    for_update: bool = False
+    for_update: bool = False           # any row-locking clause
+    lock_mode: str = "update"          # update / no key update / share / key share
+    lock_wait: str = "block"           # block / nowait / skip (SKIP LOCKED)
+    lock_of: list = field(default_factory=list)  # FOR ... OF names
     with_: list = field(default_factory=list)    # [CTE]
     nparams: int = 0
     tag: str = "SELECT"

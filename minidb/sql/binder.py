@@ -167,7 +167,9 @@ class BoundSelect:
     order_refs: list = field(default_factory=list)   # DISTINCT: output positions of keys
     limit: object = None
     offset: object = None
-    for_update: bool = False
+    for_update: bool = False          # a row-locking clause: LockRows on rtable[0]
+    lock_mode: str = "update"         # minidb.heap.multixact.LOCK_MODES
+    lock_wait: str = "block"          # block / nowait / skip
     param_types: dict = field(default_factory=dict)
     from_items: list = field(default_factory=list)   # FromRel / FromJoin (comma list)
     windows: list = field(default_factory=list)      # WinCalls, read as ColRef(("w", k))
@@ -234,6 +236,11 @@ class BoundDelete:
     param_types: dict = field(default_factory=dict)
     returning: list = field(default_factory=list)
     join: object = None               # DELETE ... USING: BoundSelect (minidb.sql.updfrom)
+
+
+def _lock_clause(b) -> str:
+    """The row-locking clause as written: FOR UPDATE / FOR NO KEY UPDATE / FOR [KEY] SHARE."""
+    return "FOR " + b.lock_mode.upper()
 
 
 def _dup_alias(name):
@@ -442,7 +449,8 @@ class Binder:
             targets = self._targets(s.targets, scope)
         finally:
             self._srf_ok = False
-        b = BoundSelect(rtable=rtable, quals=quals, targets=targets, for_update=s.for_update)
+        b = BoundSelect(rtable=rtable, quals=quals, targets=targets, for_update=s.for_update,
+                        lock_mode=s.lock_mode, lock_wait=s.lock_wait)
         b.from_items = items
         # GROUP BY (positions and output names allowed)
         self._win_ok = False
@@ -467,11 +475,21 @@ class Binder:
             self._distinct(b)
         if b.distinct_on:
             self._check_distinct_on(b)
-        if s.for_update and (len(rtable) != 1 or rtable[0].kind != "table"):
-            raise errors.NotSupportedError("FOR UPDATE is supported on a single table only")
-        if s.for_update and (b.windows or b.distinct_on or b.srfs):
-            raise errors.NotSupportedError("FOR UPDATE is not allowed with window functions, "
-                                           "DISTINCT ON or set-returning functions")
+        if s.for_update:
+            what = _lock_clause(b)
+            for name in s.lock_of:
+                if all(e.alias != name for e in rtable):
+                    raise errors.UndefinedTable(
+                        f'relation "{name}" in {what} clause not found in FROM clause')
+            if len(rtable) != 1 or rtable[0].kind != "table":
+                raise errors.NotSupportedError(f"{what} is supported on a single table only")
+            if b.windows:
+                raise errors.NotSupportedError(f"{what} is not allowed with window functions")
+            if b.srfs:
+                raise errors.NotSupportedError(
+                    f"{what} is not allowed with set-returning functions in the target list")
+            if b.distinct_on:
+                raise errors.NotSupportedError(f"{what} is not allowed with DISTINCT clause")
         if s.limit is not None:
             b.limit = self._limit(s.limit, "LIMIT")
         if s.offset is not None:
@@ -739,7 +757,8 @@ class Binder:
             b.having = rw.rewrite(having) if having is not None else None
             if b.for_update:
                 raise errors.NotSupportedError(
-                    "FOR UPDATE is not allowed with GROUP BY clause or aggregate functions")
+                    f"{_lock_clause(b)} is not allowed with "
+                    + ("GROUP BY clause" if group else "aggregate functions"))
         return order
 
     def _distinct(self, b: BoundSelect) -> None:
@@ -753,7 +772,7 @@ class Binder:
                     "for SELECT DISTINCT, ORDER BY expressions must appear in select list")
             b.order_refs.append(tex.index(e))
         if b.for_update:
-            raise errors.NotSupportedError("FOR UPDATE is not allowed with DISTINCT clause")
+            raise errors.NotSupportedError(f"{_lock_clause(b)} is not allowed with DISTINCT clause")
 
     def _limit(self, node, what):
         e = self.expr(node, [], ctx=BIGINT)

@@ -293,11 +293,19 @@ def translate_select(node) -> ast.SelectStmt:
         s.having = translate_expression(h.this)
     s.order_by = order
     s.limit, s.offset = _limit_offset(node)
-    for lock in node.args.get("locks") or []:
-        _only(lock, {"update"}, {"expressions": "FOR UPDATE OF", "wait": "NOWAIT / SKIP LOCKED",
-                                 "key": "FOR NO KEY UPDATE / FOR KEY SHARE"})
-        if not lock.args.get("update"):
-            raise unsupported("FOR SHARE")
+    locks = node.args.get("locks") or []
+    if len(locks) > 1:
+        raise unsupported("more than one row-locking clause")
+    for lock in locks:
+        _only(lock, {"update", "key", "wait", "expressions"})
+        upd, key = bool(lock.args.get("update")), bool(lock.args.get("key"))
+        s.lock_mode = ("no key update" if key else "update") if upd else \
+            ("key share" if key else "share")
+        wait = lock.args.get("wait")
+        if wait is not None and not isinstance(wait, bool):
+            raise unsupported("WAIT n")
+        s.lock_wait = "block" if wait is None else ("nowait" if wait else "skip")
+        s.lock_of = [t.name for t in lock.args.get("expressions") or []]
         s.for_update = True
     return s
 
