@@ -194,6 +194,7 @@ class SubqueryRef:
     query: Any            # SelectStmt or SetOpStmt
     alias: str | None
     col_aliases: list | None = None
+    lateral: bool = False  # LATERAL: may read the FROM items before it
 
 
 @dataclass

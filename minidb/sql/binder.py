@@ -108,10 +108,11 @@ class FromRel:
 
 @dataclass
 class FromJoin:
-    kind: str                         # inner left full semi anti
+    kind: str                         # inner left full semi anti, lateral / lateral left
     left: object
     right: object
     quals: list
+    lateral: list = field(default_factory=list)   # lateral: the left's ColRefs right reads
 
 
 @dataclass
@@ -141,6 +142,7 @@ class RangeEntry:
     #                          virtual: the pgcatalog.VirtualRel
     hidden: set = field(default_factory=set)   # names merged by USING (unqualified lookup)
     checks: list = field(default_factory=list)  # a write's target: [(name, Expr)] CHECKs
+    lateral: list | None = None  # a LATERAL subquery: the ColRefs of earlier items it reads
 
     def attno(self, name: str) -> int:
         for i, (n, _) in enumerate(self.columns):
@@ -236,6 +238,29 @@ class BoundDelete:
     param_types: dict = field(default_factory=dict)
     returning: list = field(default_factory=list)
     join: object = None               # DELETE ... USING: BoundSelect (minidb.sql.updfrom)
+
+
+def _free_lateral(node, scope) -> list:
+    """The columns outside FROM item ``node`` that the LATERAL subqueries inside it read."""
+    inside = _tree_indexes(node)
+    out = []
+    for e in scope:
+        if e.index in inside and e.lateral:
+            out.extend(r for r in e.lateral if r.key[0] not in inside and r not in out)
+    return out
+
+
+def _tree_indexes(n) -> set:
+    if isinstance(n, FromJoin):
+        return _tree_indexes(n.left) | _tree_indexes(n.right)
+    return {n.index}
+
+
+def _lateral_error(ref, scope):
+    alias = next((e.alias for e in scope if e.index == ref.key[0]), "?")
+    return errors.ProgrammingError(
+        f'invalid reference to FROM-clause entry for table "{alias}"\nDETAIL:  The combining '
+        "JOIN type must be INNER or LEFT for a LATERAL reference.", sqlstate="42P10")
 
 
 def _lock_clause(b) -> str:
@@ -566,12 +591,17 @@ class Binder:
             if isinstance(item, ast.SubqueryRef):
                 if any(e.alias == item.alias for e in scope):
                     raise _dup_alias(item.alias)
-                child = self._child(correlated=False)
-                child.outer_refs = self.outer_refs
+                if item.lateral:        # reads the items before it: correlated to them
+                    child = self._child(scope)
+                else:
+                    child = self._child(correlated=False)
+                    child.outer_refs = self.outer_refs
                 bq = child.query(item.query)
                 cols = _renamed(list(zip(bq.names, bq.types)), item.col_aliases, item.alias)
                 e = RangeEntry(self.ctx.next_rel, item.alias, None, cols, [False] * len(cols),
                                "subquery", bq)
+                if item.lateral:
+                    e.lateral = self._lateral_refs(child.outer_refs, scope)
                 self.ctx.next_rel += 1
                 scope.append(e)
                 return FromRel(e.index), [(n, e.colref(i)) for i, (n, _) in
@@ -619,6 +649,13 @@ class Binder:
                 on = _conjuncts(self.boolean(item.on, scope, "JOIN/ON")) \
                     if item.on is not None else []
                 cols = lcols + rcols
+            inside = _tree_indexes(ln)
+            refs = [r for r in _free_lateral(rn, scope) if r.key[0] in inside]
+            if refs:            # the right side reads the left: a lateral join
+                if kind not in ("inner", "left"):
+                    raise _lateral_error(refs[0], scope)
+                return FromJoin("lateral" if kind == "inner" else "lateral left", ln, rn,
+                                on, refs), cols
             if kind == "right":
                 return FromJoin("left", rn, ln, on), cols
             return FromJoin(kind, ln, rn, on), cols
@@ -626,7 +663,14 @@ class Binder:
         tree = []
         for item in items:
             node, cols = add(item, True)
-            tree.append(node)
+            refs = _free_lateral(node, scope)
+            if refs:        # LATERAL after a comma: a lateral join with everything before
+                left = tree[0]
+                for t in tree[1:]:
+                    left = FromJoin("inner", left, t, [])
+                tree = [FromJoin("lateral", left, node, [], refs)]
+            else:
+                tree.append(node)
             scope.star.extend(cols)
         # inner joins at the top level: their ON conditions are WHERE conditions
         flat = []
@@ -641,6 +685,22 @@ class Binder:
         for n in tree:
             flatten(n)
         return flat, quals, scope
+
+    @staticmethod
+    def _lateral_refs(refs, scope) -> list:
+        """The columns of this query's FROM items (``scope``) a LATERAL subquery read (its
+        binder's ``outer_refs``; references to enclosing queries stay ``OuterRef`` s)."""
+        local = {e.index for e in scope}
+        out = []
+        for r in refs:
+            if isinstance(r, OuterRef):
+                continue
+            if not isinstance(r, ColRef) or r.key[0] not in local:
+                raise errors.NotSupportedError(
+                    "a LATERAL reference to a column merged by USING is not supported")
+            if r not in out:
+                out.append(r)
+        return out
 
     def _function_rel(self, item, scope):
         f = item.func

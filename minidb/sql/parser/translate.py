@@ -381,7 +381,15 @@ def _from_item(t):
             raise SyntaxError_("subquery in FROM must have an alias")
         return ast.SubqueryRef(translate_query(t.this), name, cols)
     if isinstance(t, exp.Lateral):
-        raise unsupported("LATERAL")
+        _only(t, {"this", "alias", "view", "outer", "ordinality"})
+        if t.args.get("view") or t.args.get("outer") or t.args.get("ordinality") \
+                or not isinstance(t.this, exp.Subquery):
+            raise unsupported("LATERAL with a function (LATERAL takes a subquery here)")
+        _only(t.this, {"this"})
+        name, cols = _alias_parts(t.args.get("alias"))
+        if name is None:
+            raise SyntaxError_("subquery in FROM must have an alias")
+        return ast.SubqueryRef(translate_query(t.this.this), name, cols, lateral=True)
     if isinstance(t, exp.Values):
         return _values_in_from(t)
     return _table(t)
