@@ -22,6 +22,7 @@ import numpy as np
 
 import minidb.errors as errors
 from minidb.exec import datetimes as dtx
+from minidb.exec import numfmt
 from minidb.exec.datetimes import date_part, date_trunc
 from minidb.types import (NUMERIC_CONTEXT, Interval, date_to_int, int_to_date, int_to_timestamp,
                           timestamp_to_int)
@@ -297,10 +298,27 @@ def _wall(v, tname: str) -> _dt.datetime:
     return int_to_timestamp(int(v))
 
 
+_NUMBER_TYPES = ("smallint", "integer", "bigint", "real", "double precision", "numeric")
+
+
 def _to_char_batch(vals, types, live):
     src, fmts = vals
     tname = types[0].name
     out = np.empty(len(src), dtype=object)
+    if tname in _NUMBER_TYPES:
+        kind = {"real": "float4", "double precision": "float8", "numeric": "num"}.get(tname,
+                                                                                     "int")
+        sl, fl = np.asarray(src).tolist() if kind != "num" else list(src), list(fmts)
+        parsed: dict = {}
+        for i in range(len(sl)):
+            if live is not None and not live[i]:
+                out[i] = ""
+                continue
+            f = parsed.get(fl[i])
+            if f is None:
+                f = parsed[fl[i]] = numfmt.parse_num_format(fl[i])
+            out[i] = numfmt.num_to_char(sl[i], f, kind)
+        return out
     sl, fl = np.asarray(src).tolist() if tname != "interval" else list(src), list(fmts)
     for i in range(len(sl)):
         if live is not None and not live[i]:

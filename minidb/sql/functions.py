@@ -12,7 +12,8 @@ trunc, floor, ceil, sign, mod, div and abs of numeric return numeric (rounding h
 zero).  Departures: sqrt / ln / exp / log / power return double precision for numeric input
 (PostgreSQL: numeric), round / trunc of a double with a precision return double precision
 (PostgreSQL casts to numeric); date_part and EXTRACT return double precision (PostgreSQL
-14+: EXTRACT returns numeric); to_char formats dates, timestamps and intervals, not numbers.
+14+: EXTRACT returns numeric); to_char formats dates, timestamps, intervals and numbers
+(``minidb.exec.numfmt``).
 """
 
 from __future__ import annotations
@@ -248,9 +249,8 @@ def bind_function(b, name: str, args: list):
         if x.type is UNKNOWN:
             x = b._coerce_unknown(x, TIMESTAMPTZ)
         fmt = _text(b, args[1])
-        if family(x.type) in ("int", "float", "num"):
-            raise errors.NotSupportedError(
-                f"function to_char({x.type}, text) is not supported (number formatting)")
+        if family(x.type) in ("int", "float", "num") and family(fmt.type) == "text":
+            return Func("to_char", (x, _strip(fmt)), TEXT)   # minidb.exec.numfmt
         if family(x.type) not in ("ts", "tstz", "date", "interval") or \
                 family(fmt.type) != "text":
             raise _sig(name, args)
