@@ -23,6 +23,7 @@ import numpy as np
 import minidb.errors as errors
 from minidb.exec import datetimes as dtx
 from minidb.exec import numfmt
+from minidb.exec.atzone import at_time_zone
 from minidb.exec.datetimes import date_part, date_trunc
 from minidb.types import (NUMERIC_CONTEXT, Interval, date_to_int, int_to_date, int_to_timestamp,
                           timestamp_to_int)
@@ -301,6 +302,19 @@ def _wall(v, tname: str) -> _dt.datetime:
 _NUMBER_TYPES = ("smallint", "integer", "bigint", "real", "double precision", "numeric")
 
 
+def _timezone_batch(vals, types, live):
+    """timezone(zone, ts) - AT TIME ZONE (``minidb.exec.atzone``)."""
+    zones, ts = vals
+    tname = types[1].name
+    zl = list(zones) if types[0].name == "interval" else np.asarray(zones).tolist()
+    tl = np.asarray(ts).tolist()
+    out = np.zeros(len(tl), dtype=np.int64)
+    for i in range(len(tl)):
+        if live is None or live[i]:
+            out[i] = at_time_zone(zl[i], tl[i], tname)
+    return out
+
+
 def _to_char_batch(vals, types, live):
     src, fmts = vals
     tname = types[0].name
@@ -509,7 +523,7 @@ STRICT = {
     "ascii": _rows_int(lambda s: ord(s[0]) if s else 0), "chr": _rows(_chr),
     "octet_length": _rows_int(lambda s: len(s.encode())),
     "date_part": _date_part_batch, "date_trunc": _date_trunc_batch,
-    "to_char": _to_char_batch, "age": _age_batch, "make_date": _make_date,
+    "to_char": _to_char_batch, "timezone": _timezone_batch, "age": _age_batch, "make_date": _make_date,
     "make_time": _make_time, "make_timestamp": _make_timestamp,
 }
 

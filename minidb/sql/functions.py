@@ -244,6 +244,19 @@ def bind_function(b, name: str, args: list):
         return Func("current_time", (), TIME)
     if name == "gen_random_uuid" and n == 0:
         return Func("gen_random_uuid", (), UUID)
+    if name == "timezone" and n == 2:        # also what AT TIME ZONE is
+        z, ts = _text(b, args[0]), args[1]
+        if ts.type is UNKNOWN:
+            ts = b._coerce_unknown(ts, TIMESTAMPTZ)
+        if family(ts.type) == "date":
+            ts = b.to_common(ts, TIMESTAMPTZ)
+        tf = family(ts.type)
+        if tf == "time":
+            raise errors.NotSupportedError(
+                "AT TIME ZONE of a time (time with time zone is not supported)")
+        if family(z.type) not in ("text", "interval") or tf not in ("ts", "tstz"):
+            raise _sig(name, args)
+        return Func("timezone", (_strip(z), ts), TIMESTAMPTZ if tf == "ts" else TIMESTAMP)
     if name == "to_char" and n == 2:
         x = args[0]
         if x.type is UNKNOWN:

@@ -960,6 +960,9 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
         return _constant(e)
     if cls is exp.Paren:
         return t(e.this)
+    if cls is exp.AtTimeZone:               # x AT TIME ZONE z is timezone(z, x)
+        _only(e, {"this", "zone"})
+        return ast.FuncE("timezone", (t(e.args["zone"]), t(e.this)))
     if cls is exp.Neg:
         inner = t(e.this)
         if isinstance(inner, ast.Lit) and inner.kind in ("int", "float"):
