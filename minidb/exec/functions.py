@@ -25,8 +25,8 @@ from minidb.exec import datetimes as dtx
 from minidb.exec import numfmt
 from minidb.exec.atzone import at_time_zone
 from minidb.exec.datetimes import date_part, date_trunc
-from minidb.types import (NUMERIC_CONTEXT, Interval, date_to_int, int_to_date, int_to_timestamp,
-                          timestamp_to_int)
+from minidb.types import (NUMERIC_CONTEXT, NUMERIC_NAN, Interval, date_to_int, int_to_date,
+                          int_to_timestamp, timestamp_to_int)
 
 __all__ = ["STRICT", "date_part", "date_trunc", "gen_random_uuid"]
 
@@ -440,16 +440,23 @@ def gen_random_uuid(n: int) -> np.ndarray:
 
 # -- numeric (Decimal object vectors): exact, PostgreSQL's rounding -----------------------------
 def _dec_rows(fn):
-    """fn(*Decimals) per row -> an object vector (numeric arguments)."""
+    """fn(*Decimals) per row -> an object vector (numeric arguments); a NaN argument gives
+    NaN, before any other check (PostgreSQL: mod(NaN, 0) is NaN)."""
+    def nan_first(*args):
+        for a in args:
+            if isinstance(a, decimal.Decimal) and a.is_nan():
+                return NUMERIC_NAN
+        return fn(*args)
+
     def batch(vals, types, live):
         cols = [v.tolist() if isinstance(v, np.ndarray) else list(v) for v in vals]
         out = np.empty(len(cols[0]), dtype=object)
         for i, args in enumerate(zip(*cols)):
             if live is None or live[i]:
-                out[i] = fn(*args)
+                out[i] = nan_first(*args)
             else:
                 try:
-                    out[i] = fn(*args)
+                    out[i] = nan_first(*args)
                 except (errors.Error, ArithmeticError):
                     out[i] = decimal.Decimal(0)
         return out
