@@ -327,11 +327,19 @@ class UpdateNode(_Writer):
                         checker.check([new])      # a concurrently updated row's new version
                     return new
 
+                if ret is not None and ret.extra_keys:     # UPDATE ... FROM ... RETURNING
+                    extras = ret.extras_of(chunk, layout)
+                    at = {id(row): r for r, row in enumerate(rows)}
+
                 def on_done(tid, row, new_tid, hot, new_row):
                     if new_tid is not None and not hot:
                         indexam.insert_entries(backend, indexes, new_row, new_tid)
                     if ret is not None:
-                        ret.add(new_row)
+                        if ret.extra_keys:
+                            r = at[id(row)]
+                            ret.add(list(new_row) + [col[r] for col in extras])
+                        else:
+                            ret.add(new_row)
                     if pairs is not None:
                         pairs.append((row, new_row))
 
@@ -371,11 +379,17 @@ class DeleteNode(_Writer):
             layout = self.children[0].layout()
             positions = [layout[(rindex, a)] for a in range(len(self.full_types))]
 
+        extra = {}        # DELETE ... USING ... RETURNING: the joined row's other columns
+
         def done(tid, row, *_):
             if gone is not None:
                 gone.append(ri.old_row(backend, self.rel_now, tid))
             if ret is not None:
-                ret.add(row)
+                if extra:
+                    r = extra["at"][id(row)]
+                    ret.add(list(row) + [col[r] for col in extra["cols"]])
+                else:
+                    ret.add(row)
         on_done = done if gone is not None or ret is not None else None
         n = 0
         it = self.children[0].run(ectx)
@@ -388,6 +402,9 @@ class DeleteNode(_Writer):
                 else:
                     rows = chunk_to_rows(Chunk([chunk.cols[p] for p in positions], chunk.n),
                                          self.full_types)
+                    if ret.extra_keys:
+                        extra["cols"] = ret.extras_of(chunk, layout)
+                        extra["at"] = {id(row): r for r, row in enumerate(rows)}
                     cands = zip(tids, rows)
                 n += modify_rows(backend, self.rel_now, ectx.snapshot, cands, where,
                                  "delete", None, on_done=on_done)

@@ -990,10 +990,9 @@ class Binder:
         quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) if s.where is not None else []
         entry.checks = self.check_constraints(entry)
         if join is not None:
-            if s.returning:
-                raise errors.NotSupportedError("RETURNING in UPDATE ... FROM is not supported")
-            updfrom.finish(join, entry, quals, [e for _, e in assigns])
-            return BoundUpdate(entry, assigns, [], dict(self.param_types), join=join)
+            ret = self.returning(s.returning, entry, scope)
+            updfrom.finish(join, entry, quals, [e for _, e in assigns] + [e for _, e in ret])
+            return BoundUpdate(entry, assigns, [], dict(self.param_types), ret, join=join)
         ret = self.returning(s.returning, entry)
         return BoundUpdate(entry, assigns, quals, dict(self.param_types), ret)
 
@@ -1004,20 +1003,21 @@ class Binder:
                                                    s.using)
             quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) \
                 if s.where is not None else []
-            if s.returning:
-                raise errors.NotSupportedError("RETURNING in DELETE ... USING is not supported")
-            updfrom.finish(join, entry, quals, [])
-            return BoundDelete(entry, [], dict(self.param_types), join=join)
+            ret = self.returning(s.returning, entry, scope)
+            updfrom.finish(join, entry, quals, [e for _, e in ret])
+            return BoundDelete(entry, [], dict(self.param_types), ret, join=join)
         entry = self._entry(0, s.table, s.alias)
         quals = _conjuncts(self.boolean(s.where, [entry], "WHERE")) if s.where is not None else []
         ret = self.returning(s.returning, entry)
         return BoundDelete(entry, quals, dict(self.param_types), ret)
 
-    def returning(self, items, entry) -> list:
-        """RETURNING's list over the target table's row (``*`` expanded)."""
+    def returning(self, items, entry, scope=None) -> list:
+        """RETURNING's list over the target table's row (``*`` expanded); with ``scope``
+        (UPDATE ... FROM, DELETE ... USING) over every FROM item's row, ``*`` being all
+        their columns, as PostgreSQL."""
         if not items:
             return []
-        targets = self._targets(items, [entry])
+        targets = self._targets(items, scope if scope is not None else [entry])
         for _, ex in targets:
             if any(isinstance(n, (AggCall, WinCall)) for n in walk(ex)):
                 raise errors.GroupingError("aggregate functions are not allowed in RETURNING")
