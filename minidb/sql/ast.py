@@ -288,7 +288,9 @@ class InsertStmt(Statement):
 class OnConflictClause:
     """INSERT's ON CONFLICT [(cols) | ON CONSTRAINT name] DO NOTHING / DO UPDATE."""
     action: str                        # "nothing" / "update"
-    columns: list | None = None        # the conflict target's columns
+    columns: list | None = None        # the conflict target's columns (None: no target)
+    exprs: list = field(default_factory=list)         # the target's expressions
+    index_where: Node | None = None    # ON CONFLICT (...) WHERE: a partial index's predicate
     constraint: str | None = None      # ON CONSTRAINT name
     assignments: list = field(default_factory=list)   # DO UPDATE SET [(column, expr)]
     where: Node | None = None          # DO UPDATE ... WHERE

@@ -4,10 +4,14 @@
 (``minidb.exec.onconflict``, which runs the speculative insertion):
 
 * the **arbiter indexes**: ``ON CONSTRAINT name`` names one (a unique index of the table:
-  minidb's constraints are their indexes); ``(cols)`` infers every unique index whose
-  columns are exactly those, in any order (PostgreSQL's infer_arbiter_indexes, without
-  expression or partial indexes); no target (DO NOTHING only) means every unique index of
-  the table.  None found: 42P10; DO UPDATE without a target: 42601;
+  minidb's constraints are their indexes); ``(cols and (exprs)) [WHERE pred]`` infers every
+  unique index whose plain columns are exactly those columns and whose expression columns
+  are exactly those expressions, in any order (compared bound), and, for a partial index,
+  whose predicate the inference's WHERE implies (``indexpred.predicate_implied``; without a
+  WHERE no partial index is inferred) - PostgreSQL's infer_arbiter_indexes; no target (DO
+  NOTHING only) means every unique index of the table.  None found: 42P10; DO UPDATE
+  without a target: 42601.  A partial arbiter index sees a conflict only for a proposed
+  row its predicate accepts (``minidb.index.conflict``);
 * DO UPDATE's ``SET`` and ``WHERE``: bound over two range entries, the target table (its
   name) and ``excluded`` (the row proposed for insertion, with its defaults); an
   unqualified column that both have is ambiguous (42702), as in PostgreSQL.
@@ -33,7 +37,8 @@ class OnConflict:
     where: object = None              # Expr over both rows, or None
 
 
-def _arbiters(catalog, table, oc: ast.OnConflictClause) -> list:
+def _arbiters(b, entry, oc: ast.OnConflictClause) -> list:
+    catalog, table = b.catalog, entry.table
     uniques = [catalog.indexes[n] for n in table.indexes
                if n in catalog.indexes and catalog.indexes[n].unique]
     if oc.constraint is not None:
@@ -47,11 +52,35 @@ def _arbiters(catalog, table, oc: ast.OnConflictClause) -> list:
                 sqlstate="42P10")
         return [idx.name]
     if oc.columns is not None:
+        from minidb.sql.indexpred import bind_predicate, index_targets, predicate_implied
+        from minidb.exec.expr import conjuncts
         for c in oc.columns:
             if table.column_index(c) < 0:
                 raise errors.UndefinedColumn(f'column "{c}" does not exist')
-        want = set(oc.columns)
-        found = [i.name for i in uniques if set(i.columns) == want]
+        want = {entry.attno(c) for c in oc.columns}
+        want_exprs = [b.expr(x, [entry]) for x in oc.exprs]
+        where = conjuncts(b.boolean(oc.index_where, [entry], "WHERE")) \
+            if oc.index_where is not None else []
+        found = []
+        for i in uniques:
+            targets = index_targets(catalog, i, entry)
+            if targets is None:
+                continue
+            cols = {t for t in targets if isinstance(t, int)}
+            exprs = [t for t in targets if not isinstance(t, int)]
+            if cols != want or len(exprs) != len(want_exprs) \
+                    or any(x not in want_exprs for x in exprs) \
+                    or any(x not in exprs for x in want_exprs):
+                continue
+            if i.predicate is not None:
+                try:
+                    pred = bind_predicate(catalog, table, i.predicate, entry.index,
+                                          entry.alias)
+                except errors.Error:
+                    continue
+                if not where or not predicate_implied(pred, where):
+                    continue
+            found.append(i.name)
         if not found:
             raise errors.ProgrammingError(
                 "there is no unique or exclusion constraint matching the ON CONFLICT "
@@ -68,7 +97,7 @@ def _arbiters(catalog, table, oc: ast.OnConflictClause) -> list:
 def bind_on_conflict(b, stmt, entry) -> OnConflict:
     oc = stmt.on_conflict
     table = entry.table
-    out = OnConflict(oc.action, _arbiters(b.catalog, table, oc))
+    out = OnConflict(oc.action, _arbiters(b, entry, oc))
     if oc.action != "update":
         return out
     ex = b._entry(0, table.name, "excluded")

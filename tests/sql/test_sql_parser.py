@@ -98,7 +98,7 @@ def test_syntax_error_positions(sql, where):
     ("SELECT * FROM t FOR UPDATE FOR SHARE", "more than one row-locking clause"),
     ("SELECT sum(a) OVER (ROWS 2 PRECEDING) FROM t", "window frame"),
     ("ALTER SEQUENCE s RENAME TO u", "ALTER SEQUENCE ... RENAME"),
-    ("INSERT INTO t VALUES (1) ON CONFLICT ((a + 1)) DO NOTHING", "ON CONFLICT on an expr"),
+    ("INSERT INTO t VALUES (1) ON CONFLICT (a DESC) DO NOTHING", "DESC / NULLS in ON CONFLICT"),
     ("CREATE TABLE t (a int REFERENCES u (a) MATCH FULL)", "MATCH FULL"),
     ("CREATE MATERIALIZED VIEW v AS SELECT 1", "VIEW"),
     ("CREATE INDEX CONCURRENTLY i ON t (a)", "CONCURRENTLY"),

@@ -467,7 +467,8 @@ def _returning(node) -> list | None:
 
 
 def _on_conflict(c) -> ast.OnConflictClause:
-    _only(c, {"action", "conflict_keys", "constraint", "expressions", "where", "duplicate"})
+    _only(c, {"action", "conflict_keys", "constraint", "expressions", "where", "duplicate",
+              "index_predicate"})
     if c.args.get("duplicate"):
         raise unsupported("ON DUPLICATE KEY")
     action = (c.args.get("action").name if c.args.get("action") is not None else "").upper()
@@ -478,11 +479,20 @@ def _on_conflict(c) -> ast.OnConflictClause:
     if keys:
         cols = []
         for k in keys:
-            k = k.this if isinstance(k, exp.Ordered) else k
-            if not isinstance(k, exp.Column) or k.args.get("table") is not None:
-                raise unsupported("ON CONFLICT on an expression")
-            cols.append(_ident(k.this))
+            if isinstance(k, exp.Ordered):
+                if k.args.get("desc") or k.args.get("nulls_first"):
+                    raise unsupported("ASC / DESC / NULLS in ON CONFLICT")
+                k = k.this
+            if isinstance(k, exp.Column) and k.args.get("table") is None:
+                cols.append(_ident(k.this))
+            else:                   # an expression index's expression
+                out.exprs.append(translate_expression(k))
         out.columns = cols
+    ip = c.args.get("index_predicate")
+    if ip is not None:
+        if not keys:
+            raise SyntaxError_('syntax error at or near "WHERE"')
+        out.index_where = translate_expression(ip.this)
     if c.args.get("constraint") is not None:
         out.constraint = _ident(c.args["constraint"])
     for a in c.args.get("expressions") or []:
