@@ -7,8 +7,9 @@
   minidb's constraints are their indexes); ``(cols and (exprs)) [WHERE pred]`` infers every
   unique index whose plain columns are exactly those columns and whose expression columns
   are exactly those expressions, in any order (compared bound), and, for a partial index,
-  whose predicate the inference's WHERE implies (``indexpred.predicate_implied``; without a
-  WHERE no partial index is inferred) - PostgreSQL's infer_arbiter_indexes; no target (DO
+  whose predicate the inference's WHERE implies (without a WHERE no partial index is
+  inferred) - PostgreSQL's infer_arbiter_indexes, which runs in the planner as here
+  (``minidb.sql.planner.arbiters``; the binder leaves an ``Inference``); no target (DO
   NOTHING only) means every unique index of the table.  None found: 42P10; DO UPDATE
   without a target: 42601.  A partial arbiter index sees a conflict only for a proposed
   row its predicate accepts (``minidb.index.conflict``);
@@ -22,19 +23,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import minidb.errors as errors
-from minidb.exec.expr import SubLink, SubPlan, walk
+from minidb.exec.expr import SubLink, SubPlan, conjuncts, walk
 from minidb.sql import ast
 
-__all__ = ["OnConflict", "bind_on_conflict"]
+__all__ = ["OnConflict", "Inference", "bind_on_conflict"]
+
+
+@dataclass
+class Inference:
+    """ON CONFLICT (cols and (exprs)) [WHERE pred], bound over the target table."""
+    columns: set                      # attnos
+    exprs: list                       # bound expressions
+    where: list                       # bound conjuncts of the WHERE
 
 
 @dataclass
 class OnConflict:
     action: str                       # "nothing" / "update"
-    arbiters: list                    # unique index names
+    arbiters: list                    # unique index names (the planner fills an inference's)
     excluded_index: int = -1          # the range-table index of EXCLUDED
     assignments: list = field(default_factory=list)   # [(attno, Expr over both rows)]
     where: object = None              # Expr over both rows, or None
+    inference: object = None          # Inference, for the planner to match
 
 
 def _arbiters(b, entry, oc: ast.OnConflictClause) -> list:
@@ -52,40 +62,14 @@ def _arbiters(b, entry, oc: ast.OnConflictClause) -> list:
                 sqlstate="42P10")
         return [idx.name]
     if oc.columns is not None:
-        from minidb.sql.indexpred import bind_predicate, index_targets, predicate_implied
-        from minidb.exec.expr import conjuncts
         for c in oc.columns:
             if table.column_index(c) < 0:
                 raise errors.UndefinedColumn(f'column "{c}" does not exist')
-        want = {entry.attno(c) for c in oc.columns}
-        want_exprs = [b.expr(x, [entry]) for x in oc.exprs]
         where = conjuncts(b.boolean(oc.index_where, [entry], "WHERE")) \
             if oc.index_where is not None else []
-        found = []
-        for i in uniques:
-            targets = index_targets(catalog, i, entry)
-            if targets is None:
-                continue
-            cols = {t for t in targets if isinstance(t, int)}
-            exprs = [t for t in targets if not isinstance(t, int)]
-            if cols != want or len(exprs) != len(want_exprs) \
-                    or any(x not in want_exprs for x in exprs) \
-                    or any(x not in exprs for x in want_exprs):
-                continue
-            if i.predicate is not None:
-                try:
-                    pred = bind_predicate(catalog, table, i.predicate, entry.index,
-                                          entry.alias)
-                except errors.Error:
-                    continue
-                if not where or not predicate_implied(pred, where):
-                    continue
-            found.append(i.name)
-        if not found:
-            raise errors.ProgrammingError(
-                "there is no unique or exclusion constraint matching the ON CONFLICT "
-                "specification", sqlstate="42P10")
-        return found
+        # the planner matches it against the indexes (minidb.sql.planner.arbiters)
+        return Inference({entry.attno(c) for c in oc.columns},
+                         [b.expr(x, [entry]) for x in oc.exprs], where)
     if oc.action == "update":
         err = errors.SyntaxError_(
             "ON CONFLICT DO UPDATE requires inference specification or constraint name")
@@ -97,7 +81,10 @@ def _arbiters(b, entry, oc: ast.OnConflictClause) -> list:
 def bind_on_conflict(b, stmt, entry) -> OnConflict:
     oc = stmt.on_conflict
     table = entry.table
-    out = OnConflict(oc.action, _arbiters(b, entry, oc))
+    arb = _arbiters(b, entry, oc)
+    out = OnConflict(oc.action, [] if isinstance(arb, Inference) else arb)
+    if isinstance(arb, Inference):
+        out.inference = arb
     if oc.action != "update":
         return out
     ex = b._entry(0, table.name, "excluded")

@@ -295,7 +295,11 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
             self._plan_subqueries(b.select)
             child, _, _ = self.plan_query(b.select)
         node = InsertNode(b.entry, b.attnos, child, b.defaults)
-        node.on_conflict = b.on_conflict    # minidb.exec.onconflict runs it
+        oc = b.on_conflict
+        if oc is not None and oc.inference is not None:    # infer_arbiter_indexes
+            from minidb.sql.planner.arbiters import infer_arbiters
+            oc.arbiters = infer_arbiters(self.catalog, b.entry, oc.inference)
+        node.on_conflict = oc               # minidb.exec.onconflict runs it
         node.set_cost(child.startup_cost,
                       child.total_cost + child.rows * self.settings.cpu_tuple_cost, 0, 0)
         self.rel_pages[b.entry.table.relfilenode] = self._nblocks(b.entry.table.relfilenode)
