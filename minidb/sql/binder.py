@@ -1082,6 +1082,15 @@ class Binder:
                 a = self._bool_arg(x(n.arg, BOOLEAN), "NOT")
                 return Not(a)
             a = x(n.arg, ctx)
+            if n.op == "+":             # only the number types have a unary + (PostgreSQL)
+                if a.type is UNKNOWN:
+                    return self._coerce_unknown(a, DOUBLE)
+                if family(a.type) not in ("int", "float", "num"):
+                    err = errors.UndefinedFunction(f"operator does not exist: + {a.type}")
+                    err.hint = ("No operator matches the given name and argument type. You "
+                                "might need to add an explicit type cast.")
+                    raise err
+                return a
             if a.type is UNKNOWN:
                 a = self._coerce_unknown(a, DOUBLE if "." in str(getattr(a, "value", "")) else INTEGER)
             if family(a.type) not in ("int", "float", "num", "interval"):

@@ -31,7 +31,7 @@ from minidb.errors import NotSupportedError, SyntaxError_
 from minidb.catalog.cache import index_expr_name
 from minidb.index.keys import default_option
 from minidb.sql import ast
-from minidb.sql.parser.dialect import MinidbPostgres
+from minidb.sql.parser.dialect import UNARY_PLUS, MinidbPostgres
 from minidb.sql.parser.lexer import _skip, unescape
 
 __all__ = ["translate_statement", "translate_expression", "number_placeholders"]
@@ -970,6 +970,8 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
         return _constant(e)
     if cls is exp.Paren:
         return t(e.this)
+    if cls is exp.Anonymous and str(e.this).lower() == UNARY_PLUS:   # + x (dialect.py)
+        return ast.UnOp("+", t(e.expressions[0]))
     if cls is exp.AtTimeZone:               # x AT TIME ZONE z is timezone(z, x)
         _only(e, {"this", "zone"})
         return ast.FuncE("timezone", (t(e.args["zone"]), t(e.this)))
