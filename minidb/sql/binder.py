@@ -709,8 +709,12 @@ class Binder:
                                            "(generate_series and unnest are)")
         if f.filter is not None or f.distinct or f.star:
             raise errors.ProgrammingError("syntax error in FROM function call", sqlstate="42601")
-        call = self._generate_series(f, Scope()) if f.name == "generate_series" else \
-            self._unnest(f, Scope())
+        # a function in FROM is LATERAL (PostgreSQL): its arguments may read the items before
+        # it, which become its parameters (FromJoin "lateral", minidb.exec.lateral)
+        child = self._child(scope)
+        call = child._generate_series(f, Scope()) if f.name == "generate_series" else \
+            child._unnest(f, Scope())
+        lateral = self._lateral_refs(child.outer_refs, scope)
         alias = item.alias or f.name
         if any(e.alias == alias for e in scope):
             raise _dup_alias(alias)
@@ -721,6 +725,7 @@ class Binder:
                                           sqlstate="42P10")
         e = RangeEntry(self.ctx.next_rel, alias, None, [(colname, call.type)], [False],
                        "function", call)
+        e.lateral = lateral or None
         self.ctx.next_rel += 1
         scope.append(e)
         return FromRel(e.index), [(colname, e.colref(0))]
@@ -733,7 +738,7 @@ class Binder:
 
     def _unnest(self, f, scope) -> SRFCall:
         """unnest(array) in FROM: its elements, one row each (the argument may read the
-        enclosing query's columns, as psql's \\d+ does, not the same FROM list's)."""
+        enclosing query's columns, as psql's \\d+ does, and the FROM items before it)."""
         args = [self.expr(a, scope) for a in f.args]
         if len(args) != 1 or not isinstance(args[0].type, ArrayType):
             sig = ", ".join(str(a.type) for a in args)

@@ -1,5 +1,6 @@
 """LATERAL subqueries in FROM (``minidb.exec.lateral``): after a comma, with JOIN ... ON and
-LEFT JOIN ... ON, inside joins and subqueries, chained.  The expected rows were taken from
+LEFT JOIN ... ON, inside joins and subqueries, chained; functions in FROM, lateral with or
+without the word.  The expected rows were taken from
 PostgreSQL 15 on the same data."""
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ CASES = [
     ("SELECT a.id, (SELECT count(*) FROM a a2, LATERAL (SELECT a2.x FROM b "
      "WHERE b.id = a.id LIMIT 1) q) FROM a ORDER BY 1",
      [(1, 3), (2, 3), (3, 0)]),
+    # a function in FROM is lateral, with or without the word
+    ("SELECT a.id, g.* FROM a, generate_series(1, a.x) g ORDER BY 1, 2", [(1, 1), (1, 2)]),
+    ("SELECT a.id, g FROM a, LATERAL generate_series(1, a.x) g ORDER BY 1, 2",
+     [(1, 1), (1, 2)]),
+    ("SELECT a.id, g.n FROM a LEFT JOIN LATERAL generate_series(1, a.x) g(n) ON true "
+     "ORDER BY 1, 2", [(1, 1), (1, 2), (2, None), (3, None)]),
+    ("SELECT * FROM generate_series(1, 3) g, generate_series(g, 3) h ORDER BY 1, 2",
+     [(1, 1), (1, 2), (1, 3), (2, 2), (2, 3), (3, 3)]),
 ]
 
 

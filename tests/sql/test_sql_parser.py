@@ -92,7 +92,7 @@ def test_syntax_error_positions(sql, where):
 
 
 @pytest.mark.parametrize("sql,word", [
-    ("SELECT * FROM a, LATERAL generate_series(1, a.x) g", "LATERAL with a function"),
+    ("SELECT * FROM a, LATERAL generate_series(1, a.x) WITH ORDINALITY g", "WITH ORDINALITY"),
     ("VALUES (1)", "VALUES"),
     ("SELECT a FROM t GROUP BY ROLLUP (a)", "ROLLUP"),
     ("SELECT * FROM t FOR UPDATE FOR SHARE", "more than one row-locking clause"),

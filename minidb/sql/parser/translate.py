@@ -382,9 +382,12 @@ def _from_item(t):
         return ast.SubqueryRef(translate_query(t.this), name, cols)
     if isinstance(t, exp.Lateral):
         _only(t, {"this", "alias", "view", "outer", "ordinality"})
-        if t.args.get("view") or t.args.get("outer") or t.args.get("ordinality") \
-                or not isinstance(t.this, exp.Subquery):
-            raise unsupported("LATERAL with a function (LATERAL takes a subquery here)")
+        if t.args.get("view") or t.args.get("outer") or t.args.get("ordinality"):
+            raise unsupported("LATERAL VIEW / WITH ORDINALITY")
+        if isinstance(t.this, exp.Func):    # a function in FROM is lateral anyway
+            return _from_item(exp.Table(this=t.this, alias=t.args.get("alias")))
+        if not isinstance(t.this, exp.Subquery):
+            raise unsupported("LATERAL of this item")
         _only(t.this, {"this"})
         name, cols = _alias_parts(t.args.get("alias"))
         if name is None:
