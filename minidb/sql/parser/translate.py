@@ -382,8 +382,10 @@ def _from_item(t):
         return ast.SubqueryRef(translate_query(t.this), name, cols)
     if isinstance(t, exp.Lateral):
         _only(t, {"this", "alias", "view", "outer", "ordinality"})
-        if t.args.get("view") or t.args.get("outer") or t.args.get("ordinality"):
-            raise unsupported("LATERAL VIEW / WITH ORDINALITY")
+        if t.args.get("view") or t.args.get("outer"):
+            raise unsupported("LATERAL VIEW")
+        if t.args.get("ordinality"):
+            raise unsupported("LATERAL ... WITH ORDINALITY")
         if isinstance(t.this, exp.Func):    # a function in FROM is lateral anyway
             return _from_item(exp.Table(this=t.this, alias=t.args.get("alias")))
         if not isinstance(t.this, exp.Subquery):
