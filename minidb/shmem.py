@@ -106,6 +106,9 @@ mx_tag             (MX, 4)         int64      multixact lock (the tuple version 
                                               block, offset, xmin; ``minidb.txn.multixact``)
 mx_member          (MX, S)         int64      multixact lock (per slot: the xid of its
                                               transaction holding the lock, 0: none)
+mx_mode            (MX, S)         uint8      multixact lock (per slot: the lock's
+                                              strength, 1 key share, 2 share, 3 no key
+                                              update)
 =================  ==============  =========  ============================================
 
 ``NP`` = 16 lock partitions, ``LP`` = lock entries per partition
@@ -135,7 +138,7 @@ Locks (all created before any fork):
 * ``stats`` - the shared per-table statistics.
 * ``extension[i]`` - relation extension locks, striped by relfilenode.
 * ``syncscan`` - the synchronized-scan position list (SyncScanLock).
-* ``multixact`` - the table of FOR KEY SHARE lockers (``mx_tag``, ``mx_member``).
+* ``multixact`` - the table of shared row lockers (``mx_tag``, ``mx_member``, ``mx_mode``).
 * ``pscan[i]`` - parallel scan slots, striped: slot ``s`` uses ``pscan[s % 16]`` for its
   shared counter and start block.
 * ``pool`` - claiming and releasing parallel worker processes.
@@ -417,6 +420,7 @@ def regions(settings: Settings) -> list[Region]:
         Region("proc_flags", (s,), "<i8", "owning backend"),
         Region("mx_tag", (MULTI_LOCKERS_PER_SLOT * s, 4), "<i8", "multixact lock", fill=-1),
         Region("mx_member", (MULTI_LOCKERS_PER_SLOT * s, s), "<i8", "multixact lock"),
+        Region("mx_mode", (MULTI_LOCKERS_PER_SLOT * s, s), "u1", "multixact lock"),
     ]
 
 

@@ -122,7 +122,7 @@ __all__ = [
     "datetime64_to_ints", "TIMESTAMP_MIN", "TIMESTAMP_MAX", "MAX_STRING_LENGTH",
     "STORAGE_ZERO", "storage_converter", "from_storage", "coerce_array", "encode_strings",
     "Interval", "INTERVAL_DTYPE", "date_to_int", "int_to_date", "time_to_int", "int_to_time",
-    "fit_numeric", "NUMERIC_CONTEXT", "format_numeric", "set_timezone", "session_timezone",
+    "fit_numeric", "NUMERIC_CONTEXT", "NUMERIC_NAN", "NumericNaN", "canon_numeric", "format_numeric", "set_timezone", "session_timezone",
     "timezone_named", "UTC",
 ]
 
@@ -433,6 +433,53 @@ NUMERIC_CONTEXT = decimal.Context(prec=200_000, rounding=decimal.ROUND_HALF_UP,
 _DEC_ZERO = decimal.Decimal(0)
 
 
+class NumericNaN(decimal.Decimal):
+    """numeric's NaN as PostgreSQL orders it: equal to itself and above every other value
+    (Infinity included), with one hash - so sorting, grouping, DISTINCT, min / max, joins
+    and comparisons treat it as PostgreSQL does, where Python's Decimal NaN equals nothing
+    and refuses to be ordered.  Every numeric NaN minidb makes is the one instance
+    ``NUMERIC_NAN`` (``fit_numeric``, storage, float casts, arithmetic); being a Decimal
+    subclass, its comparison methods win over Decimal's on either side of an operator."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return isinstance(other, decimal.Decimal) and other.is_nan()
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    def __lt__(self, other):
+        return False
+
+    def __le__(self, other):
+        return self.__eq__(other)
+
+    def __gt__(self, other):
+        return not self.__eq__(other)
+
+    def __ge__(self, other):
+        return True
+
+    def __hash__(self):
+        return 0x7FF8
+
+    def __reduce__(self):
+        return (_numeric_nan, ())
+
+
+def _numeric_nan():
+    return NUMERIC_NAN
+
+
+NUMERIC_NAN = NumericNaN("NaN")
+
+
+def canon_numeric(d: decimal.Decimal) -> decimal.Decimal:
+    """``d``, with a NaN replaced by ``NUMERIC_NAN``."""
+    return NUMERIC_NAN if d.is_nan() else d
+
+
 def _numeric_overflow(t: SqlType) -> errors.NumericValueOutOfRange:
     p, s = t.length, t.scale
     if s >= p or p - s <= 0:
@@ -449,7 +496,7 @@ def fit_numeric(d: decimal.Decimal, t: SqlType) -> decimal.Decimal:
     checked against the precision (22003), as PostgreSQL's apply_typmod; a negative zero
     loses its sign (PostgreSQL has none)."""
     if d.is_nan():
-        return decimal.Decimal("NaN")
+        return NUMERIC_NAN
     if t.length is None:
         if d.is_infinite():
             return d
@@ -627,7 +674,7 @@ def float_to_numeric(v: float) -> decimal.Decimal:
     """float8 -> numeric as PostgreSQL does it: the value printed with 15 significant
     digits (DBL_DIG), so 0.1::float8::numeric is 0.1."""
     if math.isnan(v):
-        return decimal.Decimal("NaN")
+        return NUMERIC_NAN
     if math.isinf(v):
         return decimal.Decimal("Infinity" if v > 0 else "-Infinity")
     return no_exponent(decimal.Decimal(format(v, ".15g")))
@@ -808,7 +855,7 @@ def from_storage(t: SqlType):
 _FROM_STORAGE = {
     "date": int_to_date, "time": int_to_time, "timestamptz": int_to_timestamptz,
     "interval": interval_from_bytes, "uuid": lambda b: _uuid.UUID(bytes=bytes(b)),
-    "numeric": lambda b: decimal.Decimal(str(b, "ascii")), "bytea": bytes,
+    "numeric": lambda b: canon_numeric(decimal.Decimal(str(b, "ascii"))), "bytea": bytes,
 }
 
 

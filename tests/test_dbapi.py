@@ -633,7 +633,7 @@ def test_end_to_end_bad_input_raises_its_class_and_changes_nothing(sql, stmt, pa
 
 def test_end_to_end_unsupported_construct_and_wrong_parameter_count(sql):
     with pytest.raises(minidb.NotSupportedError) as e:
-        sql.execute("SELECT * FROM t, LATERAL (SELECT 1) x")
+        sql.execute("SELECT * FROM t, LATERAL generate_series(1, 2) WITH ORDINALITY x")
     assert e.value.sqlstate.startswith("0A")
     with pytest.raises(minidb.ProgrammingError):
         sql.execute("SELECT * FROM t WHERE id = ?", ())

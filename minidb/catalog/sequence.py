@@ -26,9 +26,19 @@ at once (not undone by a ROLLBACK: PostgreSQL 10+ makes it transactional with a 
 relfilenode).  ``currval`` / ``lastval`` are the backend's own memory of the values its
 ``nextval`` returned (``backend.seq_values``).
 
+**CACHE n** (PostgreSQL's SeqTable): a ``nextval`` that reads the page reserves ``n``
+values at once - the page's ``last_value`` moves to the last of them - returns the first
+and keeps the others in the backend's memory (``backend.seq_cache``); the next ``n - 1``
+calls of this backend take them from there without touching the page.  So two sessions
+interleave in blocks (1, 2 in one, 6, 7 in the other with CACHE 5), and values a session
+reserved but did not use are lost when it ends, as in PostgreSQL.  ``setval`` and ``ALTER
+SEQUENCE`` drop the calling backend's cached values; ``currval`` / ``lastval`` are the
+last value returned, cached or not.
+
 Departures: parameters live in the sequence's tuple (PostgreSQL before 10; 10+ has
-pg_sequence); CACHE above 1 (per-backend preallocation) is refused; the owning column
-(serial, identity) is recorded in the tuple, not in pg_depend.
+pg_sequence); the owning column (serial, identity) is recorded in the tuple, not in
+pg_depend; ALTER SEQUENCE does not drop *other* backends' cached values (PostgreSQL 10+
+does, the sequence getting a new relfilenode), they are used up first.
 """
 
 from __future__ import annotations
@@ -144,9 +154,6 @@ def sequence_params(opts: dict, type_name: str = "bigint",
     cache = opts.get("cache", old.cache if old is not None else 1)
     if cache < 1:
         raise errors.InvalidParameterValue(f"CACHE ({cache}) must be greater than zero")
-    if cache > 1:
-        raise errors.NotSupportedError("CACHE above 1 is not supported (values are not "
-                                       "preallocated per session)")
     cycle = opts.get("cycle", old.cycle if old is not None else False)
     p = SeqParams(start, inc, mn, mx, cache, bool(cycle), typlen)
     if old is None:
@@ -206,6 +213,7 @@ def alter_sequence(backend, sdef: SequenceDef, opts: dict) -> SeqParams:
     """ALTER SEQUENCE: the new parameters written (and logged) in place at once."""
     def change(p: SeqParams) -> SeqParams:
         return sequence_params(opts, old=p)
+    _cache(backend).pop(sdef.oid, None)
     return _update(backend, sdef, change)
 
 
@@ -277,35 +285,65 @@ def _values(backend) -> dict:
     return d
 
 
+def _cache(backend) -> dict:
+    d = backend.__dict__.get("seq_cache")
+    if d is None:
+        d = backend.__dict__["seq_cache"] = {}
+    return d
+
+
 def nextval(backend, sdef: SequenceDef) -> int:
-    """The sequence's next value (see the module docstring for the logging)."""
+    """The sequence's next value (see the module docstring for the logging and CACHE):
+    PostgreSQL's nextval_internal - reserve up to CACHE values, and SEQ_LOG_VALS more in
+    the record when one is due."""
+    cached = _cache(backend).get(sdef.oid)
+    if cached:
+        value = cached.pop()
+        _values(backend)[sdef.oid] = value
+        backend.__dict__["seq_last_used"] = sdef.oid
+        return value
     bm = backend.bufmgr
     lsn = 0
     buf = bm.pin_lock(sdef.relfilenode, 0, EXCLUSIVE)
     try:
         page = bm.page(buf)
         p = SeqParams.unpack(pg.get_item(page, 1), sdef.name)
-        value = _step(p, p.last_value, sdef.name) if p.is_called else p.last_value
+        cache = max(1, p.cache)
+        nxt = last = p.last_value
+        got = []                        # the values this call reserves, in order
+        fetch, log = cache, p.log_cnt
+        if not p.is_called:             # the first value is last_value itself
+            got.append(nxt)
+            fetch -= 1
         wal = bm.wal
-        if wal is not None and (p.log_cnt < 1 or not p.is_called
-                                or pg.get_lsn(page) <= wal.shared.redo_lsn()):
-            ahead, n = value, 0
-            while n < SEQ_LOG_VALS:
-                nxt = _step(p, ahead, sdef.name, error=False)
-                if nxt is None:
-                    break
-                ahead, n = nxt, n + 1
-            p.last_value, p.is_called, p.log_cnt = ahead, True, 0
+        logit = wal is not None and (log < fetch or not p.is_called
+                                     or pg.get_lsn(page) <= wal.shared.redo_lsn())
+        if logit:
+            fetch = log = fetch + SEQ_LOG_VALS
+        while fetch:
+            step = _step(p, nxt, sdef.name, error=not got)
+            if step is None:            # at the limit, with a value in hand: stop
+                break
+            nxt = step
+            fetch -= 1
+            if len(got) < cache:
+                log -= 1
+                got.append(nxt)
+                last = nxt
+        log -= fetch
+        if logit:                       # the record covers the values logged ahead
+            p.last_value, p.is_called, p.log_cnt = nxt, True, 0
             lsn = _log_state(backend, buf, page, p)
-            p.log_cnt = n
         else:
-            p.log_cnt -= 1
             bm.mark_dirty(buf)
-        p.last_value, p.is_called = value, True
+        p.last_value, p.is_called, p.log_cnt = last, True, max(log, 0) if wal else 0
         _write_tuple(page, p)
     finally:
         bm.unlock_unpin(buf)
     _flush(backend, lsn)
+    value = got[0]
+    if len(got) > 1:
+        _cache(backend)[sdef.oid] = got[:0:-1]      # the rest, next one last
     _values(backend)[sdef.oid] = value
     backend.__dict__["seq_last_used"] = sdef.oid
     return value
@@ -321,6 +359,7 @@ def setval(backend, sdef: SequenceDef, value: int, is_called: bool = True) -> in
                 f"({p.minvalue}..{p.maxvalue})")
         p.last_value, p.is_called = value, bool(is_called)
         return p
+    _cache(backend).pop(sdef.oid, None)
     _update(backend, sdef, change)
     if is_called:
         _values(backend)[sdef.oid] = value

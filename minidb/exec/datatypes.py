@@ -522,8 +522,8 @@ def _to_real(v: float) -> float:
 
 
 def _numeric_to_int(d: decimal.Decimal, dst) -> int:
-    if not d.is_finite():
-        raise errors.NumericValueOutOfRange(
+    if not d.is_finite():           # PostgreSQL 15: 0A000
+        raise errors.NotSupportedError(
             f"cannot convert {'NaN' if d.is_nan() else 'infinity'} to {dst.name}")
     r = int(d.to_integral_value(rounding=decimal.ROUND_HALF_UP, context=NUMERIC_CONTEXT))
     return _int_range(r, dst)

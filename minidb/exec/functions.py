@@ -22,9 +22,11 @@ import numpy as np
 
 import minidb.errors as errors
 from minidb.exec import datetimes as dtx
+from minidb.exec import numfmt
+from minidb.exec.atzone import at_time_zone
 from minidb.exec.datetimes import date_part, date_trunc
-from minidb.types import (NUMERIC_CONTEXT, Interval, date_to_int, int_to_date, int_to_timestamp,
-                          timestamp_to_int)
+from minidb.types import (NUMERIC_CONTEXT, NUMERIC_NAN, Interval, date_to_int, int_to_date,
+                          int_to_timestamp, timestamp_to_int)
 
 __all__ = ["STRICT", "date_part", "date_trunc", "gen_random_uuid"]
 
@@ -297,10 +299,40 @@ def _wall(v, tname: str) -> _dt.datetime:
     return int_to_timestamp(int(v))
 
 
+_NUMBER_TYPES = ("smallint", "integer", "bigint", "real", "double precision", "numeric")
+
+
+def _timezone_batch(vals, types, live):
+    """timezone(zone, ts) - AT TIME ZONE (``minidb.exec.atzone``)."""
+    zones, ts = vals
+    tname = types[1].name
+    zl = list(zones) if types[0].name == "interval" else np.asarray(zones).tolist()
+    tl = np.asarray(ts).tolist()
+    out = np.zeros(len(tl), dtype=np.int64)
+    for i in range(len(tl)):
+        if live is None or live[i]:
+            out[i] = at_time_zone(zl[i], tl[i], tname)
+    return out
+
+
 def _to_char_batch(vals, types, live):
     src, fmts = vals
     tname = types[0].name
     out = np.empty(len(src), dtype=object)
+    if tname in _NUMBER_TYPES:
+        kind = {"real": "float4", "double precision": "float8", "numeric": "num"}.get(tname,
+                                                                                     "int")
+        sl, fl = np.asarray(src).tolist() if kind != "num" else list(src), list(fmts)
+        parsed: dict = {}
+        for i in range(len(sl)):
+            if live is not None and not live[i]:
+                out[i] = ""
+                continue
+            f = parsed.get(fl[i])
+            if f is None:
+                f = parsed[fl[i]] = numfmt.parse_num_format(fl[i])
+            out[i] = numfmt.num_to_char(sl[i], f, kind)
+        return out
     sl, fl = np.asarray(src).tolist() if tname != "interval" else list(src), list(fmts)
     for i in range(len(sl)):
         if live is not None and not live[i]:
@@ -408,16 +440,23 @@ def gen_random_uuid(n: int) -> np.ndarray:
 
 # -- numeric (Decimal object vectors): exact, PostgreSQL's rounding -----------------------------
 def _dec_rows(fn):
-    """fn(*Decimals) per row -> an object vector (numeric arguments)."""
+    """fn(*Decimals) per row -> an object vector (numeric arguments); a NaN argument gives
+    NaN, before any other check (PostgreSQL: mod(NaN, 0) is NaN)."""
+    def nan_first(*args):
+        for a in args:
+            if isinstance(a, decimal.Decimal) and a.is_nan():
+                return NUMERIC_NAN
+        return fn(*args)
+
     def batch(vals, types, live):
         cols = [v.tolist() if isinstance(v, np.ndarray) else list(v) for v in vals]
         out = np.empty(len(cols[0]), dtype=object)
         for i, args in enumerate(zip(*cols)):
             if live is None or live[i]:
-                out[i] = fn(*args)
+                out[i] = nan_first(*args)
             else:
                 try:
-                    out[i] = fn(*args)
+                    out[i] = nan_first(*args)
                 except (errors.Error, ArithmeticError):
                     out[i] = decimal.Decimal(0)
         return out
@@ -491,7 +530,7 @@ STRICT = {
     "ascii": _rows_int(lambda s: ord(s[0]) if s else 0), "chr": _rows(_chr),
     "octet_length": _rows_int(lambda s: len(s.encode())),
     "date_part": _date_part_batch, "date_trunc": _date_trunc_batch,
-    "to_char": _to_char_batch, "age": _age_batch, "make_date": _make_date,
+    "to_char": _to_char_batch, "timezone": _timezone_batch, "age": _age_batch, "make_date": _make_date,
     "make_time": _make_time, "make_timestamp": _make_timestamp,
 }
 

@@ -327,11 +327,19 @@ class UpdateNode(_Writer):
                         checker.check([new])      # a concurrently updated row's new version
                     return new
 
+                if ret is not None and ret.extra_keys:     # UPDATE ... FROM ... RETURNING
+                    extras = ret.extras_of(chunk, layout)
+                    at = {id(row): r for r, row in enumerate(rows)}
+
                 def on_done(tid, row, new_tid, hot, new_row):
                     if new_tid is not None and not hot:
                         indexam.insert_entries(backend, indexes, new_row, new_tid)
                     if ret is not None:
-                        ret.add(new_row)
+                        if ret.extra_keys:
+                            r = at[id(row)]
+                            ret.add(list(new_row) + [col[r] for col in extras])
+                        else:
+                            ret.add(new_row)
                     if pairs is not None:
                         pairs.append((row, new_row))
 
@@ -371,11 +379,17 @@ class DeleteNode(_Writer):
             layout = self.children[0].layout()
             positions = [layout[(rindex, a)] for a in range(len(self.full_types))]
 
+        extra = {}        # DELETE ... USING ... RETURNING: the joined row's other columns
+
         def done(tid, row, *_):
             if gone is not None:
                 gone.append(ri.old_row(backend, self.rel_now, tid))
             if ret is not None:
-                ret.add(row)
+                if extra:
+                    r = extra["at"][id(row)]
+                    ret.add(list(row) + [col[r] for col in extra["cols"]])
+                else:
+                    ret.add(row)
         on_done = done if gone is not None or ret is not None else None
         n = 0
         it = self.children[0].run(ectx)
@@ -388,6 +402,9 @@ class DeleteNode(_Writer):
                 else:
                     rows = chunk_to_rows(Chunk([chunk.cols[p] for p in positions], chunk.n),
                                          self.full_types)
+                    if ret.extra_keys:
+                        extra["cols"] = ret.extras_of(chunk, layout)
+                        extra["at"] = {id(row): r for r, row in enumerate(rows)}
                     cands = zip(tids, rows)
                 n += modify_rows(backend, self.rel_now, ectx.snapshot, cands, where,
                                  "delete", None, on_done=on_done)
@@ -404,10 +421,16 @@ class DeleteNode(_Writer):
 
 
 class LockRowsNode(_Writer):
-    """SELECT ... FOR UPDATE: lock each row (re-checked under READ COMMITTED) and return
-    the version that was locked."""
+    """SELECT ... FOR UPDATE / NO KEY UPDATE / SHARE / KEY SHARE: lock each row in
+    ``lock_mode`` (re-checked under READ COMMITTED) and return the version that was locked;
+    ``wait_policy`` "nowait" raises 55P03 on a conflict, "skip" (SKIP LOCKED) leaves the row
+    out.  It sits under a Limit, as PostgreSQL's, so LIMIT counts the rows locked."""
     label = "LockRows"
     kind = "lock"
+
+    def __init__(self, entry, child, recheck_quals, lock_mode="update", wait_policy="block"):
+        super().__init__(entry, child, recheck_quals)
+        self.lock_mode, self.wait_policy = lock_mode, wait_policy
 
     def execute(self, ectx):
         where = self._setup(ectx)
@@ -424,7 +447,8 @@ class LockRowsNode(_Writer):
                 done = []
                 modify_rows(ectx.backend, self.rel_now, ectx.snapshot,
                             zip(zip(blocks.tolist(), offsets.tolist()), rows), where, "lock",
-                            None, on_done=lambda tid, row, *_: done.append((tid, row)))
+                            None, on_done=lambda tid, row, *_: done.append((tid, row)),
+                            lock_mode=self.lock_mode, wait_policy=self.wait_policy)
                 if not done:
                     continue
                 ectx.wrote = True

@@ -5,12 +5,18 @@ The planner sets ``returning`` on the node ([(name, Expr over the target row)]);
 calls ``returning_of(node, ectx)`` once, ``add(row)`` for every row it inserted, updated
 (the new version) or deleted (the version it deleted), and yields ``chunk()`` after each
 batch.  The engine collects them as a SELECT's rows.
+
+UPDATE ... FROM and DELETE ... USING may return the other relations' columns too
+(``extra_keys``: the columns of other FROM items the expressions read); the node hands
+their values from the joined row that changed the target row: ``add(row + extras)``,
+``extras`` in ``extra_keys`` order (``extras_of(chunk, layout)`` reads them per batch).
 """
 
 from __future__ import annotations
 
-from minidb.exec.chunk import Chunk, rows_to_chunk
+from minidb.exec.chunk import Chunk, column_to_list, rows_to_chunk
 from minidb.exec.compile import evaluate
+from minidb.exec.expr import ColRef, walk
 
 __all__ = ["Returning", "returning_of"]
 
@@ -24,8 +30,23 @@ class Returning:
         entry = node.entry
         self.types = [t for _, t in entry.columns]
         full = {(entry.index, a): a for a in range(len(entry.columns))}
+        extra: dict = {}
+        for _, e in node.returning:
+            for c in walk(e):
+                if isinstance(c, ColRef) and c.key[0] != entry.index and c.key not in extra:
+                    extra[c.key] = c.type
+        self.extra_keys = list(extra)
+        for k, t in extra.items():
+            full[k] = len(self.types)
+            self.types.append(t)
         self.comp = [ectx.compile(e, full) for _, e in node.returning]
         self.rows: list = []
+
+    def extras_of(self, chunk, layout) -> list:
+        """Per extra column, its values in ``chunk`` (a list; [] without extras)."""
+        ntarget = len(self.types) - len(self.extra_keys)
+        return [column_to_list(*chunk.cols[layout[k]], self.types[ntarget + j])
+                for j, k in enumerate(self.extra_keys)]
 
     def add(self, row) -> None:
         self.rows.append(list(row))

@@ -24,8 +24,8 @@ import numpy as np
 import minidb.errors as errors
 from minidb.exec import datatypes as dt
 from minidb.exec import datetimes as dtx
-from minidb.types import (DATE_MAX, DATE_MIN, NUMERIC_CONTEXT, UTC, Interval, fit_numeric,
-                          session_timezone)
+from minidb.types import (DATE_MAX, DATE_MIN, NUMERIC_CONTEXT, NUMERIC_NAN, UTC, Interval,
+                          canon_numeric, fit_numeric, session_timezone)
 
 __all__ = ["arith_fn", "neg_fn", "cast_fn", "numeric_div", "handles"]
 
@@ -100,10 +100,12 @@ def numeric_div(a: decimal.Decimal, b: decimal.Decimal) -> decimal.Decimal:
     if b.is_zero() and not b.is_nan():
         raise errors.DivisionByZero("division by zero")
     if not (a.is_finite() and b.is_finite()):
+        if a.is_finite() and b.is_infinite():     # x / Infinity is 0, as PostgreSQL
+            return decimal.Decimal(0)
         try:
-            return NUMERIC_CONTEXT.divide(a, b)
+            return canon_numeric(NUMERIC_CONTEXT.divide(a, b))
         except decimal.InvalidOperation:
-            return decimal.Decimal("NaN")
+            return NUMERIC_NAN
     if a.is_zero():
         w1, f1 = 0, 0
     else:
@@ -183,8 +185,18 @@ def arith_fn(op: str, rt, ta, tb):
     if fr == "num":
         f = _NUM_OPS[op]
 
+        def one(x, y):
+            x, y = _to_dec(x), _to_dec(y)
+            if x.is_nan() or y.is_nan():        # before any division by zero, as PostgreSQL
+                return NUMERIC_NAN
+            try:
+                r = f(x, y)
+            except decimal.InvalidOperation:    # Infinity - Infinity, Infinity * 0
+                return NUMERIC_NAN
+            return NUMERIC_NAN if r.is_nan() else r
+
         def num(a, b, live):
-            return rowwise(lambda x, y: f(_to_dec(x), _to_dec(y)), a, b, live)
+            return rowwise(one, a, b, live)
         return num
     key = (fa, op, fb)
     if key in (("date", "+", "int"), ("int", "+", "date"), ("date", "-", "int")):

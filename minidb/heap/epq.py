@@ -38,8 +38,9 @@ from __future__ import annotations
 from minidb.errors import InternalError
 from minidb.heap.heapam import HeapRel
 from minidb.heap.modify import (TM_DELETED, TM_INVISIBLE, TM_OK, TM_SELF_MODIFIED,
-                                TM_UPDATED, follow_update_chain, heap_delete, heap_fetch_raw,
-                                heap_lock_tuple, heap_update)
+                                TM_UPDATED, TM_WOULDBLOCK, WAIT_BLOCK, follow_update_chain,
+                                heap_delete, heap_fetch_raw, heap_update)
+from minidb.heap.multixact import LOCK_UPDATE, heap_lock_tuple_mode
 from minidb.txn import visibility as vis
 
 __all__ = ["modify_rows", "epq_recheck", "MAX_RECHECKS"]
@@ -48,13 +49,15 @@ MAX_RECHECKS = 10_000  # a row re-checked this often means a bug, not contention
 
 
 def modify_rows(backend, rel: HeapRel, snap, candidates, where, kind: str, set_fn,
-                on_done=None) -> int:
+                on_done=None, lock_mode: str = LOCK_UPDATE, wait_policy: str = WAIT_BLOCK) -> int:
     """Apply ``kind`` ("update", "delete", "lock") to each candidate ``(tid, row)`` -
     rows visible to ``snap`` that matched ``where`` - with the READ COMMITTED re-check
     (``where(row)`` and ``set_fn(row)`` are called again on the newest version when the
     row changed meanwhile).  ``on_done(tid, row, new_tid, hot, new_row)`` is called for
     each row acted on (``new_tid``, ``hot``, ``new_row``: an update's new version, else
-    None / False / None).  Returns the count.
+    None / False / None).  Returns the count.  A "lock" takes ``lock_mode``
+    (``minidb.heap.multixact``) with ``wait_policy``; a row SKIP LOCKED passes over is
+    neither counted nor reported.
     """
     n = 0
     for tid, row in candidates:
@@ -68,7 +71,8 @@ def modify_rows(backend, rel: HeapRel, snap, candidates, where, kind: str, set_f
             elif kind == "delete":
                 res, newer = heap_delete(backend, rel, tid, snap)
             else:
-                res, newer = heap_lock_tuple(backend, rel, tid, snap)
+                res, newer = heap_lock_tuple_mode(backend, rel, tid, snap, lock_mode,
+                                                  wait_policy)
             if res == TM_OK:
                 n += 1
                 if on_done is not None:
@@ -80,7 +84,7 @@ def modify_rows(backend, rel: HeapRel, snap, candidates, where, kind: str, set_f
                     break
                 tid, row = got
                 continue
-            if res in (TM_DELETED, TM_SELF_MODIFIED):
+            if res in (TM_DELETED, TM_SELF_MODIFIED, TM_WOULDBLOCK):
                 break
             if res == TM_INVISIBLE:
                 raise InternalError(

@@ -82,14 +82,16 @@ rebuilds the page byte for byte.
 
 Statistics: 'del', 'upd', 'hot_upd' through ``backend.pgstat`` on success.
 
-**FOR KEY SHARE** (``minidb.heap.multixact``): a version with HEAP_XMAX_KEYSHR_LOCK has
-lockers listed in ``minidb.txn.multixact``'s shared table, not in xmax.  ``_acquire`` looks
-there once ``satisfies_update`` said TM_OK and waits for each live one, like for a running
-xmax - except for another key-share locker and for an update that changes no indexed
-column (FOR NO KEY UPDATE, which then copies the lockers to its new version).
+**FOR KEY SHARE / FOR SHARE / FOR NO KEY UPDATE** (``minidb.heap.multixact``): a version
+with HEAP_XMAX_KEYSHR_LOCK has lockers listed in ``minidb.txn.multixact``'s shared table,
+not in xmax.  ``_acquire`` looks there once ``satisfies_update`` said TM_OK and waits for
+each live one whose mode conflicts with its own, like for a running xmax: an update that
+changes no indexed column conflicts as FOR NO KEY UPDATE does (not with key-share lockers,
+which it copies to its new version).  NOWAIT and SKIP LOCKED (``wait_policy``) raise or
+return TM_WOULDBLOCK where a wait would start.
 
-Left out: MultiXacts in xmax (one xmax locker; SELECT FOR UPDATE is the only SQL lock of it),
-FOR SHARE / FOR NO KEY UPDATE as SQL, combo cids, visibility-map bits.
+Left out: MultiXacts in xmax (one xmax locker: FOR UPDATE and the writers), combo cids,
+visibility-map bits.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ from __future__ import annotations
 import struct
 import sys
 
-from minidb.errors import InternalError, SerializationFailure
+from minidb.errors import InternalError, LockNotAvailable, SerializationFailure
 from minidb.heap import redo
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel, insert_tuple
 from minidb.heap.layout import decode_header
@@ -119,8 +121,12 @@ from minidb.wal.record import (RM_HEAP, XLOG_HEAP_DELETE, XLOG_HEAP_HOT_UPDATE, 
 _OFFNUM = struct.Struct("<H")         # main data of DELETE / LOCK: the offset number
 _UPDATE_MAIN = struct.Struct("<HH")   # UPDATE / HOT_UPDATE: old and new offset numbers
 
+TM_WOULDBLOCK = 6   # a SKIP LOCKED lock met a conflicting holder (PostgreSQL's TM_WouldBlock)
 TM_NAMES = ("TM_OK", "TM_INVISIBLE", "TM_SELF_MODIFIED", "TM_BEING_MODIFIED", "TM_UPDATED",
-            "TM_DELETED")
+            "TM_DELETED", "TM_WOULDBLOCK")
+
+# what a row lock does when it meets a conflicting holder (PostgreSQL's LockWaitPolicy)
+WAIT_BLOCK, WAIT_NOWAIT, WAIT_SKIP = "block", "nowait", "skip"
 
 # field offsets inside the tuple header (minidb.heap.layout)
 _XMAX = struct.Struct("<Q")      # @8
@@ -132,6 +138,11 @@ _OFF_XMAX, _OFF_CMAX, _OFF_CTID, _OFF_INFOMASK2, _OFF_INFOMASK = 8, 20, 24, 30, 
 _XMAX_BITS = HEAP_XMAX_COMMITTED | HEAP_XMAX_INVALID | HEAP_XMAX_LOCK_ONLY
 
 _DELETE, _UPDATE, _LOCK, _KEY_SHARE = "delete", "update", "lock", "key share"
+_SHARE, _NO_KEY_UPDATE = "share", "no key update"
+# the weakest shared-locker mode (minidb.txn.multixact) each operation conflicts with;
+# every other operation (delete, key update, FOR UPDATE) conflicts with all of them
+_CONFLICTS_FROM = {_KEY_SHARE: multixact.NO_KEY_UPDATE + 1, _SHARE: multixact.NO_KEY_UPDATE,
+                   _NO_KEY_UPDATE: multixact.SHARE}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,14 +192,17 @@ def _gone_error(rel: HeapRel, result: int) -> SerializationFailure:
 
 # ---------------------------------------------------------------------------------------------
 # the shared skeleton of the three writers
-def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None):
+def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None,
+             wait_policy: str = WAIT_BLOCK):
     """Pin and exclusively lock ``tid``'s page, waiting out running modifiers.
 
     Returns (result, buf, item, header).  On TM_OK the buffer stays pinned and locked (the
     caller writes, then unlocks and unpins); otherwise it is released and ``item`` is None.
-    A version locked FOR KEY SHARE (HEAP_XMAX_KEYSHR_LOCK) also waits out its live key-share
-    lockers (``minidb.txn.multixact``) unless ``op`` is a key share itself or an update
-    for which ``keys_changed(item)`` says no key column changes.
+    A version with shared lockers (HEAP_XMAX_KEYSHR_LOCK) also waits out its live lockers
+    (``minidb.txn.multixact``) whose mode conflicts with ``op`` (``_CONFLICTS_FROM``; an
+    update for which ``keys_changed(item)`` says no key column changes conflicts as FOR NO
+    KEY UPDATE does).  ``wait_policy``: instead of waiting, WAIT_NOWAIT raises
+    LockNotAvailable (55P03) and WAIT_SKIP returns TM_WOULDBLOCK.
     """
     bm = backend.bufmgr
     xact = backend.xact
@@ -227,16 +241,24 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None):
             bm.unlock(b)
             bm.unpin(b)
             raise
-        if result == TM_OK and h["infomask"] & HEAP_XMAX_KEYSHR_LOCK and op != _KEY_SHARE \
-                and (op != _UPDATE or keys_changed is None or keys_changed(item)):
-            lockers = multixact.live_lockers(backend, rfn, tid, h["xmin"])
-            if lockers:
-                result, h = TM_BEING_MODIFIED, dict(h, xmax=lockers[0])
+        if result == TM_OK and h["infomask"] & HEAP_XMAX_KEYSHR_LOCK:
+            min_mode = _CONFLICTS_FROM.get(op, multixact.KEY_SHARE)
+            if op == _UPDATE and keys_changed is not None and not keys_changed(item):
+                min_mode = multixact.SHARE
+            if min_mode <= multixact.NO_KEY_UPDATE:
+                lockers = multixact.live_lockers(backend, rfn, tid, h["xmin"], min_mode)
+                if lockers:
+                    result, h = TM_BEING_MODIFIED, dict(h, xmax=lockers[0])
         if result == TM_OK:
             return result, b, item, h
         bm.unlock(b)
         bm.unpin(b)
         if result == TM_BEING_MODIFIED:
+            if wait_policy == WAIT_NOWAIT:
+                raise LockNotAvailable(
+                    f'could not obtain lock on row in relation "{rel.name}"')
+            if wait_policy == WAIT_SKIP:
+                return TM_WOULDBLOCK, None, None, h
             xwait = h["xmax"]
             _trace(backend, f"{op} of ({block},{off}) in {rel.name} waits for xid {xwait}")
             procarray.wait_for(
@@ -286,10 +308,11 @@ def heap_delete(backend, rel: HeapRel, tid, snapshot) -> tuple[int, tuple | None
 
 # ---------------------------------------------------------------------------------------------
 # row lock
-def heap_lock_tuple(backend, rel: HeapRel, tid, snapshot) -> tuple[int, tuple | None]:
+def heap_lock_tuple(backend, rel: HeapRel, tid, snapshot, wait_policy: str = WAIT_BLOCK
+                    ) -> tuple[int, tuple | None]:
     """Lock the version at ``tid`` FOR UPDATE: (TM result, newer TID when TM_UPDATED)."""
     tid = (int(tid[0]), int(tid[1]))
-    result, b, item, h = _acquire(backend, rel, tid, snapshot, _LOCK)
+    result, b, item, h = _acquire(backend, rel, tid, snapshot, _LOCK, wait_policy=wait_policy)
     if result != TM_OK:
         return result, _newer(result, h)
     bm = backend.bufmgr
@@ -531,4 +554,5 @@ def follow_update_chain(backend, rel: HeapRel, tid) -> tuple[int, int] | None:
 
 __all__ = ["heap_delete", "heap_update", "heap_lock_tuple", "follow_update_chain",
            "heap_fetch_raw", "TM_OK", "TM_INVISIBLE", "TM_SELF_MODIFIED",
-           "TM_BEING_MODIFIED", "TM_UPDATED", "TM_DELETED", "TM_NAMES"]
+           "TM_BEING_MODIFIED", "TM_UPDATED", "TM_DELETED", "TM_WOULDBLOCK", "TM_NAMES",
+           "WAIT_BLOCK", "WAIT_NOWAIT", "WAIT_SKIP"]

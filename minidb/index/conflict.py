@@ -34,6 +34,8 @@ def find_conflict(backend, index, row) -> tuple[int, int] | None:
     (waiting for running transactions that insert or delete the key)."""
     from minidb.index.insert import finish_split
     irel = open_index(backend, index)
+    if irel.row_filter is not None and not irel.row_filter([row])[0]:
+        return None             # a partial index the row would not be in: no conflict
     keyvals = irel.key_of_row(row)
     if any(v is None for v in keyvals):
         return None

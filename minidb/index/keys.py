@@ -89,8 +89,8 @@ import decimal
 import uuid as _uuid
 
 import minidb.errors as errors
-from minidb.types import (Interval, SqlType, from_storage, int_to_timestamp, parse_type,
-                          storage_converter)
+from minidb.types import (NUMERIC_NAN, Interval, SqlType, from_storage, int_to_timestamp,
+                          parse_type, storage_converter)
 
 __all__ = ["KeyCodec", "NULL_FLAG", "VALUE_FLAG", "INDOPTION_DESC", "INDOPTION_NULLS_FIRST",
            "default_option"]
@@ -163,8 +163,10 @@ def _numeric_key(d: decimal.Decimal) -> bytes:
 def _numeric_from_key(data: bytes, pos: int) -> tuple[decimal.Decimal, int]:
     tag = data[pos]
     pos += 1
-    if tag in (0, 2, 4, 5):
-        return decimal.Decimal({0: "-Infinity", 2: "0", 4: "Infinity", 5: "NaN"}[tag]), pos
+    if tag == 5:
+        return NUMERIC_NAN, pos
+    if tag in (0, 2, 4):
+        return decimal.Decimal({0: "-Infinity", 2: "0", 4: "Infinity"}[tag]), pos
     neg = tag == 1
     flip = (lambda b: 255 - b) if neg else (lambda b: b)
     e = int.from_bytes(bytes(flip(b) for b in data[pos:pos + 4]), "big") - _SIGN32

@@ -219,6 +219,7 @@ class SubqueryRef:
     query: Any            # SelectStmt or SetOpStmt
     alias: str | None
     col_aliases: list | None = None
+    lateral: bool = False  # LATERAL: may read the FROM items before it
 
 
 @dataclass
@@ -272,7 +273,10 @@ class SelectStmt(Statement):
     offset: Node | None = None
     distinct: bool = False
     distinct_on: list = field(default_factory=list)
-    for_update: bool = False
+    for_update: bool = False           # any row-locking clause
+    lock_mode: str = "update"          # update / no key update / share / key share
+    lock_wait: str = "block"           # block / nowait / skip (SKIP LOCKED)
+    lock_of: list = field(default_factory=list)  # FOR ... OF names
     with_: list = field(default_factory=list)    # [CTE]
     nparams: int = 0
     tag: str = "SELECT"
@@ -309,7 +313,9 @@ class InsertStmt(Statement):
 class OnConflictClause:
     """INSERT's ON CONFLICT [(cols) | ON CONSTRAINT name] DO NOTHING / DO UPDATE."""
     action: str                        # "nothing" / "update"
-    columns: list | None = None        # the conflict target's columns
+    columns: list | None = None        # the conflict target's columns (None: no target)
+    exprs: list = field(default_factory=list)         # the target's expressions
+    index_where: Node | None = None    # ON CONFLICT (...) WHERE: a partial index's predicate
     constraint: str | None = None      # ON CONSTRAINT name
     assignments: list = field(default_factory=list)   # DO UPDATE SET [(column, expr)]
     where: Node | None = None          # DO UPDATE ... WHERE

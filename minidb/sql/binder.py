@@ -114,10 +114,11 @@ class FromRel:
 
 @dataclass
 class FromJoin:
-    kind: str                         # inner left full semi anti
+    kind: str                         # inner left full semi anti, lateral / lateral left
     left: object
     right: object
     quals: list
+    lateral: list = field(default_factory=list)   # lateral: the left's ColRefs right reads
 
 
 @dataclass
@@ -147,6 +148,7 @@ class RangeEntry:
     #                          virtual: the pgcatalog.VirtualRel
     hidden: set = field(default_factory=set)   # names merged by USING (unqualified lookup)
     checks: list = field(default_factory=list)  # a write's target: [(name, Expr)] CHECKs
+    lateral: list | None = None  # a LATERAL subquery: the ColRefs of earlier items it reads
 
     def attno(self, name: str) -> int:
         for i, (n, _) in enumerate(self.columns):
@@ -174,7 +176,9 @@ class BoundSelect:
     order_refs: list = field(default_factory=list)   # DISTINCT: output positions of keys
     limit: object = None
     offset: object = None
-    for_update: bool = False
+    for_update: bool = False          # a row-locking clause: LockRows on rtable[0]
+    lock_mode: str = "update"         # minidb.heap.multixact.LOCK_MODES
+    lock_wait: str = "block"          # block / nowait / skip
     param_types: dict = field(default_factory=dict)
     from_items: list = field(default_factory=list)   # FromRel / FromJoin (comma list)
     windows: list = field(default_factory=list)      # WinCalls, read as ColRef(("w", k))
@@ -241,6 +245,34 @@ class BoundDelete:
     param_types: dict = field(default_factory=dict)
     returning: list = field(default_factory=list)
     join: object = None               # DELETE ... USING: BoundSelect (minidb.sql.updfrom)
+
+
+def _free_lateral(node, scope) -> list:
+    """The columns outside FROM item ``node`` that the LATERAL subqueries inside it read."""
+    inside = _tree_indexes(node)
+    out = []
+    for e in scope:
+        if e.index in inside and e.lateral:
+            out.extend(r for r in e.lateral if r.key[0] not in inside and r not in out)
+    return out
+
+
+def _tree_indexes(n) -> set:
+    if isinstance(n, FromJoin):
+        return _tree_indexes(n.left) | _tree_indexes(n.right)
+    return {n.index}
+
+
+def _lateral_error(ref, scope):
+    alias = next((e.alias for e in scope if e.index == ref.key[0]), "?")
+    return errors.ProgrammingError(
+        f'invalid reference to FROM-clause entry for table "{alias}"\nDETAIL:  The combining '
+        "JOIN type must be INNER or LEFT for a LATERAL reference.", sqlstate="42P10")
+
+
+def _lock_clause(b) -> str:
+    """The row-locking clause as written: FOR UPDATE / FOR NO KEY UPDATE / FOR [KEY] SHARE."""
+    return "FOR " + b.lock_mode.upper()
 
 
 def _dup_alias(name):
@@ -449,7 +481,8 @@ class Binder:
             targets = self._targets(s.targets, scope)
         finally:
             self._srf_ok = False
-        b = BoundSelect(rtable=rtable, quals=quals, targets=targets, for_update=s.for_update)
+        b = BoundSelect(rtable=rtable, quals=quals, targets=targets, for_update=s.for_update,
+                        lock_mode=s.lock_mode, lock_wait=s.lock_wait)
         b.from_items = items
         # GROUP BY (positions and output names allowed)
         self._win_ok = False
@@ -475,11 +508,21 @@ class Binder:
             self._distinct(b)
         if b.distinct_on:
             self._check_distinct_on(b)
-        if s.for_update and (len(rtable) != 1 or rtable[0].kind != "table"):
-            raise errors.NotSupportedError("FOR UPDATE is supported on a single table only")
-        if s.for_update and (b.windows or b.distinct_on or b.srfs):
-            raise errors.NotSupportedError("FOR UPDATE is not allowed with window functions, "
-                                           "DISTINCT ON or set-returning functions")
+        if s.for_update:
+            what = _lock_clause(b)
+            for name in s.lock_of:
+                if all(e.alias != name for e in rtable):
+                    raise errors.UndefinedTable(
+                        f'relation "{name}" in {what} clause not found in FROM clause')
+            if len(rtable) != 1 or rtable[0].kind != "table":
+                raise errors.NotSupportedError(f"{what} is supported on a single table only")
+            if b.windows:
+                raise errors.NotSupportedError(f"{what} is not allowed with window functions")
+            if b.srfs:
+                raise errors.NotSupportedError(
+                    f"{what} is not allowed with set-returning functions in the target list")
+            if b.distinct_on:
+                raise errors.NotSupportedError(f"{what} is not allowed with DISTINCT clause")
         if s.limit is not None:
             b.limit = self._limit(s.limit, "LIMIT")
         if s.offset is not None:
@@ -556,12 +599,17 @@ class Binder:
             if isinstance(item, ast.SubqueryRef):
                 if any(e.alias == item.alias for e in scope):
                     raise _dup_alias(item.alias)
-                child = self._child(correlated=False)
-                child.outer_refs = self.outer_refs
+                if item.lateral:        # reads the items before it: correlated to them
+                    child = self._child(scope)
+                else:
+                    child = self._child(correlated=False)
+                    child.outer_refs = self.outer_refs
                 bq = child.query(item.query)
                 cols = _renamed(list(zip(bq.names, bq.types)), item.col_aliases, item.alias)
                 e = RangeEntry(self.ctx.next_rel, item.alias, None, cols, [False] * len(cols),
                                "subquery", bq)
+                if item.lateral:
+                    e.lateral = self._lateral_refs(child.outer_refs, scope)
                 self.ctx.next_rel += 1
                 scope.append(e)
                 return FromRel(e.index), [(n, e.colref(i)) for i, (n, _) in
@@ -609,6 +657,13 @@ class Binder:
                 on = _conjuncts(self.boolean(item.on, scope, "JOIN/ON")) \
                     if item.on is not None else []
                 cols = lcols + rcols
+            inside = _tree_indexes(ln)
+            refs = [r for r in _free_lateral(rn, scope) if r.key[0] in inside]
+            if refs:            # the right side reads the left: a lateral join
+                if kind not in ("inner", "left"):
+                    raise _lateral_error(refs[0], scope)
+                return FromJoin("lateral" if kind == "inner" else "lateral left", ln, rn,
+                                on, refs), cols
             if kind == "right":
                 return FromJoin("left", rn, ln, on), cols
             return FromJoin(kind, ln, rn, on), cols
@@ -616,7 +671,14 @@ class Binder:
         tree = []
         for item in items:
             node, cols = add(item, True)
-            tree.append(node)
+            refs = _free_lateral(node, scope)
+            if refs:        # LATERAL after a comma: a lateral join with everything before
+                left = tree[0]
+                for t in tree[1:]:
+                    left = FromJoin("inner", left, t, [])
+                tree = [FromJoin("lateral", left, node, [], refs)]
+            else:
+                tree.append(node)
             scope.star.extend(cols)
         # inner joins at the top level: their ON conditions are WHERE conditions
         flat = []
@@ -632,6 +694,22 @@ class Binder:
             flatten(n)
         return flat, quals, scope
 
+    @staticmethod
+    def _lateral_refs(refs, scope) -> list:
+        """The columns of this query's FROM items (``scope``) a LATERAL subquery read (its
+        binder's ``outer_refs``; references to enclosing queries stay ``OuterRef`` s)."""
+        local = {e.index for e in scope}
+        out = []
+        for r in refs:
+            if isinstance(r, OuterRef):
+                continue
+            if not isinstance(r, ColRef) or r.key[0] not in local:
+                raise errors.NotSupportedError(
+                    "a LATERAL reference to a column merged by USING is not supported")
+            if r not in out:
+                out.append(r)
+        return out
+
     def _function_rel(self, item, scope):
         f = item.func
         if f.name not in ("generate_series", "unnest"):
@@ -639,8 +717,12 @@ class Binder:
                                            "(generate_series and unnest are)")
         if f.filter is not None or f.distinct or f.star:
             raise errors.ProgrammingError("syntax error in FROM function call", sqlstate="42601")
-        call = self._generate_series(f, Scope()) if f.name == "generate_series" else \
-            self._unnest(f, Scope())
+        # a function in FROM is LATERAL (PostgreSQL): its arguments may read the items before
+        # it, which become its parameters (FromJoin "lateral", minidb.exec.lateral)
+        child = self._child(scope)
+        call = child._generate_series(f, Scope()) if f.name == "generate_series" else \
+            child._unnest(f, Scope())
+        lateral = self._lateral_refs(child.outer_refs, scope)
         alias = item.alias or f.name
         if any(e.alias == alias for e in scope):
             raise _dup_alias(alias)
@@ -651,6 +733,7 @@ class Binder:
                                           sqlstate="42P10")
         e = RangeEntry(self.ctx.next_rel, alias, None, [(colname, call.type)], [False],
                        "function", call)
+        e.lateral = lateral or None
         self.ctx.next_rel += 1
         scope.append(e)
         return FromRel(e.index), [(colname, e.colref(0))]
@@ -663,7 +746,7 @@ class Binder:
 
     def _unnest(self, f, scope) -> SRFCall:
         """unnest(array) in FROM: its elements, one row each (the argument may read the
-        enclosing query's columns, as psql's \\d+ does, not the same FROM list's)."""
+        enclosing query's columns, as psql's \\d+ does, and the FROM items before it)."""
         args = [self.expr(a, scope) for a in f.args]
         if len(args) != 1 or not isinstance(args[0].type, ArrayType):
             sig = ", ".join(str(a.type) for a in args)
@@ -793,7 +876,8 @@ class Binder:
             b.having = rw.rewrite(having) if having is not None else None
             if b.for_update:
                 raise errors.NotSupportedError(
-                    "FOR UPDATE is not allowed with GROUP BY clause or aggregate functions")
+                    f"{_lock_clause(b)} is not allowed with "
+                    + ("GROUP BY clause" if group else "aggregate functions"))
         return order
 
     def _distinct(self, b: BoundSelect) -> None:
@@ -807,7 +891,7 @@ class Binder:
                     "for SELECT DISTINCT, ORDER BY expressions must appear in select list")
             b.order_refs.append(tex.index(e))
         if b.for_update:
-            raise errors.NotSupportedError("FOR UPDATE is not allowed with DISTINCT clause")
+            raise errors.NotSupportedError(f"{_lock_clause(b)} is not allowed with DISTINCT clause")
 
     def _limit(self, node, what):
         e = self.expr(node, [], ctx=BIGINT)
@@ -965,10 +1049,9 @@ class Binder:
         quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) if s.where is not None else []
         entry.checks = self.check_constraints(entry)
         if join is not None:
-            if s.returning:
-                raise errors.NotSupportedError("RETURNING in UPDATE ... FROM is not supported")
-            updfrom.finish(join, entry, quals, [e for _, e in assigns])
-            return BoundUpdate(entry, assigns, [], dict(self.param_types), join=join)
+            ret = self.returning(s.returning, entry, scope)
+            updfrom.finish(join, entry, quals, [e for _, e in assigns] + [e for _, e in ret])
+            return BoundUpdate(entry, assigns, [], dict(self.param_types), ret, join=join)
         ret = self.returning(s.returning, entry)
         return BoundUpdate(entry, assigns, quals, dict(self.param_types), ret)
 
@@ -979,20 +1062,21 @@ class Binder:
                                                    s.using)
             quals = _conjuncts(self.boolean(s.where, scope, "WHERE")) \
                 if s.where is not None else []
-            if s.returning:
-                raise errors.NotSupportedError("RETURNING in DELETE ... USING is not supported")
-            updfrom.finish(join, entry, quals, [])
-            return BoundDelete(entry, [], dict(self.param_types), join=join)
+            ret = self.returning(s.returning, entry, scope)
+            updfrom.finish(join, entry, quals, [e for _, e in ret])
+            return BoundDelete(entry, [], dict(self.param_types), ret, join=join)
         entry = self._entry(0, s.table, s.alias)
         quals = _conjuncts(self.boolean(s.where, [entry], "WHERE")) if s.where is not None else []
         ret = self.returning(s.returning, entry)
         return BoundDelete(entry, quals, dict(self.param_types), ret)
 
-    def returning(self, items, entry) -> list:
-        """RETURNING's list over the target table's row (``*`` expanded)."""
+    def returning(self, items, entry, scope=None) -> list:
+        """RETURNING's list over the target table's row (``*`` expanded); with ``scope``
+        (UPDATE ... FROM, DELETE ... USING) over every FROM item's row, ``*`` being all
+        their columns, as PostgreSQL."""
         if not items:
             return []
-        targets = self._targets(items, [entry])
+        targets = self._targets(items, scope if scope is not None else [entry])
         for _, ex in targets:
             if any(isinstance(n, (AggCall, WinCall)) for n in walk(ex)):
                 raise errors.GroupingError("aggregate functions are not allowed in RETURNING")
@@ -1063,6 +1147,15 @@ class Binder:
                 a = self._bool_arg(x(n.arg, BOOLEAN), "NOT")
                 return Not(a)
             a = x(n.arg, ctx)
+            if n.op == "+":             # only the number types have a unary + (PostgreSQL)
+                if a.type is UNKNOWN:
+                    return self._coerce_unknown(a, DOUBLE)
+                if family(a.type) not in ("int", "float", "num"):
+                    err = errors.UndefinedFunction(f"operator does not exist: + {a.type}")
+                    err.hint = ("No operator matches the given name and argument type. You "
+                                "might need to add an explicit type cast.")
+                    raise err
+                return a
             if a.type is UNKNOWN:
                 a = self._coerce_unknown(a, DOUBLE if "." in str(getattr(a, "value", "")) else INTEGER)
             if family(a.type) not in ("int", "float", "num", "interval"):

@@ -12,7 +12,8 @@ trunc, floor, ceil, sign, mod, div and abs of numeric return numeric (rounding h
 zero).  Departures: sqrt / ln / exp / log / power return double precision for numeric input
 (PostgreSQL: numeric), round / trunc of a double with a precision return double precision
 (PostgreSQL casts to numeric); date_part and EXTRACT return double precision (PostgreSQL
-14+: EXTRACT returns numeric); to_char formats dates, timestamps and intervals, not numbers.
+14+: EXTRACT returns numeric); to_char formats dates, timestamps, intervals and numbers
+(``minidb.exec.numfmt``).
 """
 
 from __future__ import annotations
@@ -243,14 +244,26 @@ def bind_function(b, name: str, args: list):
         return Func("current_time", (), TIME)
     if name == "gen_random_uuid" and n == 0:
         return Func("gen_random_uuid", (), UUID)
+    if name == "timezone" and n == 2:        # also what AT TIME ZONE is
+        z, ts = _text(b, args[0]), args[1]
+        if ts.type is UNKNOWN:
+            ts = b._coerce_unknown(ts, TIMESTAMPTZ)
+        if family(ts.type) == "date":
+            ts = b.to_common(ts, TIMESTAMPTZ)
+        tf = family(ts.type)
+        if tf == "time":
+            raise errors.NotSupportedError(
+                "AT TIME ZONE of a time (time with time zone is not supported)")
+        if family(z.type) not in ("text", "interval") or tf not in ("ts", "tstz"):
+            raise _sig(name, args)
+        return Func("timezone", (_strip(z), ts), TIMESTAMPTZ if tf == "ts" else TIMESTAMP)
     if name == "to_char" and n == 2:
         x = args[0]
         if x.type is UNKNOWN:
             x = b._coerce_unknown(x, TIMESTAMPTZ)
         fmt = _text(b, args[1])
-        if family(x.type) in ("int", "float", "num"):
-            raise errors.NotSupportedError(
-                f"function to_char({x.type}, text) is not supported (number formatting)")
+        if family(x.type) in ("int", "float", "num") and family(fmt.type) == "text":
+            return Func("to_char", (x, _strip(fmt)), TEXT)   # minidb.exec.numfmt
         if family(x.type) not in ("ts", "tstz", "date", "interval") or \
                 family(fmt.type) != "text":
             raise _sig(name, args)

@@ -4,10 +4,15 @@
 (``minidb.exec.onconflict``, which runs the speculative insertion):
 
 * the **arbiter indexes**: ``ON CONSTRAINT name`` names one (a unique index of the table:
-  minidb's constraints are their indexes); ``(cols)`` infers every unique index whose
-  columns are exactly those, in any order (PostgreSQL's infer_arbiter_indexes, without
-  expression or partial indexes); no target (DO NOTHING only) means every unique index of
-  the table.  None found: 42P10; DO UPDATE without a target: 42601;
+  minidb's constraints are their indexes); ``(cols and (exprs)) [WHERE pred]`` infers every
+  unique index whose plain columns are exactly those columns and whose expression columns
+  are exactly those expressions, in any order (compared bound), and, for a partial index,
+  whose predicate the inference's WHERE implies (without a WHERE no partial index is
+  inferred) - PostgreSQL's infer_arbiter_indexes, which runs in the planner as here
+  (``minidb.sql.planner.arbiters``; the binder leaves an ``Inference``); no target (DO
+  NOTHING only) means every unique index of the table.  None found: 42P10; DO UPDATE
+  without a target: 42601.  A partial arbiter index sees a conflict only for a proposed
+  row its predicate accepts (``minidb.index.conflict``);
 * DO UPDATE's ``SET`` and ``WHERE``: bound over two range entries, the target table (its
   name) and ``excluded`` (the row proposed for insertion, with its defaults); an
   unqualified column that both have is ambiguous (42702), as in PostgreSQL.
@@ -18,22 +23,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import minidb.errors as errors
-from minidb.exec.expr import SubLink, SubPlan, walk
+from minidb.exec.expr import SubLink, SubPlan, conjuncts, walk
 from minidb.sql import ast
 
-__all__ = ["OnConflict", "bind_on_conflict"]
+__all__ = ["OnConflict", "Inference", "bind_on_conflict"]
+
+
+@dataclass
+class Inference:
+    """ON CONFLICT (cols and (exprs)) [WHERE pred], bound over the target table."""
+    columns: set                      # attnos
+    exprs: list                       # bound expressions
+    where: list                       # bound conjuncts of the WHERE
 
 
 @dataclass
 class OnConflict:
     action: str                       # "nothing" / "update"
-    arbiters: list                    # unique index names
+    arbiters: list                    # unique index names (the planner fills an inference's)
     excluded_index: int = -1          # the range-table index of EXCLUDED
     assignments: list = field(default_factory=list)   # [(attno, Expr over both rows)]
     where: object = None              # Expr over both rows, or None
+    inference: object = None          # Inference, for the planner to match
 
 
-def _arbiters(catalog, table, oc: ast.OnConflictClause) -> list:
+def _arbiters(b, entry, oc: ast.OnConflictClause) -> list:
+    catalog, table = b.catalog, entry.table
     uniques = [catalog.indexes[n] for n in table.indexes
                if n in catalog.indexes and catalog.indexes[n].unique]
     if oc.constraint is not None:
@@ -50,13 +65,11 @@ def _arbiters(catalog, table, oc: ast.OnConflictClause) -> list:
         for c in oc.columns:
             if table.column_index(c) < 0:
                 raise errors.UndefinedColumn(f'column "{c}" does not exist')
-        want = set(oc.columns)
-        found = [i.name for i in uniques if set(i.columns) == want]
-        if not found:
-            raise errors.ProgrammingError(
-                "there is no unique or exclusion constraint matching the ON CONFLICT "
-                "specification", sqlstate="42P10")
-        return found
+        where = conjuncts(b.boolean(oc.index_where, [entry], "WHERE")) \
+            if oc.index_where is not None else []
+        # the planner matches it against the indexes (minidb.sql.planner.arbiters)
+        return Inference({entry.attno(c) for c in oc.columns},
+                         [b.expr(x, [entry]) for x in oc.exprs], where)
     if oc.action == "update":
         err = errors.SyntaxError_(
             "ON CONFLICT DO UPDATE requires inference specification or constraint name")
@@ -68,7 +81,10 @@ def _arbiters(catalog, table, oc: ast.OnConflictClause) -> list:
 def bind_on_conflict(b, stmt, entry) -> OnConflict:
     oc = stmt.on_conflict
     table = entry.table
-    out = OnConflict(oc.action, _arbiters(b.catalog, table, oc))
+    arb = _arbiters(b, entry, oc)
+    out = OnConflict(oc.action, [] if isinstance(arb, Inference) else arb)
+    if isinstance(arb, Inference):
+        out.inference = arb
     if oc.action != "update":
         return out
     ex = b._entry(0, table.name, "excluded")

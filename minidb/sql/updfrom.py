@@ -8,6 +8,11 @@ its outputs, ``for_update`` so the target's TIDs come up through the joins), and
 planner plans it as it plans a SELECT's FROM list - hash, merge-free nested loop or index
 joins chosen by cost - under the Update / Delete node.
 
+RETURNING may read every FROM item (``*`` is all their columns, as PostgreSQL): its
+expressions are outputs of the join too, and the node returns the target's new (or
+deleted) row with the other items' columns of the joined row that changed it
+(``minidb.exec.returning``'s ``extra_keys``).
+
 A target row that joins several rows is changed once, by the first joined row the plan
 returns (the later ones find it already changed by this command and skip it:
 ``TM_SELF_MODIFIED``), as PostgreSQL does; which of the joined rows wins is unspecified

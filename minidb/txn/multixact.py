@@ -1,5 +1,5 @@
-"""FOR KEY SHARE lockers of tuple versions: the smallest multi-locker record (PostgreSQL's
-MultiXact, reduced to what foreign keys need).
+"""Shared row lockers of tuple versions (FOR KEY SHARE, FOR SHARE, FOR NO KEY UPDATE): the
+smallest multi-locker record (PostgreSQL's MultiXact, reduced to lockers).
 
 PostgreSQL 9.3 gave row locks four strengths; the weakest, FOR KEY SHARE, is what a
 foreign-key check takes on the referenced row, and it lets any number of transactions hold
@@ -16,7 +16,9 @@ alone:
 * an entry is keyed by the version it locks - (relfilenode, block, offset, xmin): a
   version's TID can be reused only after it is dead to everyone, and xmin tells a reused
   slot apart - and holds one column per backend slot: the xid of the transaction of that
-  slot holding the lock (0: none).  A member is *live* while ``proc_xid`` of its slot still
+  slot holding the lock (0: none), and beside it the lock's strength (``mx_mode``:
+  ``KEY_SHARE`` 1, ``SHARE`` 2, ``NO_KEY_UPDATE`` 3; a transaction that locks a version
+  again keeps the stronger of its two modes).  A member is *live* while ``proc_xid`` of its slot still
   is that xid, a lock-free comparison; nothing is released at transaction end, an entry
   whose members are all gone is free for the next version (liveness decides, as PostgreSQL
   checks a MultiXact's members);
@@ -30,11 +32,17 @@ alone:
   columns stay as they are does not wait, and the live members are copied to its new
   version (which gets the bit too), as PostgreSQL gives the new tuple the lockers' multi.
 
+The weaker SQL row locks live here too (``minidb.heap.multixact``): FOR SHARE (any number
+of holders, conflicting with FOR NO KEY UPDATE and stronger) and FOR NO KEY UPDATE (one
+holder: it conflicts with itself and FOR SHARE, not with FOR KEY SHARE).  A writer waits for
+the members whose mode is at least its threshold (``live_lockers(..., min_mode)``):
+DELETE, a key-changing UPDATE and FOR UPDATE from 1 (all), a non-key UPDATE and FOR NO KEY
+UPDATE from 2, FOR SHARE from 3, FOR KEY SHARE never.  FOR UPDATE itself stays in xmax.
+
 Because xmax is untouched, visibility, pruning, vacuum, the unique check and EvalPlanQual are
-unchanged: for them a key-share lock does not exist.  What PostgreSQL has beyond this: the
-FOR SHARE and FOR NO KEY UPDATE lock modes in SQL, lock upgrades inside a multi, a key-share
-lock taken on a version whose non-key update is still running (minidb's locker waits for
-that updater), lockers persisting in the tuple (pg_multixact survives restarts for hot
+unchanged: for them a shared row lock does not exist.  What PostgreSQL has beyond this:
+a key-share lock taken on a version whose non-key update is still running (minidb's locker
+waits for that updater), lockers persisting in the tuple (pg_multixact survives restarts for hot
 standby and prepared transactions), and no fixed capacity (here ``MULTI_LOCKERS_PER_SLOT``
 x slots versions at once: 53200 beyond).  The member is the top-level transaction: a
 ROLLBACK TO does not release a key-share lock taken in the savepoint (PostgreSQL does).
@@ -46,7 +54,10 @@ import numpy as np
 
 import minidb.errors as errors
 
-__all__ = ["add_locker", "live_lockers", "carry_lockers", "lockers_of"]
+__all__ = ["KEY_SHARE", "SHARE", "NO_KEY_UPDATE", "add_locker", "live_lockers", "carry_lockers",
+           "lockers_of"]
+
+KEY_SHARE, SHARE, NO_KEY_UPDATE = 1, 2, 3
 
 
 def _find(seg, tag) -> int:
@@ -71,34 +82,40 @@ def _claim(seg, tag) -> int:
     free = np.flatnonzero(~live)
     if not len(free):
         raise errors.InsufficientResources(
-            "out of shared memory\nHINT:  Too many row versions are locked FOR KEY SHARE at "
-            "once (the multixact table holds MULTI_LOCKERS_PER_SLOT per connection).")
+            "out of shared memory\nHINT:  Too many row versions are locked FOR [KEY] SHARE or "
+            "NO KEY UPDATE at once (the multixact table holds MULTI_LOCKERS_PER_SLOT per "
+            "connection).")
     e = int(free[0])
     seg.mx_tag[e] = tag
     m[e] = 0
+    seg.mx_mode[e] = 0
     return e
 
 
-def add_locker(backend, rfn: int, tid, xmin: int, xid: int) -> None:
-    """Record that ``xid`` (this backend's transaction) holds FOR KEY SHARE on the version
+def add_locker(backend, rfn: int, tid, xmin: int, xid: int, mode: int = KEY_SHARE) -> None:
+    """Record that ``xid`` (this backend's transaction) holds ``mode`` on the version
     ``(rfn, tid, xmin)``; the caller holds the page's exclusive lock."""
     inst = backend.instance
     seg = inst.seg
+    slot = backend.slot
     with inst.locks.multixact:
         e = _claim(seg, (rfn, tid[0], tid[1], xmin))
-        seg.mx_member[e, backend.slot] = xid
+        if seg.mx_member[e, slot] == xid:
+            mode = max(mode, int(seg.mx_mode[e, slot]))
+        seg.mx_member[e, slot] = xid
+        seg.mx_mode[e, slot] = mode
 
 
-def live_lockers(backend, rfn: int, tid, xmin: int) -> list[int]:
-    """The xids of the live FOR KEY SHARE lockers of a version, other than this
-    backend's own transaction."""
+def live_lockers(backend, rfn: int, tid, xmin: int, min_mode: int = KEY_SHARE) -> list[int]:
+    """The xids of the live lockers of a version holding ``min_mode`` or stronger, other
+    than this backend's own transaction."""
     inst = backend.instance
     seg = inst.seg
     with inst.locks.multixact:
         e = _find(seg, (rfn, tid[0], tid[1], xmin))
         if e < 0:
             return []
-        live = _live(seg, e)
+        live = _live(seg, e) & (seg.mx_mode[e] >= min_mode)
         live[backend.slot] = False
         return [int(x) for x in seg.mx_member[e][live]]
 
@@ -113,8 +130,9 @@ def lockers_of(backend, rfn: int, tid, xmin: int) -> list[int]:
 
 
 def carry_lockers(backend, rfn: int, tid, xmin: int, new_tid, new_xmin: int) -> bool:
-    """A non-key update of a key-share-locked version: its live lockers also lock the new
-    version.  True if there were any."""
+    """A non-key update of a version with shared lockers: its live lockers (the key-share
+    ones; any stronger one is the updater's own) also lock the new version.  True if there
+    were any."""
     inst = backend.instance
     seg = inst.seg
     with inst.locks.multixact:
@@ -125,6 +143,8 @@ def carry_lockers(backend, rfn: int, tid, xmin: int, new_tid, new_xmin: int) -> 
         if not live.any():
             return False
         members = seg.mx_member[e].copy()
+        modes = seg.mx_mode[e].copy()
         n = _claim(seg, (rfn, new_tid[0], new_tid[1], new_xmin))
         seg.mx_member[n][live] = members[live]
+        seg.mx_mode[n][live] = modes[live]
         return True

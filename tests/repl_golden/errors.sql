@@ -19,7 +19,7 @@ UPDATE t SET v = v / (id - 1);
 -- unsupported construct (NotSupportedError)
 SELECT id, FROM t;
 SELECT nosuchfunc(id) FROM t;
-SELECT * FROM t a, LATERAL (SELECT 1) b;
+SELECT * FROM t a, LATERAL generate_series(1, 2) WITH ORDINALITY b;
 -- nothing above changed the table
 SELECT * FROM t ORDER BY id;
 -- meta commands used wrongly

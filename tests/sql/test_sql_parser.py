@@ -92,12 +92,11 @@ def test_syntax_error_positions(sql, where):
 
 
 @pytest.mark.parametrize("sql,word", [
-    ("SELECT * FROM a, LATERAL (SELECT 1) s", "LATERAL"),
+    ("SELECT * FROM a, LATERAL generate_series(1, a.x) WITH ORDINALITY g", "WITH ORDINALITY"),
     ("VALUES (1)", "VALUES"),
-    ("SELECT * FROM t FOR SHARE", "FOR SHARE"),
-    ("SELECT * FROM t FOR UPDATE NOWAIT", "NOWAIT"),
+    ("SELECT * FROM t FOR UPDATE FOR SHARE", "more than one row-locking clause"),
     ("ALTER SEQUENCE s RENAME TO u", "ALTER SEQUENCE ... RENAME"),
-    ("INSERT INTO t VALUES (1) ON CONFLICT ((a + 1)) DO NOTHING", "ON CONFLICT on an expr"),
+    ("INSERT INTO t VALUES (1) ON CONFLICT (a DESC) DO NOTHING", "DESC / NULLS in ON CONFLICT"),
     ("CREATE TABLE t (a int REFERENCES u (a) MATCH FULL)", "MATCH FULL"),
     ("CREATE MATERIALIZED VIEW v AS SELECT 1", "VIEW"),
     ("CREATE INDEX CONCURRENTLY i ON t (a)", "CONCURRENTLY"),

@@ -31,7 +31,7 @@ from minidb.errors import NotSupportedError, SyntaxError_
 from minidb.catalog.cache import index_expr_name
 from minidb.index.keys import default_option
 from minidb.sql import ast
-from minidb.sql.parser.dialect import MinidbPostgres
+from minidb.sql.parser.dialect import UNARY_PLUS, MinidbPostgres
 from minidb.sql.parser.lexer import _skip, unescape
 
 __all__ = ["translate_statement", "translate_expression", "number_placeholders"]
@@ -293,11 +293,19 @@ def translate_select(node) -> ast.SelectStmt:
         s.having = translate_expression(h.this)
     s.order_by = order
     s.limit, s.offset = _limit_offset(node)
-    for lock in node.args.get("locks") or []:
-        _only(lock, {"update"}, {"expressions": "FOR UPDATE OF", "wait": "NOWAIT / SKIP LOCKED",
-                                 "key": "FOR NO KEY UPDATE / FOR KEY SHARE"})
-        if not lock.args.get("update"):
-            raise unsupported("FOR SHARE")
+    locks = node.args.get("locks") or []
+    if len(locks) > 1:
+        raise unsupported("more than one row-locking clause")
+    for lock in locks:
+        _only(lock, {"update", "key", "wait", "expressions"})
+        upd, key = bool(lock.args.get("update")), bool(lock.args.get("key"))
+        s.lock_mode = ("no key update" if key else "update") if upd else \
+            ("key share" if key else "share")
+        wait = lock.args.get("wait")
+        if wait is not None and not isinstance(wait, bool):
+            raise unsupported("WAIT n")
+        s.lock_wait = "block" if wait is None else ("nowait" if wait else "skip")
+        s.lock_of = [t.name for t in lock.args.get("expressions") or []]
         s.for_update = True
     return s
 
@@ -373,7 +381,20 @@ def _from_item(t):
             raise SyntaxError_("subquery in FROM must have an alias")
         return ast.SubqueryRef(translate_query(t.this), name, cols)
     if isinstance(t, exp.Lateral):
-        raise unsupported("LATERAL")
+        _only(t, {"this", "alias", "view", "outer", "ordinality"})
+        if t.args.get("view") or t.args.get("outer"):
+            raise unsupported("LATERAL VIEW")
+        if t.args.get("ordinality"):
+            raise unsupported("LATERAL ... WITH ORDINALITY")
+        if isinstance(t.this, exp.Func):    # a function in FROM is lateral anyway
+            return _from_item(exp.Table(this=t.this, alias=t.args.get("alias")))
+        if not isinstance(t.this, exp.Subquery):
+            raise unsupported("LATERAL of this item")
+        _only(t.this, {"this"})
+        name, cols = _alias_parts(t.args.get("alias"))
+        if name is None:
+            raise SyntaxError_("subquery in FROM must have an alias")
+        return ast.SubqueryRef(translate_query(t.this.this), name, cols, lateral=True)
     if isinstance(t, exp.Values):
         return _values_in_from(t)
     return _table(t)
@@ -451,7 +472,8 @@ def _returning(node) -> list | None:
 
 
 def _on_conflict(c) -> ast.OnConflictClause:
-    _only(c, {"action", "conflict_keys", "constraint", "expressions", "where", "duplicate"})
+    _only(c, {"action", "conflict_keys", "constraint", "expressions", "where", "duplicate",
+              "index_predicate"})
     if c.args.get("duplicate"):
         raise unsupported("ON DUPLICATE KEY")
     action = (c.args.get("action").name if c.args.get("action") is not None else "").upper()
@@ -462,11 +484,20 @@ def _on_conflict(c) -> ast.OnConflictClause:
     if keys:
         cols = []
         for k in keys:
-            k = k.this if isinstance(k, exp.Ordered) else k
-            if not isinstance(k, exp.Column) or k.args.get("table") is not None:
-                raise unsupported("ON CONFLICT on an expression")
-            cols.append(_ident(k.this))
+            if isinstance(k, exp.Ordered):
+                if k.args.get("desc") or k.args.get("nulls_first"):
+                    raise unsupported("ASC / DESC / NULLS in ON CONFLICT")
+                k = k.this
+            if isinstance(k, exp.Column) and k.args.get("table") is None:
+                cols.append(_ident(k.this))
+            else:                   # an expression index's expression
+                out.exprs.append(translate_expression(k))
         out.columns = cols
+    ip = c.args.get("index_predicate")
+    if ip is not None:
+        if not keys:
+            raise SyntaxError_('syntax error at or near "WHERE"')
+        out.index_where = translate_expression(ip.this)
     if c.args.get("constraint") is not None:
         out.constraint = _ident(c.args["constraint"])
     for a in c.args.get("expressions") or []:
@@ -946,6 +977,11 @@ def translate_expression(e, *, star_ok: bool = False, default_ok: bool = False) 
         return _constant(e)
     if cls is exp.Paren:
         return t(e.this)
+    if cls is exp.Anonymous and str(e.this).lower() == UNARY_PLUS:   # + x (dialect.py)
+        return ast.UnOp("+", t(e.expressions[0]))
+    if cls is exp.AtTimeZone:               # x AT TIME ZONE z is timezone(z, x)
+        _only(e, {"this", "zone"})
+        return ast.FuncE("timezone", (t(e.args["zone"]), t(e.this)))
     if cls is exp.Neg:
         inner = t(e.this)
         if isinstance(inner, ast.Lit) and inner.kind in ("int", "float"):

@@ -10,7 +10,8 @@ SELECT as below.  The class is assembled from the modules along PostgreSQL's sea
 **Above the joins**: Aggregate / HashAggregate (groups: the product of the GROUP BY
 columns' n_distinct, at most the input rows; a plain aggregate of one table may go
 parallel when that is cheaper), then, without DISTINCT, Sort and Limit over the rows
-before projection (LockRows for FOR UPDATE between Limit and the projection); with
+before projection (LockRows for a row-locking clause under the Limit, as PostgreSQL's, so
+LIMIT counts locked rows and SKIP LOCKED moves on to the next one); with
 DISTINCT, projection, HashAggregate over the output, Sort, Limit.  A Limit scales its
 input's cost to the fraction of rows it reads (startup + fraction x run cost).  For one
 table, an index scan that returns rows in the ORDER BY's order (``_index_order_paths``)
@@ -294,7 +295,11 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
             self._plan_subqueries(b.select)
             child, _, _ = self.plan_query(b.select)
         node = InsertNode(b.entry, b.attnos, child, b.defaults)
-        node.on_conflict = b.on_conflict    # minidb.exec.onconflict runs it
+        oc = b.on_conflict
+        if oc is not None and oc.inference is not None:    # infer_arbiter_indexes
+            from minidb.sql.planner.arbiters import infer_arbiters
+            oc.arbiters = infer_arbiters(self.catalog, b.entry, oc.inference)
+        node.on_conflict = oc               # minidb.exec.onconflict runs it
         node.set_cost(child.startup_cost,
                       child.total_cost + child.rows * self.settings.cpu_tuple_cost, 0, 0)
         self.rel_pages[b.entry.table.relfilenode] = self._nblocks(b.entry.table.relfilenode)
@@ -385,11 +390,8 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
                         f"{node.children[0].title() if b.limit or b.offset else node.title()}")
         else:
             node = self._limit(node, b)
-        if b.for_update:
-            lk = LockRowsNode(b.rtable[0], node, b.quals)
-            lk.set_cost(node.startup_cost, node.total_cost + node.rows * s.cpu_tuple_cost,
-                        node.rows, node.width)
-            node = lk
+        if b.for_update and b.limit is None and b.offset is None:
+            node = self._lock_rows(node, b)   # else _limit put it under the Limit
         node = project(node)
         return node, names, [e.type for e in exprs]
 
@@ -494,9 +496,17 @@ class Planner(ScanPaths, JoinPaths, ParallelPaths):
         s.set_cost(startup, startup + coc * n, node.rows, node.width)
         return s
 
+    def _lock_rows(self, node, b):
+        lk = LockRowsNode(b.rtable[0], node, b.quals, b.lock_mode, b.lock_wait)
+        lk.set_cost(node.startup_cost, node.total_cost + node.rows * self.settings.cpu_tuple_cost,
+                    node.rows, node.width)
+        return lk
+
     def _limit(self, node, b):
         if b.limit is None and b.offset is None:
             return node
+        if getattr(b, "for_update", False):
+            node = self._lock_rows(node, b)   # LockRows under the Limit, as PostgreSQL
         lim = _const_int(b.limit)
         off = _const_int(b.offset) or 0
         rows = node.rows

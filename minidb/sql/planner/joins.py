@@ -143,6 +143,7 @@ class JoinPaths:
             from minidb.sql.binder import FromJoin
             if isinstance(n, FromJoin):
                 exprs.extend(n.quals)
+                exprs.extend(n.lateral)     # a LATERAL subquery's parameters
                 tree(n.left)
                 tree(n.right)
         for it in b.from_items:
@@ -285,6 +286,9 @@ class JoinPaths:
                     rels[k] = br
                 else:
                     rels[k] = self._derived_rel(e, per[k])
+            elif lf.kind in ("lateral", "lateral left"):
+                node = self._plan_lateral(lf, per[k])
+                rels[k] = CompRel(-1 - k, leaf_rels[k], node, node.rows)
             else:
                 node = self._plan_outer(lf, per[k])
                 rels[k] = CompRel(-1 - k, leaf_rels[k], node, node.rows)
@@ -350,6 +354,42 @@ class JoinPaths:
             best.filter = list(keep)
             best.rows = clamp(best.rows * est.clauses(keep))
         return best
+
+    def _plan_lateral(self, j, above):
+        """A LATERAL subquery (or a join holding one, ``j.right``) joined to the FROM items
+        before it (``j.left``): a ``LateralNode`` runs it for each outer row.  Conditions from above that read only
+        the left go down into it, ON conditions that read only the subquery into its scan;
+        the remaining ON conditions are the join's, the remaining ones from above its
+        Filter."""
+        from minidb.exec.lateral import LateralNode
+        lrels, rrels = self._tree_rels(j.left), self._tree_rels(j.right)
+        push_l, keep = [], []
+        for q in above:
+            rs = _side_keys(q)
+            if rs and rs <= lrels and not X.has_sublink(q):
+                push_l.append(q)
+            else:
+                keep.append(q)
+        push_r, jq = [], []
+        for q in j.quals:
+            rs = _side_keys(q)
+            if rs and rs <= rrels and not X.has_sublink(q):
+                push_r.append(q)
+            else:
+                jq.append(q)
+        lp, _ = self._plan_items([j.left], push_l)
+        rp, _ = self._plan_items([j.right], push_r)
+        est = Estimator(self._relstats)
+        rows = lp.rows * rp.rows * (est.clauses(jq) if jq else 1.0)
+        if j.kind == "lateral left":
+            rows = max(rows, lp.rows)
+        node = LateralNode(lp, rp, j.lateral, jq, "left" if j.kind == "lateral left"
+                           else "inner", keep)
+        run = lp.rows * (rp.total_cost + rp.rows * self.settings.cpu_tuple_cost)
+        node.set_cost(lp.startup_cost + rp.startup_cost, lp.total_cost + run,
+                      clamp(rows * (est.clauses(keep) if keep else 1.0)),
+                      lp.width + rp.width)
+        return node
 
     def _derived_rel(self, e, quals):
         """A FROM entry that is not a table: its scan (Subquery Scan, CTE Scan, Function
