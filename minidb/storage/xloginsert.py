@@ -196,35 +196,11 @@ def redo_block(bm, r: rec.Record, blk: rec.BlockRef, invalid: dict | None = None
         if logical is None:
             raise ValueError(f"no redo routine for the logical block data of "
                              f"{rec.op_name(r.rmid, r.info)} at {rec.format_lsn(r.lsn)}")
-        if not smgr.exists(blk.relfilenode, blk.fork):
-            smgr.create(blk.relfilenode, blk.fork)
-        b = bm.pin_for_redo(blk.relfilenode, blk.fork, blk.block, zero=True)
-        try:
-            page = bm.page(b)
-            logical(page, blk, r)
-            pg.set_lsn(page, r.end)
-            bm.mark_dirty(b)
-        finally:
-            bm.unlock(b)
-            bm.unpin(b)
-        if invalid is not None:
-            invalid.pop((blk.relfilenode, blk.fork, blk.block), None)
+        _redo_fresh(bm, r, blk, invalid, lambda page: logical(page, blk, r))
         return BLK_NEEDS_REDO
     if blk.has_image:
-        if not smgr.exists(blk.relfilenode, blk.fork):
-            smgr.create(blk.relfilenode, blk.fork)
-        b = bm.pin_for_redo(blk.relfilenode, blk.fork, blk.block, zero=True)
-        try:
-            page = bm.page(b)
-            rec.restore_image(page, blk.image, blk.hole_off, blk.hole_len)
-            if not pg.page_is_new(page):
-                pg.set_lsn(page, r.end)
-            bm.mark_dirty(b)
-        finally:
-            bm.unlock(b)
-            bm.unpin(b)
-        if invalid is not None:
-            invalid.pop((blk.relfilenode, blk.fork, blk.block), None)
+        _redo_fresh(bm, r, blk, invalid,
+                    lambda page: rec.restore_image(page, blk.image, blk.hole_off, blk.hole_len))
         return BLK_RESTORED
     if not smgr.exists(blk.relfilenode, blk.fork) or \
             blk.block >= smgr.nblocks(blk.relfilenode, blk.fork):
@@ -253,6 +229,27 @@ def redo_block(bm, r: rec.Record, blk: rec.BlockRef, invalid: dict | None = None
     finally:
         bm.unlock(b)
         bm.unpin(b)
+
+
+def _redo_fresh(bm, r: rec.Record, blk: rec.BlockRef, invalid: dict | None, fill) -> None:
+    """A block whose content the record gives whole (an image, or a logical block that
+    formats a new page): the buffer is zeroed, never read, then ``fill(page)`` writes it
+    (XLogInitBufferForRedo)."""
+    smgr = bm.smgr
+    if not smgr.exists(blk.relfilenode, blk.fork):
+        smgr.create(blk.relfilenode, blk.fork)
+    b = bm.pin_for_redo(blk.relfilenode, blk.fork, blk.block, zero=True)
+    try:
+        page = bm.page(b)
+        fill(page)
+        if not pg.page_is_new(page):
+            pg.set_lsn(page, r.end)
+        bm.mark_dirty(b)
+    finally:
+        bm.unlock(b)
+        bm.unpin(b)
+    if invalid is not None:
+        invalid.pop((blk.relfilenode, blk.fork, blk.block), None)
 
 
 def page_lsns(pages: np.ndarray) -> np.ndarray:
