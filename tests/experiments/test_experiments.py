@@ -333,6 +333,7 @@ def test_syncscan_parallel_large_chunks_reread_with_syncscan(tmp_path):
         rep = syncscan_parallel.run(clients=3, queries=3, table_blocks=3072, repeats=1,
                                     chunks={"65536": 128, "8192": 16}, device_mbps=100.0,
                                     sweep=(4.0,), at_one_point=(),
+                                    readahead_policies=("ondemand",),
                                     workdir=str(tmp_path))
         (pt,) = rep.data["points"]
         r = pt["results"]
