@@ -34,17 +34,25 @@ What it leaves out is only the executor's own work.  EXPLAIN shows the plan; the
 runs that plan's scan (EXPLAIN ANALYZE runs the nodes, to measure them).
 
 Expressions are compiled here to plain Python on one row (``_scalar``), for a small set:
-columns, parameters, constants, ``now()``-like functions without arguments, integer ``+ -
-*`` with the general path's range errors, and ``=`` on integers and text (the re-check of
-a unique key).  A plan with anything else (a filter, a cast, a CASE, LIMIT, a subquery,
-FOR UPDATE, RETURNING, a column type outside int / float / bool / text / timestamp) is not
-compiled: ``compile_point`` returns None and the plan runs through its nodes.  The values
-are the ones the general path computes (its one-row chunks convert int, float, bool, text
-and timestamp values to numpy and back without change); ``tests/exec/test_point.py``
-compares the two paths' rows and counters with hypothesis.
+columns, parameters, constants, integer ``+ - *`` with the general path's range errors,
+widening integer casts (integer -> bigint: the value as it is), ``=`` on integers and text
+(the re-check of a unique key), and the *constants of a transaction*: ``now()``,
+``CURRENT_DATE``, ``CURRENT_TIME`` and casts of them and of constants - TPC-B's
+``CURRENT_TIMESTAMP`` into a ``timestamp`` column is ``now()::timestamp``, a timestamptz ->
+timestamp cast in the session's TimeZone.  Those are folded by the general path's own
+``compile_expr`` (so the value, and any error, is its value) once per transaction start and
+time zone, and reused for the transaction's later executions.  A plan with anything else (a
+filter, another cast, a CASE, ``random()``, LIMIT, a subquery, FOR UPDATE, RETURNING, a
+column type outside int / float / bool / text / timestamp) is not compiled:
+``compile_point`` returns None and the plan runs through its nodes.  The values are the ones
+the general path computes (its one-row chunks convert int, float, bool, text and timestamp
+values to numpy and back without change); ``tests/exec/test_point.py`` compares the two
+paths' rows and counters with hypothesis, casts and time zones included.
 """
 
 from __future__ import annotations
+
+import datetime as _dt
 
 import minidb.errors as errors
 import minidb.index as ix
@@ -59,6 +67,7 @@ from minidb.heap.epq import modify_rows
 from minidb.heap.heapam import heap_insert
 from minidb.heap.prune import PagePruner
 from minidb.index.scan import fetch_equal
+from minidb.types import session_timezone
 
 __all__ = ["compile_point"]
 
@@ -103,11 +112,86 @@ def _ok_type(t) -> bool:
         return False
 
 
+# functions without arguments whose value is fixed for a transaction and a time zone
+_XACT_FUNCS = ("now", "current_date", "current_time")
+
+
+def _xact_constant(e) -> bool:
+    """Is ``e`` a value of the transaction: constants, now()-like functions and casts of
+    them (``CURRENT_TIMESTAMP`` into a timestamp column is ``now()::timestamp``)?"""
+    if isinstance(e, X.Const):
+        return True
+    if isinstance(e, X.Func):
+        return not e.args and e.name in _XACT_FUNCS
+    if isinstance(e, X.Cast):
+        return _xact_constant(e.arg)
+    return False
+
+
+def _is_local_now(e) -> bool:
+    """``now()::timestamp`` (CURRENT_TIMESTAMP into a timestamp column) or LOCALTIMESTAMP."""
+    if e.type.name != "timestamp":
+        return False
+    if isinstance(e, X.Cast):
+        e = e.arg
+        if e.type.name != "timestamptz":
+            return False
+    return isinstance(e, X.Func) and e.name == "now" and not e.args
+
+
+def local_now(start, zone):
+    """The transaction start ``start`` (the clock's naive local time) as a timestamp in
+    ``zone``: what the general path's now() -> timestamptz microseconds -> the cast to
+    timestamp (``astimezone`` of the session's zone) -> the timestamp's microseconds
+    computes, without the two integer round trips (``fold`` 0, as a datetime made from
+    microseconds has)."""
+    return start.astimezone().astimezone(zone).replace(tzinfo=None, fold=0)
+
+
+def _of_transaction(e):
+    """fn(row, params, xact) -> the value of a transaction constant (``_xact_constant``):
+    ``compile_expr`` folds it to a constant, as the general path does, once per transaction
+    start and time zone (the casts of timestamptz read the session's TimeZone); TPC-B's
+    ``now()::timestamp`` directly (``local_now``: one per transaction)."""
+    t = e.type
+    if _is_local_now(e):
+        def local(row, params, xact):
+            return local_now(xact.start_time or _dt.datetime.now(), session_timezone())
+        return local
+    memo = [None, None]         # (start time, zone), value
+
+    def fn(row, params, xact):
+        key = (xact.start_time, session_timezone())
+        if memo[0] != key or key[0] is None:
+            c = compile_expr(e, {}, (), key[0])
+            if not isinstance(c, K):
+                raise errors.InternalError(f"{X.deparse(e)} is not a constant")
+            memo[1] = dt.from_repr(c.value, t)
+            memo[0] = key
+        return memo[1]
+    return fn
+
+
+def _int_widening(src, dst) -> bool:
+    """An integer of ``src`` is the same integer of ``dst`` (integer -> bigint ...): the
+    general path's vector passes on unchanged."""
+    return _ok_type(src) and dt.family(src) == "int" and dt.family(dst) == "int" \
+        and dt.implicitly_castable(src, dst)
+
+
 def _scalar(e, rindex, *, row_ok: bool):
     """fn(row, params, xact) -> the Python value of ``e`` (the general path's value)."""
     if not _ok_type(e.type):
         raise _NotPoint
     t = e.type
+    if isinstance(e, (X.Func, X.Cast)) and _xact_constant(e):
+        return _of_transaction(e)
+    if isinstance(e, X.Cast):
+        # a widening integer cast (integer -> bigint ...) keeps the value: the general path
+        # passes the vector on unchanged
+        if _int_widening(e.arg.type, t):
+            return _scalar(e.arg, rindex, row_ok=row_ok)
+        raise _NotPoint
     if isinstance(e, X.Param):
         i = e.index
         if dt.family(t) == "ts":
@@ -132,14 +216,6 @@ def _scalar(e, rindex, *, row_ok: bool):
             raise _NotPoint
         a = e.key[1]
         return lambda row, params, xact: row[a]
-    if isinstance(e, X.Func) and not e.args:
-        # now() / CURRENT_TIMESTAMP and the like: a constant of the transaction
-        def fn(row, params, xact, _e=e):
-            c = compile_expr(_e, {}, params, xact.start_time)
-            if not isinstance(c, K):
-                raise errors.InternalError(f"{_e.name}() is not a constant")
-            return dt.from_repr(c.value, _e.type)
-        return fn
     if isinstance(e, X.Arith) and e.op in ("+", "-", "*") and t.name in _INT_RANGE \
             and dt.family(e.left.type) == "int" and dt.family(e.right.type) == "int":
         lo, hi, msg = _INT_RANGE[t.name]
@@ -344,7 +420,8 @@ def _compile_insert(plan):
             if e is None:
                 given.append((a, None))
                 continue
-        if e.type != columns[a][1] or values.types[i] != columns[a][1]:
+        if values.types[i] != columns[a][1] or (e.type != columns[a][1]
+                                                 and not _int_widening(e.type, columns[a][1])):
             raise _NotPoint
         given.append((a, _scalar(e, None, row_ok=False)))
     rels = _Rels(None, root.entry.table.name)

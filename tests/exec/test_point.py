@@ -2,8 +2,9 @@
 errors and counters, with ``enable_fast_path`` on in one instance and off in another that
 runs the same operations (random keys, misses, NULLs, HOT chains, deletes whose index
 items get killed, a second connection's uncommitted and committed updates, READ
-COMMITTED and REPEATABLE READ), and the EvalPlanQual re-check of a keyed UPDATE that
-waited for a concurrent one."""
+COMMITTED and REPEATABLE READ, casts in an INSERT under changing time zones,
+``CURRENT_TIMESTAMP`` into a timestamp column), and the EvalPlanQual re-check of a keyed
+UPDATE that waited for a concurrent one."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ class Side:
         self.b = Session(self.inst, enable_fast_path=fast, **settings)
         self.ea, self.eb = Engine(self.a), Engine(self.b)
         self.eb.execute("CREATE TABLE t (k integer PRIMARY KEY, v integer, s text, "
-                        "big bigint)")
+                        "big bigint, ts timestamp, mt timestamp)")
         for k in range(0, NKEYS, 2):          # odd keys are misses until inserted
             self.eb.execute("INSERT INTO t VALUES (?, ?, ?, ?)",
                             [k, None if k % 6 == 0 else k * 10, f"r{k}", k * 1000])
@@ -50,6 +51,14 @@ class Side:
             "update": self.ea.prepare("UPDATE t SET v = v + ? WHERE k = ?"),
             "delete": self.ea.prepare("DELETE FROM t WHERE k = ?"),
             "insert": self.ea.prepare("INSERT INTO t (k, v, s) VALUES (?, ?, ?)"),
+            # integer -> bigint, timestamptz -> timestamp in the session's TimeZone
+            "insert_cast": self.ea.prepare(
+                "INSERT INTO t (k, v, s, big, ts) VALUES (?, ?, ?, CAST(? AS integer), "
+                "TIMESTAMPTZ '2026-06-01 12:00:00+05')"),
+            # TPC-B's history row: now()::timestamp
+            "insert_now": self.ea.prepare(
+                "INSERT INTO t (k, s, mt) VALUES (?, ?, CURRENT_TIMESTAMP)"),
+            "select_ts": self.ea.prepare("SELECT k, ts FROM t WHERE k = ?"),
         }
 
     def counters(self):
@@ -79,6 +88,24 @@ class Side:
                 r = self.prep["delete"].execute([o[1]]).rowcount
             elif kind == "insert":
                 r = self.prep["insert"].execute([o[1], o[2], f"n{o[1]}"]).rowcount
+            elif kind == "insert_cast":
+                r = self.prep["insert_cast"].execute([o[1], o[2], f"c{o[1]}",
+                                                      o[2]]).rowcount
+            elif kind == "insert_now":
+                # the inserted mtime is the general path's LOCALTIMESTAMP of the transaction
+                own = not self.a.xact.in_block
+                if own:
+                    self.ea.execute("BEGIN")
+                n = self.prep["insert_now"].execute([o[1], f"h{o[1]}"]).rowcount
+                same = self.ea.execute("SELECT k FROM t WHERE k = ? AND mt = LOCALTIMESTAMP",
+                                       [o[1]]).rows
+                if own:
+                    self.ea.execute("COMMIT")
+                r = (n, same)
+            elif kind == "select_ts":
+                r = self.prep["select_ts"].execute([o[1]]).rows
+            elif kind == "a_tz":
+                r = self.ea.execute(f"SET TimeZone = '{o[1]}'").status
             elif kind == "b_update":     # B changes a row and keeps it uncommitted
                 self.eb.execute("BEGIN")
                 r = self.eb.execute("UPDATE t SET v = 7 WHERE k = ?", [o[1]]).rowcount
@@ -101,7 +128,7 @@ class Side:
         for e in (self.eb, self.ea):
             if e.session.xact.in_block:
                 e.execute("ROLLBACK")
-        rows = self.ea.execute("SELECT k, v, s, big FROM t ORDER BY k").rows
+        rows = self.ea.execute("SELECT k, v, s, big, ts, mt IS NULL FROM t ORDER BY k").rows
         stats = self.a.table_stats("t")
         fast_used = self.ea.counters["fast_path"]
         self.a.close()
@@ -119,6 +146,10 @@ ops = st.lists(st.one_of(
     st.tuples(st.just("update_simple"), key, delta),
     st.tuples(st.just("delete"), key),
     st.tuples(st.just("insert"), key, st.one_of(st.none(), delta)),
+    st.tuples(st.just("insert_cast"), key, st.one_of(st.none(), delta)),
+    st.tuples(st.just("insert_now"), key),
+    st.tuples(st.just("select_ts"), key),
+    st.tuples(st.just("a_tz"), st.sampled_from(["UTC", "Asia/Kolkata", "America/New_York"])),
     st.tuples(st.just("b_update"), key),
     st.tuples(st.just("b_end"), st.booleans()),
     st.tuples(st.just("a_begin"), st.sampled_from(["READ COMMITTED", "REPEATABLE READ"])),
@@ -139,7 +170,8 @@ def _sanitize(seq):
             if not b_open:
                 continue
             b_open, held = False, set()
-        elif o[0] in ("update", "update_simple", "delete", "insert") and o[1] in held:
+        elif o[0] in ("update", "update_simple", "delete", "insert", "insert_cast",
+                      "insert_now") and o[1] in held:
             continue
         out.append(o)
     return out
@@ -176,7 +208,8 @@ def _compare(tmp_path_factory, seq):
     assert st1 == st0
     assert used0 == 0
     point_ops = sum(1 for o in seq if o[0] in ("select", "update", "delete", "insert",
-                                               "select_simple", "update_simple"))
+                                               "select_simple", "update_simple",
+                                               "insert_cast", "insert_now", "select_ts"))
     assert used1 >= (1 if point_ops else 0)
 
 
@@ -369,3 +402,61 @@ def test_duplicates_past_one_leaf(tmp_path):
     assert used1 >= 4 and used0 == 0
     assert len(o1[0][0]) == 700 - 175
     assert o1[0][1][COUNTED.index("index_items_killed")] > 0
+
+
+def test_insert_casts_take_the_point_path(tmp_path):
+    """TPC-B's history INSERT (``CURRENT_TIMESTAMP`` into a timestamp column) and an integer
+    into a bigint column run as closures, with the general path's values: a timestamptz
+    constant cast in the session's TimeZone (changed between executions), the transaction's
+    now() for every row of a transaction; ``random()`` stays with the nodes."""
+    got = {}
+    for fast in (True, False):
+        side = Side(tmp_path / ("f" if fast else "s"), fast)
+        e = side.ea
+        n0 = e.counters["fast_path"]
+        outs = [side.op(("insert_cast", 1, 5)), side.op(("a_tz", "Asia/Kolkata")),
+                side.op(("insert_cast", 3, None)), side.op(("select_ts", 3)),
+                side.op(("a_tz", "America/New_York")), side.op(("insert_cast", 5, 2**20))]
+        e.execute("BEGIN")
+        for k in (7, 9):
+            outs.append(side.op(("insert_now", k)))
+        time.sleep(0.01)
+        outs.append(side.op(("insert_now", 11)))
+        e.execute("COMMIT")
+        outs.append(e.execute("SELECT count(DISTINCT mt) FROM t WHERE k IN (7, 9, 11)").rows)
+        used = e.counters["fast_path"] - n0
+        e.execute("CREATE TABLE rnd (k integer, f double precision)")
+        n1 = e.counters["fast_path"]
+        e.execute("INSERT INTO rnd VALUES (?, random())", [1])
+        assert e.counters["fast_path"] == n1
+        got[fast] = (outs, used, side.finish()[:2])
+    assert got[True][0] == got[False][0] and got[True][2] == got[False][2]
+    outs = got[True][0]
+    assert [r for r, _ in outs[6:9]] == [(1, [(7,)]), (1, [(9,)]), (1, [(11,)])]
+    assert outs[9] == [(1,)]           # one transaction: one now()
+    assert outs[3][0][0][1].hour == 12 and outs[3][0][0][1].minute == 30   # 12:00+05 in IST
+    assert got[True][1] >= 7 and got[False][1] == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(start=st.datetimes(min_value=__import__("datetime").datetime(1990, 1, 1),
+                          max_value=__import__("datetime").datetime(2060, 1, 1)),
+       zone=st.sampled_from(["UTC", "Asia/Kolkata", "America/New_York", "Europe/Helsinki",
+                             "Australia/Lord_Howe", "+05:45", "-03:30"]))
+def test_local_now_is_the_general_paths_value(start, zone):
+    """``now()::timestamp`` and LOCALTIMESTAMP on the point path (``local_now``) equal what
+    the general path's ``compile_expr`` folds them to, DST folds and gaps included."""
+    from minidb.exec import datatypes as dt
+    from minidb.exec import expr as X
+    from minidb.exec.compile import compile_expr
+    from minidb.exec.point import local_now
+    from minidb.types import session_timezone, set_timezone
+    set_timezone(zone)
+    try:
+        now = X.Func("now", (), dt.TIMESTAMPTZ)
+        for e in (X.Cast(now, dt.TIMESTAMP), X.Func("now", (), dt.TIMESTAMP)):
+            want = dt.from_repr(compile_expr(e, {}, (), start).value, dt.TIMESTAMP)
+            got = local_now(start, session_timezone())
+            assert got == want and got.fold == want.fold == 0, (e, got, want)
+    finally:
+        set_timezone("UTC")
