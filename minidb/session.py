@@ -61,6 +61,9 @@ from minidb.heap.prune import PagePruner
 from minidb.types import int_to_timestamp
 
 
+_NO_PARAMS = object()
+
+
 class Session:
     """One backend and its transaction (see the module docstring)."""
 
@@ -145,18 +148,24 @@ class Session:
     def __exit__(self, *exc):
         self.close()
 
-    def statement(self, body):
+    def statement(self, body, params=_NO_PARAMS):
         """Run ``body(snap) -> (result, wrote)`` as one statement (see the docstring); the
-        SQL engine brackets its statements with this too."""
+        SQL engine brackets its statements with this too.  With ``params``, the body is a
+        point closure (``minidb.exec.point``): ``body(self, snap, params)``, without a
+        lambda around it."""
         inst = self.instance
+        backend = self._backend
         inst.enter_call()  # a crash restart waits until the statement is over
         try:
-            inst.check_interrupts(self._backend)
-            xact = self.xact
+            inst.check_interrupts(backend)
+            xact = backend.xact
             snap = xact.start_statement()
             implicit = not xact.explicit
             try:
-                result, wrote = body(snap)
+                if params is _NO_PARAMS:
+                    result, wrote = body(snap)
+                else:
+                    result, wrote = body(self, snap, params)
                 if not implicit:    # (the commit below ends the statement too)
                     xact.command_done(wrote)
             except BaseException:
@@ -166,7 +175,7 @@ class Session:
                 xact.commit()
         finally:
             inst.leave_call()
-        if implicit:
+        if implicit and self.__dict__.get("_after_commit"):
             self.run_after_commit()
         return result
 

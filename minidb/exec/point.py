@@ -298,10 +298,16 @@ def _lookup(session, snap, params, keys, rels):
     """(backend, heap rel, [(tid, row)]) of the rows whose key equals the parameters'."""
     backend = session.backend
     xact = backend.xact
-    key = tuple([k(None, params, xact) for k in keys])
-    if None in key:
-        return backend, None, []
-    r = rels.open(backend)
+    if len(keys) == 1:
+        k = keys[0](None, params, xact)
+        if k is None:
+            return backend, None, []
+        key = (k,)
+    else:
+        key = tuple([k(None, params, xact) for k in keys])
+        if None in key:
+            return backend, None, []
+    r = rels if rels.backend is backend else rels.open(backend)
     irel = r.irel
     try:
         bound = irel.codec.encode_prefix(key)
@@ -335,10 +341,30 @@ def _compile_select(plan):
         def project(row):
             return tuple([row[a] for a in out])
 
-    def run(session, snap, params):
-        _b, _r, found = _lookup(session, snap, params, keys, rels)
+    if len(keys) != 1:
+        def run(session, snap, params):
+            _b, _r, found = _lookup(session, snap, params, keys, rels)
+            return [project(row) for _tid, row in found], False
+        return run
+    key0 = keys[0]
+
+    def run1(session, snap, params):
+        # _lookup for a one-column key, inline (one call fewer per point select)
+        backend = session.backend
+        k = key0(None, params, backend.xact)
+        if k is None:
+            return [], False
+        key = (k,)
+        r = rels if rels.backend is backend else rels.open(backend)
+        irel = r.irel
+        try:
+            bound = irel.codec.encode_prefix(key)
+        except _NO_FIT:
+            return [], False
+        found = fetch_equal(backend, irel, r.rel, key, snap, r.pruner, r.heap_hints,
+                            bound=bound)
         return [project(row) for _tid, row in found], False
-    return run
+    return run1
 
 
 # -- UPDATE / DELETE by a unique key --------------------------------------------------------------------

@@ -48,7 +48,7 @@ from collections import OrderedDict
 from typing import Sequence
 
 import minidb.errors as errors
-from minidb.types import set_timezone
+from minidb.types import session_timezone, set_timezone
 from minidb.exec.chunk import chunk_to_rows
 from minidb.exec.datatypes import type_name
 from minidb.exec.nodes import ExecContext
@@ -121,6 +121,7 @@ class Engine:
         # the shape was found not parameterizable (minidb.sql.normalize)
         self._shapes: OrderedDict = OrderedDict()
         self._ssig = (None, -1, ())   # (settings object, its .changes, plan signature)
+        self._tzname = self._tz = None  # the TimeZone setting last set, and its zone
         self.counters = {"parses": 0, "plans": 0, "plan_cache_hits": 0, "replans": 0,
                          "statements": 0, "fast_path": 0, "parameterized": 0}
 
@@ -293,9 +294,14 @@ class Engine:
     def _run(self, entry: _Entry, params: list) -> Result:
         stmt = entry.stmt
         self.counters["statements"] += 1
-        set_timezone(self.session.settings.timezone)   # casts of timestamptz read it
-        self.session.check_interrupts()  # 57P01 / 57P02 (minidb.instance)
-        xact = self.session.xact
+        session = self.session
+        backend = session.backend
+        tz = backend.settings.timezone    # casts of timestamptz read it: set for this thread
+        if tz != self._tzname or session_timezone() is not self._tz:
+            set_timezone(tz)
+            self._tzname, self._tz = tz, session_timezone()
+        session.instance.check_interrupts(backend)  # 57P01 / 57P02 (minidb.instance)
+        xact = backend.xact
         if xact.state == FAILED and not entry.ends_failed:
             raise errors.InFailedSqlTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block")
@@ -338,14 +344,19 @@ class Engine:
         TRUNCATE to commit plans again against the catalog that committed; a new plan is
         made with its locks held (``_plan``)."""
         sig = tuple(map(type, params))
-        self.session.xact.start_implicit()   # the locks belong to the transaction
-        lockmgr = self.session.backend.lockmgr
+        backend = self.session.backend
+        xact = backend.xact
+        if xact.state == IDLE:
+            xact.start_implicit()   # the locks belong to the transaction
         got = entry.plans.get(sig)
         if got is not None:
             plan, pgen, pssig, uses = got
-            lockmgr.lock_prepared(plan.lock_reqs)
-            gen = self._catalog_gen()
-            ssig = self._settings_sig()
+            backend.lockmgr.lock_prepared(plan.lock_reqs)
+            gen = backend.catalog.version()     # (_catalog_gen)
+            settings = backend.settings
+            obj, changes, ssig = self._ssig      # (_settings_sig, inline)
+            if obj is not settings or changes != settings.changes:
+                ssig = self._settings_sig()
             # table sizes are looked at every SIZE_CHECK_EVERY uses (an fstat per table)
             if pgen == gen and pssig == ssig and (uses % SIZE_CHECK_EVERY
                                                   or self._sizes_ok(plan)):
@@ -418,9 +429,11 @@ class Engine:
                                  else None)       # CHECKs, UPDATE ... FROM: the nodes
         if fast is not None:
             self.counters["fast_path"] += 1
-            out = session.statement(lambda snap: fast(session, snap, params))
+            out = session.statement(fast, params)
             if plan.kind == "select":
-                return Result(_description(plan), out, len(out), f"SELECT {len(out)}")
+                desc = plan.__dict__.get("_description")
+                return Result(list(desc) if desc is not None else _description(plan), out,
+                              len(out), f"SELECT {len(out)}")
             return Result(None, [], out, f"{_TAGS[plan.kind]} {out}")
 
         def body(snap):
