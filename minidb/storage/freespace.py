@@ -52,7 +52,9 @@ def _needed_category(need: int) -> int:
 
 
 def _fsm_page_for(bm, rfn: int, fsm_block: int, create: bool) -> int:
-    """Pin FSM page ``fsm_block``, extending the fork with initialised pages if asked."""
+    """Pin FSM page ``fsm_block``, extending the fork with initialised pages if asked.
+    The fork's size comes from the relation size cache (no system call per store; another
+    process's extension of the fork changes the shared size generation)."""
     while bm.smgr.nblocks(rfn, FSM_FORKNUM) <= fsm_block:
         if not create:
             return -1
@@ -67,7 +69,7 @@ def _fsm_page_for(bm, rfn: int, fsm_block: int, create: bool) -> int:
 
 def record(bm, rfn: int, block: int, avail: int) -> None:
     """Remember that heap block ``block`` has ``avail`` free bytes."""
-    record_many(bm, rfn, np.array([block]), np.array([avail]))
+    _store(bm, rfn, block // SLOTS_PER_PAGE, block % SLOTS_PER_PAGE, category(avail))
 
 
 def record_many(bm, rfn: int, blocks: np.ndarray, avails: np.ndarray) -> None:
