@@ -109,6 +109,9 @@ mx_member          (MX, S)         int64      multixact lock (per slot: the xid 
 mx_mode            (MX, S)         uint8      multixact lock (per slot: the lock's
                                               strength, 1 key share, 2 share, 3 no key
                                               update)
+rel_size_gen       (RS,)           int64      relation size lock (bumped after every change
+                                              of a relation file's size, by relfilenode
+                                              and fork; ``minidb.storage.smgr``)
 =================  ==============  =========  ============================================
 
 ``NP`` = 16 lock partitions, ``LP`` = lock entries per partition
@@ -117,7 +120,8 @@ mx_mode            (MX, S)         uint8      multixact lock (per slot: the lock
 slots (max_connections), ``W`` = max_worker_processes, ``OC`` = pages of the simulated OS
 cache (``os_cache_mb``; a placeholder of 8 when ``io_model`` is none), ``X`` = commit-log page
 buffers (``transaction_buffers``, see ``n_clog_buffers``), ``CC`` = ``N_CLOG_CTL``,
-``WB`` = ``wal_buffers`` (pages), ``MX`` = ``MULTI_LOCKERS_PER_SLOT`` x S.
+``WB`` = ``wal_buffers`` (pages), ``MX`` = ``MULTI_LOCKERS_PER_SLOT`` x S,
+``RS`` = ``N_REL_SIZE_GEN``.
 
 Locks (all created before any fork):
 
@@ -138,6 +142,7 @@ Locks (all created before any fork):
 * ``stats`` - the shared per-table statistics.
 * ``extension[i]`` - relation extension locks, striped by relfilenode.
 * ``syncscan`` - the synchronized-scan position list (SyncScanLock).
+* ``relsize`` - bumping an entry of ``rel_size_gen`` (held for the increment only).
 * ``multixact`` - the table of shared row lockers (``mx_tag``, ``mx_member``, ``mx_mode``).
 * ``pscan[i]`` - parallel scan slots, striped: slot ``s`` uses ``pscan[s % 16]`` for its
   shared counter and start block.
@@ -225,6 +230,7 @@ N_WAL_CTL = 32            # see minidb.wal.xlog (WAL_* indexes)
 MAX_TABLE_STATS = 512     # tables with shared statistics (pg_stat_user_tables rows)
 
 N_EXTENSION_LOCKS = 16
+N_REL_SIZE_GEN = 1024     # relation size generations (minidb.storage.smgr)
 
 # the heavyweight lock manager (minidb.txn.lmgr)
 N_LOCK_PARTITIONS = 16
@@ -421,6 +427,7 @@ def regions(settings: Settings) -> list[Region]:
         Region("mx_tag", (MULTI_LOCKERS_PER_SLOT * s, 4), "<i8", "multixact lock", fill=-1),
         Region("mx_member", (MULTI_LOCKERS_PER_SLOT * s, s), "<i8", "multixact lock"),
         Region("mx_mode", (MULTI_LOCKERS_PER_SLOT * s, s), "u1", "multixact lock"),
+        Region("rel_size_gen", (N_REL_SIZE_GEN,), "<i8", "relation size lock"),
     ]
 
 
@@ -681,6 +688,7 @@ class SharedLocks:
         self.fp = [lw(f"fast path {s}") for s in range(n_slots(settings))]
         self.wal_insert = lw("WAL insert")
         self.wal_write = lw("WAL write")
+        self.relsize = lw("relation size")
         self.sem = [ctx.Semaphore(0) for _ in range(n_slots(settings))]
 
     # -- a process that died holding a lock: the crash flag ----------------------------------------

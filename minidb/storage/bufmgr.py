@@ -95,6 +95,7 @@ class BufferManager:
         self.locks = locks
         self.part_locks = locks.partition
         self.smgr = smgr
+        smgr.share_sizes(seg, locks)  # relation sizes cached, kept right across processes
         self._settings = settings  # read here only: callers use backend.settings
         self.slot = slot
         self.bit = 1 << slot

@@ -51,8 +51,11 @@ def _needed_category(need: int) -> int:
     return min(255, -(-need // FSM_CAT_STEP))
 
 
-def _fsm_page_for(bm, rfn: int, fsm_block: int, create: bool) -> int:
-    """Pin FSM page ``fsm_block``, extending the fork with initialised pages if asked."""
+def _fsm_page_for(bm, rfn: int, fsm_block: int, create: bool, mode: int) -> int:
+    """Pin and lock (``mode``) FSM page ``fsm_block``, extending the fork with initialised
+    pages if asked (-1 if it does not exist and ``create`` is false).  The fork's size
+    comes from the relation size cache (no system call per store; another process's
+    extension of the fork changes the shared size generation)."""
     while bm.smgr.nblocks(rfn, FSM_FORKNUM) <= fsm_block:
         if not create:
             return -1
@@ -62,12 +65,12 @@ def _fsm_page_for(bm, rfn: int, fsm_block: int, create: bool) -> int:
         bm.mark_dirty(b)
         bm.unlock(b)
         bm.unpin(b)
-    return bm.pin(rfn, fsm_block, fork=FSM_FORKNUM)
+    return bm.pin_lock(rfn, fsm_block, mode, fork=FSM_FORKNUM)
 
 
 def record(bm, rfn: int, block: int, avail: int) -> None:
     """Remember that heap block ``block`` has ``avail`` free bytes."""
-    record_many(bm, rfn, np.array([block]), np.array([avail]))
+    _store(bm, rfn, block // SLOTS_PER_PAGE, block % SLOTS_PER_PAGE, category(avail))
 
 
 def record_many(bm, rfn: int, blocks: np.ndarray, avails: np.ndarray) -> None:
@@ -86,17 +89,15 @@ def record_many(bm, rfn: int, blocks: np.ndarray, avails: np.ndarray) -> None:
 
 def _store(bm, rfn: int, fsm_block: int, slots, cats) -> None:
     """Write categories into slots of one FSM page (a scalar or arrays)."""
-    b = _fsm_page_for(bm, rfn, fsm_block, create=True)
+    b = _fsm_page_for(bm, rfn, fsm_block, True, EXCLUSIVE)
     try:
-        bm.lock(b, EXCLUSIVE)
         page = bm.page(b)
         if pg.page_is_new(page):  # an extension a crash left as zeros, or a page zeroed
             pg.init_page(page)    # after it failed its check: the map starts again there
         page[pg.PAGE_HEADER_SIZE + slots] = cats
         bm.mark_dirty(b)
-        bm.unlock(b)
     finally:
-        bm.unpin(b)
+        bm.unlock_unpin(b)
 
 
 def search(bm, rfn: int, need: int, nblocks: int, start: int = 0) -> int:
@@ -117,16 +118,14 @@ def search(bm, rfn: int, need: int, nblocks: int, start: int = 0) -> int:
         base = fb * SLOTS_PER_PAGE
         limit = min(SLOTS_PER_PAGE, nblocks - base)  # only slots of blocks below nblocks
         a, z = (min(lo, limit), limit) if k == 0 else (0, limit if k < nfsm else min(lo, limit))
-        b = bm.pin(rfn, fb, fork=FSM_FORKNUM)
+        b = bm.pin_lock(rfn, fb, SHARE, fork=FSM_FORKNUM)
         try:
-            bm.lock(b, SHARE)
             cats = bm.page(b)[pg.PAGE_HEADER_SIZE:pg.PAGE_HEADER_SIZE + limit]
             hits = np.flatnonzero(cats[a:z] >= want) + a
             if not hits.size and k == 0 and nfsm == 1 and a:
                 hits = np.flatnonzero(cats[:a] >= want)
-            bm.unlock(b)
         finally:
-            bm.unpin(b)
+            bm.unlock_unpin(b)
         if hits.size:
             return base + int(hits[0])
     return -1
@@ -137,13 +136,11 @@ def get(bm, rfn: int, block: int) -> int:
     fb = block // SLOTS_PER_PAGE
     if bm.smgr.nblocks(rfn, FSM_FORKNUM) <= fb:
         return 0
-    b = bm.pin(rfn, fb, fork=FSM_FORKNUM)
+    b = bm.pin_lock(rfn, fb, SHARE, fork=FSM_FORKNUM)
     try:
-        bm.lock(b, SHARE)
         cat = int(bm.page(b)[pg.PAGE_HEADER_SIZE + block % SLOTS_PER_PAGE])
-        bm.unlock(b)
     finally:
-        bm.unpin(b)
+        bm.unlock_unpin(b)
     return cat * FSM_CAT_STEP
 
 

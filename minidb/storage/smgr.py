@@ -21,6 +21,19 @@ Invariants:
   4. Nothing shrinks a main fork but ``truncate`` (which nobody calls on one: VACUUM does not
      truncate heaps, TRUNCATE gives the table a new relfilenode, B-tree pages are never
      freed), so ``has_block`` may trust a size it saw before.
+  5. Every change of a file's size (``create``, ``extend``, ``truncate``, ``unlink``) bumps
+     the shared *size generation* of its relation and fork (``rel_size_gen[(rfn << 1 |
+     fork) % 1024]`` in shared memory, incremented under the ``relsize`` lock) after the
+     change.  So a size this process saw stays right while the generation it read *before*
+     asking the file is still the one in shared memory.
+
+Relation sizes are cached (PostgreSQL keeps ``smgr_cached_nblocks``, trusted only in
+recovery because other backends extend the file behind its back; here they say so).
+``nblocks`` reads the size generation (one shared-memory word), and asks the file
+(``fstat``, ~1.5 us) only when it changed since the cached answer: another process extended,
+truncated or dropped a relation of the same stripe.  The extender itself stores its new size
+with the generation it set.  A standalone ``Smgr`` (tools, tests without an instance; no
+shared segment attached) asks the file every time.
 
 Left out: segmenting files at 1 GB, tablespaces, asynchronous I/O.  The I/O model of
 ``minidb.storage.iomodel`` hooks in here: when the instance set ``iomodel``, every read
@@ -56,6 +69,42 @@ class Smgr:
         self._graveyard: list[int] = []
         self._seen_nblocks: dict[int, int] = {}   # rfn -> main-fork size seen (has_block)
         self.iomodel = None  # minidb.storage.iomodel.IOModel when io_model is not none
+        # the size cache (invariant 5): rfn << 1 | fork -> (nblocks, generation read before
+        # the fstat); empty and unused until ``share_sizes`` attaches the shared generations
+        self._sizes: dict[int, tuple[int, int]] = {}
+        self._gen = None        # memoryview of the segment's rel_size_gen
+        self._gen_arr = None
+        self._gen_mask = 0
+        self._gen_lock = None
+        self.size_asks = 0      # system calls made to learn a size (tests count them)
+
+    def share_sizes(self, seg, locks) -> None:
+        """Cache sizes, kept right across processes by ``seg.rel_size_gen`` (the buffer
+        manager attaches its segment; again after a crash restart's new segment)."""
+        arr = seg.rel_size_gen
+        if self._gen_arr is arr:
+            return
+        self._sizes.clear()
+        self._gen_arr = arr
+        self._gen_mask = len(arr) - 1   # a power of two
+        self._gen_lock = locks.relsize
+        self._gen = memoryview(arr)
+
+    def _changed(self, rfn: int, fork: int, n: int | None) -> None:
+        """A file's size changed (to ``n`` blocks; None: gone): bump its generation, so
+        every process asks the file again, and remember ``n`` here."""
+        key = rfn << 1 | fork
+        gen = self._gen
+        if gen is None:
+            return
+        i = key & self._gen_mask
+        with self._gen_lock:
+            g = gen[i] + 1
+            gen[i] = g
+        if n is None:
+            self._sizes.pop(key, None)
+        else:
+            self._sizes[key] = (n, g)
 
     def path(self, rfn: int, fork: int = MAIN_FORKNUM) -> str:
         return os.path.join(self.base, f"{rfn}{_FORK_SUFFIX[fork]}")
@@ -82,11 +131,28 @@ class Smgr:
         except OSError as e:
             raise fileio.write_error(path, e, "create file") from e
         self._fds[(rfn, fork)] = fd
+        self._changed(rfn, fork, 0)
 
     def exists(self, rfn: int, fork: int = MAIN_FORKNUM) -> bool:
         return (rfn, fork) in self._fds or os.path.exists(self.path(rfn, fork))
 
     def nblocks(self, rfn: int, fork: int = MAIN_FORKNUM) -> int:
+        """The number of blocks of a fork (0 for a fork never created), from the cache
+        while the relation's size generation is unchanged (invariant 5)."""
+        gen = self._gen
+        if gen is None:
+            return self._ask_nblocks(rfn, fork)
+        key = rfn << 1 | fork
+        g = gen[key & self._gen_mask]
+        hit = self._sizes.get(key)
+        if hit is not None and hit[1] == g:
+            return hit[0]
+        n = self._ask_nblocks(rfn, fork)
+        self._sizes[key] = (n, g)  # g was read before the fstat: a later change shows
+        return n
+
+    def _ask_nblocks(self, rfn: int, fork: int) -> int:
+        self.size_asks += 1  # a system call: fstat, or a stat of a fork maybe never made
         if fork != MAIN_FORKNUM and not self.exists(rfn, fork):
             return 0
         return fileio.size(self._fd(rfn, fork, create=fork != MAIN_FORKNUM)) // BLCKSZ
@@ -116,16 +182,23 @@ class Smgr:
         except OSError as e:
             got, err = -1, e
         if got != BLCKSZ * count:
-            fileio.ftruncate(fd, size)  # keep the file a whole number of blocks (invariant 1)
+            try:
+                fileio.ftruncate(fd, size)  # keep the file a whole number of blocks (inv. 1)
+            finally:
+                self._changed(rfn, fork, None)  # a reader may have seen the partial size
             raise fileio.write_error(self.path(rfn, fork), err, "extend file",
                                      f" by {count} block{'s' if count != 1 else ''}") from None
+        self._changed(rfn, fork, first_block + count)
 
     def truncate(self, rfn: int, fork: int, nblocks: int) -> None:
         if fork != MAIN_FORKNUM and not self.exists(rfn, fork):
             return
         if fork == MAIN_FORKNUM:
             self._seen_nblocks.pop(rfn, None)
-        fileio.ftruncate(self._fd(rfn, fork), nblocks * BLCKSZ)
+        try:
+            fileio.ftruncate(self._fd(rfn, fork), nblocks * BLCKSZ)
+        finally:
+            self._changed(rfn, fork, None)  # even a failed one: ask the file next time
 
     def _retire(self, fd: int) -> None:
         self._graveyard.append(fd)
@@ -142,11 +215,13 @@ class Smgr:
                 fileio.unlink(self.path(rfn, fork))
             except FileNotFoundError:
                 pass
+            self._changed(rfn, fork, None)
 
     def forget(self, rfn: int) -> None:
         """Close cached descriptors of a relation another process dropped."""
         self._seen_nblocks.pop(rfn, None)
         for fork in _FORK_SUFFIX:
+            self._sizes.pop(rfn << 1 | fork, None)
             fd = self._fds.pop((rfn, fork), None)
             if fd is not None:
                 self._retire(fd)
@@ -166,8 +241,7 @@ class Smgr:
             raise IOError_(f'could not read block {bad} in file "{self.path(rfn, fork)}": '
                            f"read only {got % BLCKSZ} of {BLCKSZ} bytes")
         if self.iomodel is not None:
-            self.iomodel.read(rfn, fork, first_block, len(buffers),
-                              fileio.size(fd) // BLCKSZ)
+            self.iomodel.read(rfn, fork, first_block, len(buffers), self.nblocks(rfn, fork))
 
     def write_blocks(self, rfn: int, fork: int, first_block: int, buffers: list) -> None:
         """Write consecutive blocks.  The write-back of a buffer whose relation file is

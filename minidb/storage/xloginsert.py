@@ -50,6 +50,7 @@ from minidb.storage import page as pg
 from minidb.wal import record as rec
 
 DELTA_LIMIT = 4096  # a delta larger than this is logged as an image instead
+_LSN = struct.Struct("<Q")  # pd_lsn at offset 0 of every page
 
 
 def unlogged(bm) -> set:
@@ -116,24 +117,36 @@ class PageRecord:
         skip = bm.__dict__.get("unlogged_rels")
         if skip and all(bm.buffer_tag(b)[0] in skip for b in self.bufs):
             return 0
+        if len(self.bufs) == 1 and type(self.befores[0]) is _Logical:
+            # the usual record: one page with the operation's own data
+            b = self.bufs[0]
+            before = self.befores[0]
+            view = bm.page_view(b)
+            rfn, fork, blk = bm.buffer_tag(b)
+            lsn = wal.insert(rmgr, info, xid, main,
+                             ((rfn, fork, blk, view, before.flags, before.data),))
+            _LSN.pack_into(view, 0, lsn)   # PageSetLSN
+            return lsn
         blocks = []
+        views = []   # each page as a memoryview (struct reads and writes cost less there)
         for b, before in zip(self.bufs, self.befores):
             rfn, fork, blk = bm.buffer_tag(b)
-            page = bm.page(b)
+            view = bm.page_view(b)
+            views.append(view)
             if before is None:
-                blocks.append((rfn, fork, blk, page, rec.REGBUF_FORCE_IMAGE, b""))
+                blocks.append((rfn, fork, blk, view, rec.REGBUF_FORCE_IMAGE, b""))
                 continue
             if type(before) is _Logical:
-                blocks.append((rfn, fork, blk, page, before.flags, before.data))
+                blocks.append((rfn, fork, blk, view, before.flags, before.data))
                 continue
-            delta = rec.page_delta(before, page)
+            delta = rec.page_delta(before, bm.page(b))
             if len(delta) > DELTA_LIMIT:
-                blocks.append((rfn, fork, blk, page, rec.REGBUF_FORCE_IMAGE, b""))
+                blocks.append((rfn, fork, blk, view, rec.REGBUF_FORCE_IMAGE, b""))
             else:
-                blocks.append((rfn, fork, blk, page, rec.REGBUF_STANDARD, delta))
+                blocks.append((rfn, fork, blk, view, rec.REGBUF_STANDARD, delta))
         lsn = wal.insert(rmgr, info, xid, main, blocks)
-        for b in self.bufs:
-            pg.set_lsn(bm.page(b), lsn)
+        for view in views:
+            _LSN.pack_into(view, 0, lsn)   # PageSetLSN
         return lsn
 
 

@@ -164,6 +164,27 @@ def page_image(page) -> tuple[bytes, int, int]:
     return bytes(mv), 0, 0
 
 
+class PageImage:
+    """A page image not copied yet: the page (a byte memoryview) and its hole.  ``build``
+    copies the two parts around the hole straight into the record (``page_image`` makes
+    the image bytes first: three copies of the page more)."""
+    __slots__ = ("page", "hole_off", "hole_len")
+
+    def __init__(self, page: memoryview, hole_off: int, hole_len: int):
+        self.page, self.hole_off, self.hole_len = page, hole_off, hole_len
+
+
+def page_image_ref(page) -> PageImage:
+    """``page_image`` without the copy: the same hole rule, the bytes taken by ``build``
+    (the page must not change until then: its content lock is held, or it is a copy)."""
+    mv = memoryview(page).cast("B") if not isinstance(page, np.ndarray) else \
+        memoryview(np.ascontiguousarray(page)).cast("B")
+    lower, upper = struct.unpack_from("<HH", mv, 12)
+    if 24 <= lower < upper <= BLCKSZ:
+        return PageImage(mv, lower, upper - lower)
+    return PageImage(mv, 0, 0)
+
+
 def restore_image(page, image: bytes, hole_off: int, hole_len: int) -> None:
     """Write an image back into a page (the hole zeroed)."""
     arr = page if isinstance(page, np.ndarray) else np.frombuffer(page, dtype=np.uint8)
@@ -319,6 +340,96 @@ def assemble(blocks: list, main: bytes, images: list) -> tuple[bytes, int]:
             payload.append(bytes(data))
     heads.append(U32.pack(len(main)))
     return b"".join(heads) + b"".join(payload) + bytes(main), nimg
+
+
+_HEAD_CRC = struct.Struct("<I4xQQBB2x")   # header bytes 0..27: what its CRC covers
+_PAD = bytes(ALIGN)
+_NO_BLOCKS = bytes(HEADER_SIZE + 1)       # the header's room and a block count of 0
+# the header's room, a block count of 1, that block's header, the main data length
+_ONE_BLOCK = struct.Struct(f"<{HEADER_SIZE}xB{BLOCK_HEADER.format[1:]}I")
+
+
+def build(blocks, main, images) -> tuple[bytearray, int, int]:
+    """The whole record in one buffer, as ``finish(assemble(...))`` gives it plus the zero
+    padding to the next multiple of 8, but with the header still zero (the position, so
+    ``xl_prev``, is not reserved yet: ``seal`` fills it in).  ``images`` may be None (no
+    block has an image); an image is (bytes, hole_off, hole_len) or a ``PageImage``.
+    Returns (record, xl_tot_len, number of images).
+
+    One buffer, grown in place: the header's room first, block headers, main data length,
+    payloads, main data, padding - no list of pieces joined twice, and the CRC then runs
+    over the one buffer (``body_crc``, ``seal``)."""
+    nimg = 0
+    if not blocks:
+        buf = bytearray(_NO_BLOCKS)
+        buf += U32.pack(len(main))
+    elif images is None and len(blocks) == 1:
+        # the usual record: one block with its data, no image - its headers in one pack
+        rfn, fork, blk, _page, flags, data = blocks[0]
+        ff = fork & BKPBLOCK_FORK_MASK
+        if flags & REGBUF_WILL_INIT == REGBUF_WILL_INIT:
+            ff |= BKPBLOCK_WILL_INIT
+        if data:
+            ff |= BKPBLOCK_HAS_DATA
+            if flags & REGBUF_LOGICAL:
+                ff |= BKPBLOCK_LOGICAL
+        buf = bytearray(_ONE_BLOCK.pack(1, 0, ff, len(data), rfn, blk, len(main)))
+        buf += data
+    else:
+        buf = bytearray(HEADER_SIZE)
+        buf.append(len(blocks))
+        payload = []
+        for i, (rfn, fork, blk, _page, flags, data) in enumerate(blocks):
+            img = images[i] if images is not None else None
+            ff = fork & BKPBLOCK_FORK_MASK
+            if flags & REGBUF_WILL_INIT == REGBUF_WILL_INIT:
+                ff |= BKPBLOCK_WILL_INIT
+            if img is not None:
+                ff |= BKPBLOCK_HAS_IMAGE
+                data = b""  # the image makes the block data unnecessary
+                nimg += 1
+            if data:
+                ff |= BKPBLOCK_HAS_DATA
+                if flags & REGBUF_LOGICAL:
+                    ff |= BKPBLOCK_LOGICAL
+            buf += BLOCK_HEADER.pack(i, ff, len(data), rfn, blk)
+            if img is not None:
+                if type(img) is PageImage:
+                    mv, ho, hl = img.page, img.hole_off, img.hole_len
+                    buf += IMAGE_HEADER.pack(len(mv) - hl, ho, hl)
+                    if hl:
+                        payload.append(mv[:ho])
+                        payload.append(mv[ho + hl:])
+                    else:
+                        payload.append(mv)
+                else:
+                    buf += IMAGE_HEADER.pack(len(img[0]), img[1], img[2])
+                    payload.append(img[0])
+            if data:
+                payload.append(data)
+        buf += U32.pack(len(main))
+        for part in payload:
+            buf += part
+    buf += main
+    tot = len(buf)
+    pad = -tot & (ALIGN - 1)
+    if pad:
+        buf += _PAD[:pad]
+    return buf, tot, nimg
+
+
+def body_crc(buf: bytearray, tot: int) -> int:
+    """CRC-32C of a built record's body (everything after the header)."""
+    return _crc32c.crc32c(memoryview(buf)[HEADER_SIZE:tot])
+
+
+def seal(buf: bytearray, tot: int, xid: int, prev: int, info: int, rmid: int,
+         body_crc: int) -> None:
+    """Write the header of a record from ``build``, its CRC continuing ``body_crc``
+    (``body_crc(buf, tot)``, computed before the position was known) over header bytes
+    0..27, as ``finish`` does."""
+    crc = _crc32c.crc32c(_HEAD_CRC.pack(tot, xid, prev, info, rmid), body_crc)
+    HEADER.pack_into(buf, 0, tot, xid, prev, info, rmid, crc)
 
 
 def finish(body: bytes, xid: int, prev: int, info: int, rmid: int) -> bytes:

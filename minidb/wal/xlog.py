@@ -60,11 +60,14 @@ recycled.
 from __future__ import annotations
 
 import os
+import struct
 import time
 
 import minidb.fileio as fileio
 from minidb.errors import InternalError, OperationalError
 from minidb.wal import record as rec
+
+_LSN = struct.Struct("<Q")  # pd_lsn, the first 8 bytes of a page
 
 WAL_CURR, WAL_PREV, WAL_REDO, WAL_FPW, WAL_WRITTEN, WAL_FLUSHED, WAL_ASYNC = range(7)
 WAL_RECOVERY = 7
@@ -112,11 +115,17 @@ class SharedWAL:
         self.seg = seg
         self.ctl = seg.wal_ctl
         self.insert_at = seg.wal_insert_at
+        # memoryviews of the same words for the per-record path (a scalar read or write
+        # through them costs a fraction of numpy's)
+        self.ctl_words = memoryview(seg.wal_ctl)
+        self.insert_words = memoryview(seg.wal_insert_at)
         self.ring = seg.wal_ring
         self.ring_mv = memoryview(seg.wal_ring)
         self.R = len(seg.wal_ring)
         self.locks = locks
         self.insert_lock = locks.wal_insert
+        self.insert_acquire = locks.wal_insert.acquire
+        self.insert_release = locks.wal_insert.release
         self.write_lock = locks.wal_write
         self.settings = settings
         self.segsize = segsize
@@ -347,63 +356,73 @@ class WalHandle:
     def insert(self, rmgr: int, info: int, xid: int, data: bytes = b"",
                blocks: list | tuple = ()) -> int:
         """Insert one record; returns its end LSN.  ``blocks``: (relfilenode, fork, block,
-        page or None, flags, block data) - ``page`` (a uint8 array) is where an image is
-        taken from when the rules ask for one (REGBUF_* flags)."""
+        page or None, flags, block data) - ``page`` (a uint8 array or a memoryview of one)
+        is where an image is taken from when the rules ask for one (REGBUF_* flags).
+
+        The per-record path: one buffer built and its body's CRC taken before the lock
+        (``record.build`` / ``body_crc``), the shared words read through memoryviews, the
+        header sealed and the record copied with one slice assignment after it."""
         sh = self.shared
-        c = sh.ctl
+        c = sh.ctl_words
         if c[WAL_RECOVERY]:
             raise InternalError("cannot insert WAL during recovery")
         if sh.panicked:
             raise WalPanic("the write-ahead log failed earlier: reopen the data directory")
-        blocks = list(blocks)
+        acquire, release = sh.insert_acquire, sh.insert_release
         while True:
-            redo = int(c[WAL_REDO])
-            fpw = bool(c[WAL_FPW])
-            images = []
-            for (_rfn, _fork, _blk, page, flags, _data) in blocks:
-                take = False
-                if page is not None and not flags & rec.REGBUF_NO_IMAGE:
-                    if flags & rec.REGBUF_FORCE_IMAGE:
-                        take = True
-                    elif fpw:
-                        take = int(page[:8].view("<u8")[0]) <= redo
-                images.append(rec.page_image(page) if take else None)
-            body, nimg = rec.assemble(blocks, data, images)
-            body_crc = rec.crc32c(body)
-            tot = rec.HEADER_SIZE + len(body)
-            size = rec.align(tot)
+            redo = c[WAL_REDO]
+            fpw = c[WAL_FPW]
+            images = None
+            for i, blk in enumerate(blocks):
+                page, flags = blk[3], blk[4]
+                if page is None or flags & rec.REGBUF_NO_IMAGE:
+                    continue
+                if flags & rec.REGBUF_FORCE_IMAGE or (fpw and _LSN.unpack_from(page)[0] <= redo):
+                    if images is None:
+                        images = [None] * len(blocks)
+                    images[i] = rec.page_image_ref(page)  # copied once, by build
+            buf, tot, nimg = rec.build(blocks, data, images)
+            body_crc = rec.body_crc(buf, tot)
+            size = len(buf)
             if size > sh.R // 2:
                 raise InternalError(f"WAL record of {tot} bytes is larger than half of "
                                     f"wal_buffers ({sh.R} bytes)")
-            with sh.insert_lock:
-                if int(c[WAL_REDO]) != redo or bool(c[WAL_FPW]) != fpw:
+            acquire()
+            try:
+                if c[WAL_REDO] != redo or c[WAL_FPW] != fpw:
                     continue  # a checkpoint started: the image decisions may be stale
-                start = int(c[WAL_CURR])
-                prev = int(c[WAL_PREV])
+                start = c[WAL_CURR]
+                prev = c[WAL_PREV]
                 c[WAL_CURR] = start + size
                 c[WAL_PREV] = start
-                sh.insert_at[self.slot] = start
+                sh.insert_words[self.slot] = start
                 c[WAL_RECORDS] += 1
                 c[WAL_FPI] += nimg
                 c[WAL_BYTES] += size
+            finally:
+                release()
             break
         try:
-            head = rec.HEADER.pack(tot, xid, prev, info, rmgr, 0)
-            crc = rec.crc32c(head[:rec.CRC_OFFSET], body_crc)
-            self._copy(start, head[:rec.CRC_OFFSET] + rec.U32.pack(crc) + body
-                       + bytes(size - tot))
+            rec.seal(buf, tot, xid, prev, info, rmgr, body_crc)
+            self._copy(start, buf)
         finally:
-            sh.insert_at[self.slot] = IDLE
+            sh.insert_words[self.slot] = IDLE
         self.last_start = start
         self.records += 1
         self.fpi += nimg
         self.bytes += size
         return start + size
 
-    def _copy(self, start: int, data: bytes) -> None:
+    def _copy(self, start: int, data) -> None:
         sh = self.shared
         R = sh.R
-        pos, off, n = start, 0, len(data)
+        n = len(data)
+        roff = start % R
+        if roff + n <= R and sh.ctl_words[WAL_WRITTEN] >= start + n - R:
+            sh.ring_mv[roff:roff + n] = data  # one piece, its ring space free: the usual case
+            return
+        data = memoryview(data)
+        pos, off = start, 0
         while off < n:
             roff = pos % R
             chunk = min(n - off, R - roff)
@@ -430,9 +449,13 @@ class WalHandle:
 
     def set_async_commit(self, lsn: int) -> None:
         sh = self.shared
-        with sh.insert_lock:
-            if lsn > sh.ctl[WAL_ASYNC]:
-                sh.ctl[WAL_ASYNC] = lsn
+        c = sh.ctl_words
+        sh.insert_acquire()
+        try:
+            if lsn > c[WAL_ASYNC]:
+                c[WAL_ASYNC] = lsn
+        finally:
+            sh.insert_release()
 
     def flushed_lsn(self) -> int:
         return self.shared.flushed_lsn()
