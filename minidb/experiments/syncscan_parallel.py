@@ -511,8 +511,10 @@ def _report(all_points: list, chosen: list, sizes: dict, ras: list, sweep_ra: st
         "only where each participant's reads are strided and the kernel keeps read-ahead "
         "state per open file (perfile); the column 'blocks continuing the participant's "
         "previous' measures how strided they were (PostgreSQL's participants, decoding a "
-        "page before taking the next, take blocks nearly in turns: near 0%; minidb's take "
-        "a decode batch's blocks in a row).",
+        "page before taking the next, take blocks nearly in turns: near 0%; minidb's are "
+        "paced by their reads, so they take turns while their reads wait, but decode a "
+        "batch of pages at a time, and take a batch's blocks in a row once read-ahead "
+        "serves them from the cache).",
         "Where minidb departs: the chunks are 1/128 of the seed's (its ratio to the table "
         "would put them at the read-ahead window), the OS cache is swept because the seed "
         "does not give its RAM, two rounds per client at each point instead of 29, the "

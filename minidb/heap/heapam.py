@@ -56,15 +56,21 @@ The *reads* are still issued one run at a time, in the order the runs are alloca
 when its run is pinned (a single-block run with ``pin``): the buffer manager and the
 (simulated) kernel see a participant's requests in PostgreSQL's order.  After each pin the
 scan tells the source how many of its blocks were read (``pages_read``, if it has one),
-so that a synchronized parallel scan reports its position when a page is read.  What differs from
-PostgreSQL is the rhythm: a PostgreSQL participant decodes each page before it allocates
-the next, so on idle cores the participants take blocks in strict turns; here one
-allocates a batch's runs in a row, so when its reads cost nothing (pages already in the
-OS cache) it may take several adjacent blocks before another participant asks.  With the
-I/O model's ``ondemand`` read-ahead (Linux's context read-ahead) that makes little
-difference, as on Linux.  Once a batch has read nothing, it (and the next) takes its runs
-first and pins each group of adjacent runs at once (see ``_source_batches``): a warm
-participant costs what a serial scan costs per batch.  Every participant has its own ring.
+so that a synchronized parallel scan reports its position when a page is read.  A source
+that is *paced by reads* (``paced_by_reads``: the ``block`` policy) gets its next block
+only once the previous read completed: the I/O model charges a read by advancing the
+reader's virtual clock and collects the time in sleeps of at least 1 ms, so without a wait
+a participant would take several blocks within one such slice while another sleeps; the
+scan calls the model's ``pace`` (sleep off what is owed) before each ``next_run``
+(``paced_waits`` counts the waits).  As in PostgreSQL, where a participant reads and
+processes a page before it asks for the next, the participants' single blocks then
+alternate while their reads cost time, and each process's file sees a strided pattern.
+What still differs is the processing: it is done per batch, so a participant whose reads
+cost nothing (pages already in the OS cache) may take a batch's adjacent blocks before
+another participant asks.  Chunked sources are not paced.  Once a batch has read
+nothing, it (and the next) takes its runs first and pins each group of adjacent runs at
+once (see ``_source_batches``): a warm participant costs what a serial scan costs per
+batch.  Every participant has its own ring.
 
 Invariants:
   1. A tuple's ``t_ctid`` is its own TID when it is stored.
@@ -404,6 +410,7 @@ class HeapScan:
         self.pages_scanned = 0
         self.tuples_seen = 0  # LP_NORMAL tuples looked at (before the filter)
         self.batches_read = 0  # decode batches (one page_items + tuple_filter + gather each)
+        self.paced_waits = 0  # waits for a read before taking the next block (paced source)
 
     def __iter__(self):
         return self.batches()
@@ -463,7 +470,9 @@ class HeapScan:
         others work); while the batch has read nothing, ``pin_run``'s own cut (half the
         ring's worth of misses) is the read budget, so a warm group is one call.  Runs
         taken but not pinned (a pin limit, or the read budget) are pinned first in the
-        next batch; at most one batch's worth is ever held.
+        next batch; at most one batch's worth is ever held.  A source paced by reads (the
+        ``block`` policy) is asked for its next run, cold, only after the I/O model's
+        ``pace``: the previous block's read has completed.
         """
         bm, src, strategy = self.bm, self.block_source, self.strategy
         rfn = self.rel.relfilenode
@@ -474,6 +483,10 @@ class HeapScan:
         one_block_reads = self.backend.settings.io_combine_limit == 1
         take_runs = getattr(src, "next_runs", None)  # optional: a batch's runs at once
         pages_read = getattr(src, "pages_read", None)  # optional: told what was read
+        # paced (the block policy): the next block is taken once the previous read
+        # completed - the I/O model's owed time is slept off first (with no model a read
+        # completes when pin returns)
+        io = bm.smgr.iomodel if getattr(src, "paced_by_reads", False) else None
         queue: list[list[int]] = []  # [first block, count] taken and not pinned yet
 
         def take_batch(want: int) -> bool:
@@ -527,6 +540,8 @@ class HeapScan:
                             warm = True
                             done = take_batch(target - have)
                             continue
+                        if io is not None and io.pace():
+                            self.paced_waits += 1
                         r = src.next_run(min(target - have, budget))
                         if r is None:
                             done = True

@@ -70,6 +70,13 @@ end (a chunk that crosses the end of a synchronized scan is split in two runs). 
 scan then reads each run with one vectorized batch.  ``next_run`` returns None once the
 leader set CANCEL: participants check it before every run they take.
 
+Pacing.  Under the ``block`` policy (``paced_by_reads``) the reader takes its next block
+only once the read of its previous one completed: a PostgreSQL participant reads and
+processes a page before it calls ``nextpage`` again, so two participants' blocks
+alternate and each process's file sees a strided pattern.  ``HeapScan`` waits for the
+read (the I/O model's ``pace``) before each ``next_run``; it still decodes the pages in
+batches.  Chunks are not paced: a chunk's blocks belong to one participant anyway.
+
 ``next_runs(max_n)`` is a batch of ``next_run`` calls (what a warm scan takes for one
 decode batch): the same runs in the same order, with all their fetch-adds done under one
 acquisition of the slot's lock - a schedule in which no other participant came between
@@ -291,6 +298,7 @@ class BlockAllocator:
         self._start = INVALID_BLOCK
         self._rfn = shared.rfn
         self._pg14 = shared.policy == "pg14"
+        self._block_policy = shared.policy == "block"
         self._sync = syncscan_table if (syncscan_table is not None and shared.syncscan) else None
 
     @property
@@ -300,6 +308,14 @@ class BlockAllocator:
     @property
     def start_block(self) -> int:
         return self._start
+
+    @property
+    def paced_by_reads(self) -> bool:
+        """The reader takes its next block only after its previous read completed (the
+        ``block`` policy: PostgreSQL's participants read and process a page before they
+        ask for the next, so their single blocks alternate; see ``HeapScan``).  Chunked
+        policies hand out a chunk at a time and are not paced."""
+        return self._block_policy
 
     def startblock_init(self) -> int:
         """table_block_parallelscan_startblock_init; returns the shared start block."""

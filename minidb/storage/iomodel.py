@@ -128,7 +128,11 @@ Paying the cost.  Each thread keeps a virtual clock ``vt`` (``max(vt, now)`` at 
 read); a read advances it to the time its demanded pages are ready, and the thread sleeps
 ``vt - now`` once that reaches ``SLEEP_SLICE_S`` (1 ms), so time is owed in small amounts
 and paid in slices of at least 1 ms.  Parallel overlap and contention are therefore real
-in wall-clock time, and CPU work overlaps with read-ahead as it does in Linux.
+in wall-clock time, and CPU work overlaps with read-ahead as it does in Linux.  A reader
+that must hold a page before it asks for the next (a ``block``-allocated parallel
+participant) calls ``pace`` first, which sleeps off what it owes (waking
+``PACE_WAKE_EARLY_S``, a sleep's least overshoot, early): in wall-clock time it then takes
+its next block when its previous read completed, not up to a slice earlier.
 
 Presets (``io_model``): ``hdd`` = 150 MB/s, 8 ms seek, rotational; ``ssd`` = 500 MB/s,
 0.1 ms latency, queue depth 32; ``custom`` = ``io_seq_mb_per_s``, ``io_seek_ms``,
@@ -169,6 +173,10 @@ from minidb.shmem import IO_COUNTERS, OS_CACHE_WAYS
 # rotational, queue depth
 PRESETS = {"hdd": (150.0, 8.0, True, 1), "ssd": (500.0, 0.1, False, 32)}
 SLEEP_SLICE_S = 0.001  # owed time is paid in sleeps of at least this much
+# ``pace`` wakes this much before the demanded pages are ready: a sleep overshoots by at
+# least Linux's default timer slack (50 us, prctl PR_SET_TIMERSLACK), so asking for the
+# full wait would add that much to every paced read
+PACE_WAKE_EARLY_S = 50e-6
 _HASH = 2654435761     # Knuth's multiplicative hash, spreads files over the sets
 
 IC = {name: i for i, name in enumerate(IO_COUNTERS)}
@@ -390,6 +398,26 @@ class IOModel:
         owed = vt - now
         if owed >= SLEEP_SLICE_S:
             time.sleep(max(0.0, vt - time.monotonic()))
+
+    def owed(self) -> float:
+        """Seconds until the pages this thread last demanded are ready (its virtual clock
+        ahead of now; 0 or less: they are in its hands)."""
+        return self._thread().vt - time.monotonic()
+
+    def pace(self) -> bool:
+        """Wait until the pages this thread demanded are ready, before it asks for more
+        work: ``read`` pays owed time in slices of ``SLEEP_SLICE_S``, so a reader may run
+        ahead of its reads by up to a slice; a parallel participant that takes its next
+        block only once its previous read completed (PostgreSQL's rhythm,
+        ``HeapScan._source_batches``) calls this first.  Wakes ``PACE_WAKE_EARLY_S`` early
+        (the sleep's own overshoot covers it): a wait shorter than that is not slept.
+        True if it slept."""
+        st = self._thread()
+        owed = st.vt - time.monotonic()
+        if owed <= PACE_WAKE_EARLY_S:
+            return False
+        time.sleep(owed - PACE_WAKE_EARLY_S)
+        return True
 
     def _read_general(self, key, first, n, demand, hit, ready, ra_lo, ra_hi, vt, st,
                       mark_at: int = -1) -> float:
