@@ -144,7 +144,8 @@ from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_CO
                                  HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED)
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
-from minidb.txn.clog import COMMITTED
+from minidb.txn.clog import COMMITTED, FIRST_NORMAL_XID as _FIRST_NORMAL_XID
+from minidb.txn.clog import PAGE_MASK as _CLOG_PAGE_MASK, PAGE_SHIFT as _CLOG_PAGE_SHIFT
 from minidb.txn.visibility import satisfies_mvcc, satisfies_mvcc_batch, surely_dead
 
 __all__ = ["MVCCFilter", "SeqScan", "seq_scan", "heap_hot_search", "hot_search_page",
@@ -429,10 +430,11 @@ def _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog, hinted):
 def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
                 hinted):
     # line pointers read inline (one unpack each; the offsets are checked here)
+    u32 = _U32.unpack_from
     nitems = (_U16.unpack_from(page, _PD_LOWER)[0] - _PAGE_HEADER) >> 2
     if not 1 <= off <= nitems:
         return None, None, False
-    lp = _U32.unpack_from(page, _PAGE_HEADER - 4 + 4 * off)[0]
+    lp = u32(page, _PAGE_HEADER - 4 + 4 * off)[0]
     flags = (lp >> 15) & 3
     if flags == pg.LP_DEAD:
         return None, None, True
@@ -444,69 +446,104 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
         off = lp & 0x7FFF                    # a redirect's lp_off is the target offset
         if not 1 <= off <= nitems:
             return None, None, False
-        lp = _U32.unpack_from(page, _PAGE_HEADER - 4 + 4 * off)[0]
+        lp = u32(page, _PAGE_HEADER - 4 + 4 * off)[0]
         flags = (lp >> 15) & 3
         at_start = False
-    all_dead = True
+    hdr = _HDR.unpack_from
+    all_dead = not for_fetch                 # a fetch needs no verdict: skip the horizon
     examined = 0
     prev_xmax = 0
     snap_xmin = snapshot.xmin
     me = snapshot.myxid
     skip_unhinted = None                     # decided at the first unhinted member
+    # the commit log page of the last deleter looked up (``_committed``): the deleters
+    # of one chain are close xids, on one commit log page
+    cpage = [-1, None]
     for _ in range(nitems):                  # a chain cannot be longer than the page
         if flags != pg.LP_NORMAL:
             break                            # (a redirect may only start a chain)
         lp_off = lp & 0x7FFF
-        xmin, xmax, cmin, cmax, ctid_block, ctid_off, im2, im = _HDR.unpack_from(page, lp_off)
-        if at_start and im2 & HEAP_ONLY_TUPLE:
-            # not a chain root: an index never points here.  A fetch (heap_fetch_visible)
-            # asks about exactly this version instead.
-            if for_fetch:
-                visible, _ = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog,
-                                    hinted)
-                if visible:
-                    return (block, off), _item_bytes(page, lp_off, lp), False
-            return None, None, False
-        if prev_xmax and xmin != prev_xmax:
+        xmin, xmax, cmin, cmax, ctid_block, ctid_off, im2, im = hdr(page, lp_off)
+        if at_start:
+            if im2 & HEAP_ONLY_TUPLE:
+                # not a chain root: an index never points here.  A fetch (heap_fetch_visible)
+                # asks about exactly this version instead.
+                if for_fetch:
+                    visible, _ = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot,
+                                        clog, hinted)
+                    if visible:
+                        return (block, off), _item_bytes(page, lp_off, lp), False
+                return None, None, False
+            at_start = False
+        elif prev_xmax and xmin != prev_xmax:
             break                            # broken chain: the slot was reused
-        if im & _DEAD_MASK == _HINTED_DEAD and 0 < xmax < snap_xmin:
+        if 0 < xmax < snap_xmin and im & _DEAD_MASK == _HINTED_DEAD:
             # dead before the snapshot, as the hint bits say (MVCCFilter's "known dead":
             # inserter and deleter known committed, a real deleter older than every xid
             # the snapshot sees running): invisible with nothing to learn -
-            # satisfies_mvcc's answer, without the call
-            visible = False
-        elif (0 < xmax < snap_xmin and not im & _XMAX_GONE and xmin != me
-              and (skip_unhinted if skip_unhinted is not None
-                   else (skip_unhinted := not clog.commit_hints_ok()))
-              and clog.status(xmax) == COMMITTED):
-            # dead before the snapshot without the hint bits to say so: its deleter
-            # committed and is older than every xid the snapshot sees running, so
-            # satisfies_mvcc says invisible whatever the inserter (not this transaction)
-            # did.  Taken only while asynchronous commit records are unflushed, when
-            # satisfies_mvcc's hints for recent xids are deferred anyway
-            # (commit_hints_ok): one commit log read instead of the full test
-            visible = False
+            # satisfies_mvcc's answer, without the call.  For such a member
+            # surely_dead(xmax, im, horizon) is xmax < horizon.
+            examined += 1
+            if all_dead:
+                if not fixed and (horizon is None or xmax >= horizon):
+                    horizon = procarray.vis_horizon(xmax)
+                if xmax >= horizon:
+                    all_dead = False
         else:
-            visible, im = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog,
-                                 hinted)
-        if visible:
-            return (block, off), _item_bytes(page, lp_off, lp), False
-        examined += 1
-        if all_dead and not for_fetch:      # a fetch needs no verdict: skip the horizon
-            if not fixed and (horizon is None or xmax >= horizon):
-                horizon = procarray.vis_horizon(xmax)  # the kept bound, if it settles it
-            if not surely_dead(xmax, im, horizon):
-                all_dead = False
+            if (0 < xmax < snap_xmin and not im & _XMAX_GONE and xmin != me
+                    and (skip_unhinted if skip_unhinted is not None
+                         else (skip_unhinted := not clog.commit_hints_ok()))
+                    and _committed(clog, xmax, cpage)):
+                # dead before the snapshot without the hint bits to say so: its deleter
+                # committed and is older than every xid the snapshot sees running, so
+                # satisfies_mvcc says invisible whatever the inserter (not this
+                # transaction) did.  Taken only while asynchronous commit records are
+                # unflushed, when satisfies_mvcc's hints for recent xids are deferred
+                # anyway (commit_hints_ok): one commit log read instead of the full test
+                pass
+            else:
+                visible, im = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot,
+                                     clog, hinted)
+                if visible:
+                    return (block, off), _item_bytes(page, lp_off, lp), False
+            examined += 1
+            if all_dead:
+                if not fixed and (horizon is None or xmax >= horizon):
+                    horizon = procarray.vis_horizon(xmax)  # the kept bound, if it settles
+                if not surely_dead(xmax, im, horizon):
+                    all_dead = False
         if not im2 & HEAP_HOT_UPDATED:
             break
         if ctid_block != block or not 1 <= ctid_off <= nitems:
             break                            # a HOT successor is always on the same page
         off = ctid_off
-        lp = _U32.unpack_from(page, _PAGE_HEADER - 4 + 4 * off)[0]
+        lp = u32(page, _PAGE_HEADER - 4 + 4 * off)[0]
         flags = (lp >> 15) & 3
         prev_xmax = xmax
-        at_start = False
-    return None, None, all_dead and examined > 0 and not for_fetch
+    return None, None, all_dead and examined > 0
+
+
+def _committed(clog, xid: int, cpage: list) -> bool:
+    """``clog.status(xid) == COMMITTED``, reading this process's copy of the commit log
+    page (``cpage``: [page number, bytes] of the last lookup) without a call into the
+    commit log when the copy already holds the final COMMITTED status; any other status
+    (in progress, sub-committed, aborted, or no copy yet) asks ``clog.status``, which
+    refreshes its copy.  A COMMITTED status never changes, so an older copy that shows it
+    is right."""
+    p = xid >> _CLOG_PAGE_SHIFT
+    if p == cpage[0]:
+        data = cpage[1]
+    else:
+        local = getattr(clog, "_local", None)
+        data = local.get(p) if local is not None else None
+        cpage[0], cpage[1] = p, data
+    if data is not None and xid >= _FIRST_NORMAL_XID and \
+            (data[(xid & _CLOG_PAGE_MASK) >> 2] >> ((xid & 3) << 1)) & 3 == COMMITTED:
+        return True
+    if clog.status(xid) != COMMITTED:
+        return False
+    cpage[0] = -1                            # the copy was refreshed: look again next time
+    return True
 
 
 def _item_bytes(page, lp_off: int, lp: int) -> bytes:

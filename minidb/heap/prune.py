@@ -266,7 +266,9 @@ def heap_page_prune_opt(backend, rel: HeapRel, bufs, first_block: int | None = N
                                         pg.get_upper(page), min_free)):
                 continue
             block = bm.buffer_tag(b)[2]
-            r = _prune(backend, rel, b, horizon, block=block, census=False, scalar=scalar)
+            # horizon is global_xmin(): no xid older than it runs
+            r = _prune(backend, rel, b, horizon, block=block, census=False, scalar=scalar,
+                       running_from=horizon)
         finally:
             bm.unlock(b)
         if r.changed:
@@ -335,12 +337,15 @@ def prune_page(backend, rel: HeapRel, buf: int, horizon: int) -> tuple[int, int,
 
 
 def _prune(backend, rel: HeapRel, buf: int, horizon: int, *, block: int | None = None,
-           census: bool = True, scalar: bool = False) -> PruneResult:
+           census: bool = True, scalar: bool = False, running_from: int = 0) -> PruneResult:
     """Prune one page (see ``prune_page``).  ``census`` False (opportunistic pruning, which
     only needs ``changed`` and ``free_space``) skips counting what is left - live, recently
     dead, in progress, the LP_DEAD offsets for VACUUM.  ``scalar`` True classifies and
     plans tuple by tuple in plain Python and ``struct`` (``_scan_scalar``) instead of with
-    numpy (``_scan_numpy``); the two give the same bytes and the same result."""
+    numpy (``_scan_numpy``); the two give the same bytes and the same result.
+    ``running_from``: an xid no running transaction precedes (``ProcArray.global_xmin()``
+    as computed for this prune), letting the scalar path skip the proc array scan for
+    older xids (``RunningAfter``); 0 = not known."""
     bm = backend.bufmgr
     # The caller got a cleanup lock (exclusive, and no other pin at that moment).  Others may
     # pin the page since - a pin needs no lock - but cannot look inside before we unlock.
@@ -353,9 +358,9 @@ def _prune(backend, rel: HeapRel, buf: int, horizon: int, *, block: int | None =
         return res
     old_prune_xid = pg.get_prune_xid(page)
     old_flags = pg.get_flags(page)
-    scan = _scan_scalar if scalar else _scan_numpy
-    redirects, to_dead, to_unused, ndeleted, nhinted, new_prune_xid, kstates, latest = scan(
-        backend, page, block, horizon)
+    redirects, to_dead, to_unused, ndeleted, nhinted, new_prune_xid, kstates, latest = (
+        _scan_scalar(backend, page, block, horizon, running_from) if scalar
+        else _scan_numpy(backend, page, block, horizon))
     changed = _execute(page, redirects, to_dead, to_unused, new_prune_xid)
     if changed:
         data = _prune_block_data(pg.get_prune_xid(page), redirects, to_dead, to_unused)
@@ -452,7 +457,7 @@ def _scan_numpy(backend, page, block: int, horizon: int):
             kstates, latest)
 
 
-def _scan_scalar(backend, page, block: int, horizon: int):
+def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0):
     """``_scan_numpy`` tuple by tuple: one ``struct`` read of each line pointer and tuple
     header (from a copy of the page: ``struct`` reads ``bytes`` cheaper than the shared
     array), the scalar ``satisfies_vacuum`` for a tuple the hint bits do not settle, and
@@ -463,6 +468,8 @@ def _scan_scalar(backend, page, block: int, horizon: int):
     the page."""
     inst = backend.instance
     procarray, clog = inst.procarray, inst.clog
+    if running_from:
+        procarray = RunningAfter(procarray, running_from)
     data = page.tobytes()
     n = _nline(_U16.unpack_from(data, pg.OFF_LOWER)[0])
     words = struct.unpack_from(f"<{n}I", data, pg.PAGE_HEADER_SIZE)
@@ -536,6 +543,24 @@ def _scan_scalar(backend, page, block: int, horizon: int):
                 new_prune_xid = x1
     return (redirects, to_dead, to_unused, len(removed), nhinted, new_prune_xid, kstates,
             latest)
+
+
+class RunningAfter:
+    """The proc array as ``satisfies_vacuum`` asks it, told an xid ``running_from`` that
+    no running transaction precedes - a ``ProcArray.global_xmin()`` computed before: it is
+    at most every running xid and every published xmin, a subtransaction's xid follows its
+    top-level one, and a new xid is newer still.  ``is_in_progress`` of an older xid is
+    then false without the scan of the proc array (TransactionIdIsInProgress's
+    ``RecentXmin`` test)."""
+
+    __slots__ = ("procarray", "running_from")
+
+    def __init__(self, procarray, running_from: int):
+        self.procarray = procarray
+        self.running_from = running_from
+
+    def is_in_progress(self, xid: int) -> bool:
+        return xid >= self.running_from and self.procarray.is_in_progress(xid)
 
 
 def _nline(lower: int) -> int:
