@@ -450,17 +450,24 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
         flags = (lp >> 15) & 3
         at_start = False
     hdr = _HDR.unpack_from
+    lp_base = _PAGE_HEADER - 4
     all_dead = not for_fetch                 # a fetch needs no verdict: skip the horizon
     examined = 0
     prev_xmax = 0
     snap_xmin = snapshot.xmin
     me = snapshot.myxid
     skip_unhinted = None                     # decided at the first unhinted member
-    # the commit log page of the last deleter looked up (``_committed``): the deleters
-    # of one chain are close xids, on one commit log page
-    cpage = [-1, None]
+    # this process's copies of commit log pages (``CommitLog.status`` keeps them; a copy
+    # never changes, and a final COMMITTED status in one stays true); the page of the last
+    # deleter looked up
+    clog_pages = getattr(clog, "_local", None)
+    cpage_no, cdata = -1, None
+    # module constants as locals: this loop runs once per chain member (~60 on a hot row)
+    lp_normal, dead_mask, hinted_dead, xmax_gone, hot_updated = (
+        pg.LP_NORMAL, _DEAD_MASK, _HINTED_DEAD, _XMAX_GONE, HEAP_HOT_UPDATED)
+    cshift, cmask, committed = _CLOG_PAGE_SHIFT, _CLOG_PAGE_MASK, COMMITTED
     for _ in range(nitems):                  # a chain cannot be longer than the page
-        if flags != pg.LP_NORMAL:
+        if flags != lp_normal:
             break                            # (a redirect may only start a chain)
         lp_off = lp & 0x7FFF
         xmin, xmax, cmin, cmax, ctid_block, ctid_off, im2, im = hdr(page, lp_off)
@@ -477,7 +484,7 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
             at_start = False
         elif prev_xmax and xmin != prev_xmax:
             break                            # broken chain: the slot was reused
-        if 0 < xmax < snap_xmin and im & _DEAD_MASK == _HINTED_DEAD:
+        if 0 < xmax < snap_xmin and im & dead_mask == hinted_dead:
             # dead before the snapshot, as the hint bits say (MVCCFilter's "known dead":
             # inserter and deleter known committed, a real deleter older than every xid
             # the snapshot sees running): invisible with nothing to learn -
@@ -490,18 +497,29 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
                 if xmax >= horizon:
                     all_dead = False
         else:
-            if (0 < xmax < snap_xmin and not im & _XMAX_GONE and xmin != me
+            dead = False
+            if (0 < xmax < snap_xmin and not im & xmax_gone and xmin != me
                     and (skip_unhinted if skip_unhinted is not None
-                         else (skip_unhinted := not clog.commit_hints_ok()))
-                    and _committed(clog, xmax, cpage)):
-                # dead before the snapshot without the hint bits to say so: its deleter
-                # committed and is older than every xid the snapshot sees running, so
-                # satisfies_mvcc says invisible whatever the inserter (not this
-                # transaction) did.  Taken only while asynchronous commit records are
-                # unflushed, when satisfies_mvcc's hints for recent xids are deferred
-                # anyway (commit_hints_ok): one commit log read instead of the full test
-                pass
-            else:
+                         else (skip_unhinted := not clog.commit_hints_ok()))):
+                # Dead before the snapshot if its deleter committed: the deleter is older
+                # than every xid the snapshot sees running, so satisfies_mvcc says
+                # invisible whatever the inserter (not this transaction) did.  Taken only
+                # while asynchronous commit records are unflushed, when satisfies_mvcc's
+                # hints for recent xids are deferred anyway (commit_hints_ok): one commit
+                # log read instead of the full test - inline, from this process's copy of
+                # the deleter's commit log page (the deleters of one chain are close xids)
+                # when it already shows the final COMMITTED, else ``clog.status``.
+                if xmax >> cshift != cpage_no:
+                    cpage_no = xmax >> cshift
+                    cdata = clog_pages.get(cpage_no) if clog_pages is not None else None
+                if (cdata is not None and xmax >= _FIRST_NORMAL_XID
+                        and (cdata[(xmax & cmask) >> 2] >> ((xmax & 3) << 1)) & 3
+                        == committed):
+                    dead = True
+                elif clog.status(xmax) == committed:
+                    dead = True
+                    cpage_no = -1            # the status call refreshed the copy
+            if not dead:
                 visible, im = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot,
                                      clog, hinted)
                 if visible:
@@ -512,38 +530,13 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
                     horizon = procarray.vis_horizon(xmax)  # the kept bound, if it settles
                 if not surely_dead(xmax, im, horizon):
                     all_dead = False
-        if not im2 & HEAP_HOT_UPDATED:
-            break
-        if ctid_block != block or not 1 <= ctid_off <= nitems:
+        if not im2 & hot_updated or ctid_block != block or not 1 <= ctid_off <= nitems:
             break                            # a HOT successor is always on the same page
         off = ctid_off
-        lp = u32(page, _PAGE_HEADER - 4 + 4 * off)[0]
+        lp = u32(page, lp_base + 4 * off)[0]
         flags = (lp >> 15) & 3
         prev_xmax = xmax
     return None, None, all_dead and examined > 0
-
-
-def _committed(clog, xid: int, cpage: list) -> bool:
-    """``clog.status(xid) == COMMITTED``, reading this process's copy of the commit log
-    page (``cpage``: [page number, bytes] of the last lookup) without a call into the
-    commit log when the copy already holds the final COMMITTED status; any other status
-    (in progress, sub-committed, aborted, or no copy yet) asks ``clog.status``, which
-    refreshes its copy.  A COMMITTED status never changes, so an older copy that shows it
-    is right."""
-    p = xid >> _CLOG_PAGE_SHIFT
-    if p == cpage[0]:
-        data = cpage[1]
-    else:
-        local = getattr(clog, "_local", None)
-        data = local.get(p) if local is not None else None
-        cpage[0], cpage[1] = p, data
-    if data is not None and xid >= _FIRST_NORMAL_XID and \
-            (data[(xid & _CLOG_PAGE_MASK) >> 2] >> ((xid & 3) << 1)) & 3 == COMMITTED:
-        return True
-    if clog.status(xid) != COMMITTED:
-        return False
-    cpage[0] = -1                            # the copy was refreshed: look again next time
-    return True
 
 
 def _item_bytes(page, lp_off: int, lp: int) -> bytes:
