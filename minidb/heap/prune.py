@@ -227,18 +227,15 @@ def heap_page_prune_opt(backend, rel: HeapRel, bufs, first_block: int | None = N
     if not settings.heap_page_pruning:
         return 0
     bm = backend.bufmgr
-    min_free = min_free_space(settings)
     if type(bufs) is int or (type(bufs) is np.ndarray and bufs.size == 1):
         # One page (an index scan's heap fetch): conditions 2 and 3 as scalars - the
         # numpy batch test below costs ~40 us, as much as a whole index lookup.
-        b = int(bufs) if type(bufs) is int else int(bufs.reshape(-1)[0])
-        page = bm.seg.buf_pages[b]
-        pxid = pg.get_prune_xid(page)
-        if not pxid:
+        b = bufs if type(bufs) is int else int(bufs.reshape(-1)[0])
+        pxid, flags, lower, upper = pg.prune_hints(bm.seg.buf_pages[b])
+        if not pxid or upper == 0:
             return 0
-        upper = pg.get_upper(page)
-        if upper == 0 or not _needs_space(pg.get_flags(page), pg.get_lower(page), upper,
-                                          min_free):
+        min_free = min_free_space(settings)
+        if not _needs_space(flags, lower, upper, min_free):
             return 0
         # the cheap bound first (GlobalVis): the exact horizon only for a page to prune
         procarray = backend.instance.procarray
@@ -247,6 +244,7 @@ def heap_page_prune_opt(backend, rel: HeapRel, bufs, first_block: int | None = N
         horizon = procarray.global_xmin()
         cands = [b]
     else:
+        min_free = min_free_space(settings)
         cands, horizon = _batch_candidates(backend, bufs, min_free)
         if not cands:
             return 0
@@ -275,8 +273,7 @@ def heap_page_prune_opt(backend, rel: HeapRel, bufs, first_block: int | None = N
             pruned_blocks.append(block)
             pruned_free.append(r.free_space)
     if pruned_blocks:
-        freespace.record_many(bm, rel.relfilenode, np.array(pruned_blocks),
-                              np.array(pruned_free))
+        freespace.record_many(bm, rel.relfilenode, pruned_blocks, pruned_free)
     return len(pruned_blocks)
 
 
