@@ -366,7 +366,7 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
         fits = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE) >= size
         if fits:
             hot = bool(backend.settings.hot_updates) and not keys_changed
-            new_tid = _update_on_page(page, block, off, h, data, xid, cid, hot, keys_changed)
+            new_tid = _update_on_page(page, block, item, h, data, xid, cid, hot, keys_changed)
             PageRecord(bm).add(b, data=redo.xmax_data(
                 page, off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0, new_tid[1])).log(
                 RM_HEAP, XLOG_HEAP_HOT_UPDATE if hot else XLOG_HEAP_UPDATE, xid,
@@ -430,18 +430,19 @@ def _new_version(rel: HeapRel, new_values, xid: int, cid: int) -> bytearray:
     return data
 
 
-def _update_on_page(page, block: int, off: int, h: dict, data: bytearray, xid: int, cid: int,
+def _update_on_page(page, block: int, item, h: dict, data: bytearray, xid: int, cid: int,
                     hot: bool, keys_changed: bool) -> tuple[int, int]:
     """Put the new version on the old version's (exclusively locked) page and make the old
-    one point at it: HOT (HEAP_HOT_UPDATED / HEAP_ONLY_TUPLE) if ``hot``.  Returns the new
-    TID; the caller marks the buffer dirty."""
+    one (``item``: its bytes in the page) point at it: HOT (HEAP_HOT_UPDATED /
+    HEAP_ONLY_TUPLE) if ``hot``.  Returns the new TID; the caller marks the buffer dirty.
+    ``pg.add_item`` moves no stored item (it writes the new one at the new pd_upper and a
+    line pointer), so ``item`` still shows the old version afterwards."""
     if hot:
         _put16(data, _OFF_INFOMASK2, _get16(data, _OFF_INFOMASK2) | HEAP_ONLY_TUPLE)
-    new_off = pg.add_item(page, bytes(data), max_items=MAX_HEAP_TUPLES_PER_PAGE)
+    new_off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
     new_tid = (block, new_off)
-    new_item = pg.get_item(page, new_off)
-    _CTID.pack_into(new_item, _OFF_CTID, *new_tid)
-    item = pg.get_item(page, off)  # the old version, re-derived after the page changed
+    # the new version starts at the new pd_upper (add_item's placement)
+    _CTID.pack_into(page, pg.get_upper(page) + _OFF_CTID, block, new_off)
     im2 = h["infomask2"] & ~(HEAP_HOT_UPDATED | HEAP_KEYS_UPDATED)
     if hot:
         im2 |= HEAP_HOT_UPDATED

@@ -144,7 +144,8 @@ from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_CO
                                  HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED)
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
-from minidb.txn.clog import COMMITTED
+from minidb.txn.clog import COMMITTED, FIRST_NORMAL_XID as _FIRST_NORMAL_XID
+from minidb.txn.clog import PAGE_MASK as _CLOG_PAGE_MASK, PAGE_SHIFT as _CLOG_PAGE_SHIFT
 from minidb.txn.visibility import satisfies_mvcc, satisfies_mvcc_batch, surely_dead
 
 __all__ = ["MVCCFilter", "SeqScan", "seq_scan", "heap_hot_search", "hot_search_page",
@@ -429,10 +430,11 @@ def _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog, hinted):
 def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
                 hinted):
     # line pointers read inline (one unpack each; the offsets are checked here)
+    u32 = _U32.unpack_from
     nitems = (_U16.unpack_from(page, _PD_LOWER)[0] - _PAGE_HEADER) >> 2
     if not 1 <= off <= nitems:
         return None, None, False
-    lp = _U32.unpack_from(page, _PAGE_HEADER - 4 + 4 * off)[0]
+    lp = u32(page, _PAGE_HEADER - 4 + 4 * off)[0]
     flags = (lp >> 15) & 3
     if flags == pg.LP_DEAD:
         return None, None, True
@@ -444,69 +446,97 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
         off = lp & 0x7FFF                    # a redirect's lp_off is the target offset
         if not 1 <= off <= nitems:
             return None, None, False
-        lp = _U32.unpack_from(page, _PAGE_HEADER - 4 + 4 * off)[0]
+        lp = u32(page, _PAGE_HEADER - 4 + 4 * off)[0]
         flags = (lp >> 15) & 3
         at_start = False
-    all_dead = True
+    hdr = _HDR.unpack_from
+    lp_base = _PAGE_HEADER - 4
+    all_dead = not for_fetch                 # a fetch needs no verdict: skip the horizon
     examined = 0
     prev_xmax = 0
     snap_xmin = snapshot.xmin
     me = snapshot.myxid
     skip_unhinted = None                     # decided at the first unhinted member
+    # this process's copies of commit log pages (``CommitLog.status`` keeps them; a copy
+    # never changes, and a final COMMITTED status in one stays true); the page of the last
+    # deleter looked up
+    clog_pages = getattr(clog, "_local", None)
+    cpage_no, cdata = -1, None
+    # module constants as locals: this loop runs once per chain member (~60 on a hot row)
+    lp_normal, dead_mask, hinted_dead, xmax_gone, hot_updated = (
+        pg.LP_NORMAL, _DEAD_MASK, _HINTED_DEAD, _XMAX_GONE, HEAP_HOT_UPDATED)
+    cshift, cmask, committed = _CLOG_PAGE_SHIFT, _CLOG_PAGE_MASK, COMMITTED
     for _ in range(nitems):                  # a chain cannot be longer than the page
-        if flags != pg.LP_NORMAL:
+        if flags != lp_normal:
             break                            # (a redirect may only start a chain)
         lp_off = lp & 0x7FFF
-        xmin, xmax, cmin, cmax, ctid_block, ctid_off, im2, im = _HDR.unpack_from(page, lp_off)
-        if at_start and im2 & HEAP_ONLY_TUPLE:
-            # not a chain root: an index never points here.  A fetch (heap_fetch_visible)
-            # asks about exactly this version instead.
-            if for_fetch:
-                visible, _ = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog,
-                                    hinted)
-                if visible:
-                    return (block, off), _item_bytes(page, lp_off, lp), False
-            return None, None, False
-        if prev_xmax and xmin != prev_xmax:
+        xmin, xmax, cmin, cmax, ctid_block, ctid_off, im2, im = hdr(page, lp_off)
+        if at_start:
+            if im2 & HEAP_ONLY_TUPLE:
+                # not a chain root: an index never points here.  A fetch (heap_fetch_visible)
+                # asks about exactly this version instead.
+                if for_fetch:
+                    visible, _ = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot,
+                                        clog, hinted)
+                    if visible:
+                        return (block, off), _item_bytes(page, lp_off, lp), False
+                return None, None, False
+            at_start = False
+        elif prev_xmax and xmin != prev_xmax:
             break                            # broken chain: the slot was reused
-        if im & _DEAD_MASK == _HINTED_DEAD and 0 < xmax < snap_xmin:
+        if 0 < xmax < snap_xmin and im & dead_mask == hinted_dead:
             # dead before the snapshot, as the hint bits say (MVCCFilter's "known dead":
             # inserter and deleter known committed, a real deleter older than every xid
             # the snapshot sees running): invisible with nothing to learn -
-            # satisfies_mvcc's answer, without the call
-            visible = False
-        elif (0 < xmax < snap_xmin and not im & _XMAX_GONE and xmin != me
-              and (skip_unhinted if skip_unhinted is not None
-                   else (skip_unhinted := not clog.commit_hints_ok()))
-              and clog.status(xmax) == COMMITTED):
-            # dead before the snapshot without the hint bits to say so: its deleter
-            # committed and is older than every xid the snapshot sees running, so
-            # satisfies_mvcc says invisible whatever the inserter (not this transaction)
-            # did.  Taken only while asynchronous commit records are unflushed, when
-            # satisfies_mvcc's hints for recent xids are deferred anyway
-            # (commit_hints_ok): one commit log read instead of the full test
-            visible = False
+            # satisfies_mvcc's answer, without the call.  For such a member
+            # surely_dead(xmax, im, horizon) is xmax < horizon.
+            examined += 1
+            if all_dead:
+                if not fixed and (horizon is None or xmax >= horizon):
+                    horizon = procarray.vis_horizon(xmax)
+                if xmax >= horizon:
+                    all_dead = False
         else:
-            visible, im = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog,
-                                 hinted)
-        if visible:
-            return (block, off), _item_bytes(page, lp_off, lp), False
-        examined += 1
-        if all_dead and not for_fetch:      # a fetch needs no verdict: skip the horizon
-            if not fixed and (horizon is None or xmax >= horizon):
-                horizon = procarray.vis_horizon(xmax)  # the kept bound, if it settles it
-            if not surely_dead(xmax, im, horizon):
-                all_dead = False
-        if not im2 & HEAP_HOT_UPDATED:
-            break
-        if ctid_block != block or not 1 <= ctid_off <= nitems:
+            dead = False
+            if (0 < xmax < snap_xmin and not im & xmax_gone and xmin != me
+                    and (skip_unhinted if skip_unhinted is not None
+                         else (skip_unhinted := not clog.commit_hints_ok()))):
+                # Dead before the snapshot if its deleter committed: the deleter is older
+                # than every xid the snapshot sees running, so satisfies_mvcc says
+                # invisible whatever the inserter (not this transaction) did.  Taken only
+                # while asynchronous commit records are unflushed, when satisfies_mvcc's
+                # hints for recent xids are deferred anyway (commit_hints_ok): one commit
+                # log read instead of the full test - inline, from this process's copy of
+                # the deleter's commit log page (the deleters of one chain are close xids)
+                # when it already shows the final COMMITTED, else ``clog.status``.
+                if xmax >> cshift != cpage_no:
+                    cpage_no = xmax >> cshift
+                    cdata = clog_pages.get(cpage_no) if clog_pages is not None else None
+                if (cdata is not None and xmax >= _FIRST_NORMAL_XID
+                        and (cdata[(xmax & cmask) >> 2] >> ((xmax & 3) << 1)) & 3
+                        == committed):
+                    dead = True
+                elif clog.status(xmax) == committed:
+                    dead = True
+                    cpage_no = -1            # the status call refreshed the copy
+            if not dead:
+                visible, im = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot,
+                                     clog, hinted)
+                if visible:
+                    return (block, off), _item_bytes(page, lp_off, lp), False
+            examined += 1
+            if all_dead:
+                if not fixed and (horizon is None or xmax >= horizon):
+                    horizon = procarray.vis_horizon(xmax)  # the kept bound, if it settles
+                if not surely_dead(xmax, im, horizon):
+                    all_dead = False
+        if not im2 & hot_updated or ctid_block != block or not 1 <= ctid_off <= nitems:
             break                            # a HOT successor is always on the same page
         off = ctid_off
-        lp = _U32.unpack_from(page, _PAGE_HEADER - 4 + 4 * off)[0]
+        lp = u32(page, lp_base + 4 * off)[0]
         flags = (lp >> 15) & 3
         prev_xmax = xmax
-        at_start = False
-    return None, None, all_dead and examined > 0 and not for_fetch
+    return None, None, all_dead and examined > 0
 
 
 def _item_bytes(page, lp_off: int, lp: int) -> bytes:

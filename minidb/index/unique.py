@@ -45,6 +45,7 @@ import struct
 from minidb.errors import UniqueViolation
 from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_INVALID,
                                  HEAP_XMAX_LOCK_ONLY)
+from minidb.heap.prune import RunningAfter
 from minidb.index import btpage as bt
 from minidb.index.rel import IndexRel, count, trace
 from minidb.index.search import release
@@ -117,7 +118,10 @@ def _chain_verdict(page, block: int, off: int, nitems: int, procarray, clog, myx
         if prev_xmax and xmin != prev_xmax:
             break
         if not horizon_box:
-            horizon_box.append(procarray.global_xmin())
+            horizon = procarray.global_xmin()
+            # no xid older than the horizon runs: is_in_progress without the scan then
+            horizon_box += (horizon, RunningAfter(procarray, horizon))
+        procarray = horizon_box[1]
         state, hints = vis.satisfies_vacuum(xmin, xmax, im, horizon_box[0], procarray, clog)
         if hints:
             _U16.pack_into(page, lp_off + _T_INFOMASK, im | hints)

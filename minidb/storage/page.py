@@ -270,6 +270,16 @@ def get_prune_xid(page) -> int:
     return _U32.unpack_from(page, _OFF_PRUNE_XID)[0]
 
 
+_PRUNE_HINTS = struct.Struct("<10xHHH4xI")   # pd_flags, pd_lower, pd_upper, pd_prune_xid
+
+
+def prune_hints(page) -> tuple[int, int, int, int]:
+    """(pd_prune_xid, pd_flags, pd_lower, pd_upper) in one read: what opportunistic pruning
+    looks at first."""
+    flags, lower, upper, pxid = _PRUNE_HINTS.unpack_from(page, 0)
+    return pxid, flags, lower, upper
+
+
 def set_prune_xid(page, xid: int) -> None:
     """Store pd_prune_xid (a hint; an xid beyond 32 bits is stored as 2**32 - 1)."""
     _U32.pack_into(page, _OFF_PRUNE_XID, min(xid, MAX_PRUNE_XID))
@@ -357,9 +367,25 @@ def line_pointer_arrays(page) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (words & _LP_OFF_MASK, (words >> _LP_FLAGS_SHIFT) & 3, words >> _LP_LEN_SHIFT)
 
 
-def _unused_offsets(page, n: int) -> np.ndarray:
-    words = np.frombuffer(page, dtype="<u4", count=n, offset=PAGE_HEADER_SIZE)
-    return np.flatnonzero((words & (3 << _LP_FLAGS_SHIFT)) == 0) + 1
+def _unused_first(page, n: int) -> tuple[int, bool]:
+    """(the first LP_UNUSED offset or 0, whether another one follows it) among the ``n``
+    line pointers.  One pass in C over the pointer array read as one integer (word i at
+    bits 32i..32i+31): a pointer is UNUSED iff both its flag bits (15 and 16) are clear,
+    so ``free`` has bit 32i+15 set exactly for the UNUSED ones - no per-pointer Python, no
+    numpy steps (~1 us each) for the usual page of a few dozen pointers."""
+    if n <= 0:
+        return 0, False
+    x = int.from_bytes(page[PAGE_HEADER_SIZE:PAGE_HEADER_SIZE + ITEMID_SIZE * n], "little")
+    free = ~x & ~(x >> 1) & _FLAG15_BITS & ((1 << (32 * n)) - 1)
+    if not free:
+        return 0, False
+    low = free & -free
+    return 1 + (low.bit_length() - 1 - _LP_FLAGS_SHIFT) // 32, free != low
+
+
+# bit 15 of every line pointer word a page can have
+_FLAG15_BITS = int.from_bytes(
+    (1 << _LP_FLAGS_SHIFT).to_bytes(ITEMID_SIZE, "little") * (BLCKSZ // ITEMID_SIZE), "little")
 
 
 # -- free space --------------------------------------------------------------------------------
@@ -379,7 +405,7 @@ def heap_free_space(page, max_items: int) -> int:
         return 0
     n = _nline(lower)
     if n >= max_items:
-        if not get_flags(page) & PD_HAS_FREE_LINES or not len(_unused_offsets(page, n)):
+        if not get_flags(page) & PD_HAS_FREE_LINES or not _unused_first(page, n)[0]:
             return 0
     return space
 
@@ -417,10 +443,10 @@ def add_item(page, data, *, offset: int | None = None, heap: bool = True,
     reuse = False  # fill an existing LP_UNUSED pointer instead of adding one
     if offset is None:
         if heap and flags & PD_HAS_FREE_LINES:
-            unused = _unused_offsets(page, n)
-            if len(unused):
-                offset, reuse = int(unused[0]), True
-            if len(unused) <= 1:
+            first, more = _unused_first(page, n)
+            if first:
+                offset, reuse = first, True
+            if not more:
                 new_flags &= ~PD_HAS_FREE_LINES  # none remains (or the hint was stale)
         if not reuse:
             offset = n + 1
@@ -431,7 +457,7 @@ def add_item(page, data, *, offset: int | None = None, heap: bool = True,
             if (_U32.unpack_from(page, _lp_pos(offset))[0] >> _LP_FLAGS_SHIFT) & 3 != LP_UNUSED:
                 raise InternalError(f"heap line pointer {offset} is in use")
             reuse = True
-            if len(_unused_offsets(page, n)) <= 1:
+            if not _unused_first(page, n)[1]:   # ``offset`` is the only one
                 new_flags &= ~PD_HAS_FREE_LINES
     if not reuse and max_items is not None and n >= max_items:
         raise ProgramLimitExceeded(f"cannot put more than {max_items} items on a page")
