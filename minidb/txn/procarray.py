@@ -171,12 +171,12 @@ class ProcArray:
 
     # -- xids -----------------------------------------------------------------------------------
     def assign_xid(self, slot: int) -> int:
-        ctl = self.seg.control
+        cv = self._ctl
         with self.lock:
-            xid = int(ctl[CTL_NEXT_XID])
+            xid = cv[CTL_NEXT_XID]
             self.clog.extend(xid, slot)  # zero (and log) a new commit-log page first
-            ctl[CTL_NEXT_XID] = xid + 1
-            self.seg.proc_xid[slot] = xid
+            cv[CTL_NEXT_XID] = xid + 1
+            self._xid[slot] = xid
         return xid
 
     def add_subxid(self, slot: int, parent: int) -> int:

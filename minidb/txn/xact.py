@@ -223,7 +223,8 @@ class Transaction:
                 self._statement_snapshot.myxid = self.xid
             if self.snapshot is not None:
                 self.snapshot.myxid = self.xid
-            self._trace(f"xid {self.xid} assigned")
+            if self.settings.trace_xact:
+                self._trace(f"xid {self.xid} assigned")
         if self.levels:
             level = self.levels[-1]
             if not level.xid:
