@@ -119,8 +119,8 @@ from minidb.errors import (AdminShutdown, CantChangeParameter, CrashShutdown, Da
                            QueryCanceled,
                            InsufficientPrivilege, InterfaceError, OperationalError,
                            TooManyConnections)
-from minidb.shmem import (COUNTERS, IO_COUNTERS, SharedLocks, Segment, current_pid, n_slots,
-                          pid_alive, set_parent_death_signal)
+from minidb.shmem import (COUNTERS, H_CRASHED, IO_COUNTERS, SharedLocks, Segment, current_pid,
+                          n_slots, pid_alive, set_parent_death_signal)
 from minidb.storage.bufmgr import EXCLUSIVE, BufferManager
 from minidb.storage.iomodel import IOModel
 from minidb.storage.smgr import Smgr
@@ -450,7 +450,9 @@ class Instance:
             self._check_owner()
         if backend is not None and backend.generation != self.generation:
             raise _stale_error(backend)
-        self.locks.check_crash()
+        locks = self.locks
+        if locks.holders[H_CRASHED]:   # (the flag read here, check_crash only when set)
+            locks.check_crash()
         if self.cancel_pending:     # set by a server backend's SIGINT (a CancelRequest)
             self.cancel_pending = False
             raise QueryCanceled("canceling statement due to user request")

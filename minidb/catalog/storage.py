@@ -96,7 +96,9 @@ def at_xact_end(backend, committed: bool) -> None:
     for rfn, at_commit in pending:
         if at_commit == committed:
             drop_relation_storage(backend, rfn)
-    backend.instance.seg.proc_flags[backend.slot] &= ~PROC_CREATED_FILES
+    flags = backend.instance.seg.proc_flags
+    if flags[backend.slot] & PROC_CREATED_FILES:   # (a read costs less than the update)
+        flags[backend.slot] &= ~PROC_CREATED_FILES
     if committed and dropped:
         from minidb.heap import pgstat
         inst = backend.instance

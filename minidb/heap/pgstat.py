@@ -5,11 +5,8 @@ idx_tup_fetch, n_tup_ins, n_tup_upd, n_tup_del, n_tup_hot_upd, n_live_tup, n_dea
 vacuum_count, analyze_count.
 
 As in PostgreSQL, a backend counts in private memory, so the hot path never takes a
-shared lock.  At the end of each transaction (``flush``) the transaction's counts are
-folded into the backend's *unflushed* deltas - with the live/dead effect of how the
-transaction ended, so an abort is right however late the deltas are published - and the
-deltas are published to the shared table (``table_stats``, 512 rows keyed by table oid,
-under the ``stats`` lock) at most every ``stats_flush_interval`` ms (PostgreSQL 15's
+shared lock, and publishes to the shared table (``table_stats``, 512 rows keyed by table
+oid, under the ``stats`` lock) at most every ``stats_flush_interval`` ms (PostgreSQL 15's
 PGSTAT_MIN_INTERVAL; 0 = at every transaction's end).  What a transaction did to the
 live/dead estimates depends on how it ended, again as in PostgreSQL:
 
@@ -22,13 +19,29 @@ updated rows        n_dead_tup += n              n_dead_tup += n (the new
                                                  versions are dead)
 ==================  ===========================  ===========================
 
+How the counts are kept, so that a transaction's end costs no per-table work: ``count``
+adds to ``counts``, the backend's running totals by (table oid, event) since it began -
+the transaction in progress included.  At a transaction's end (``flush``) the totals are
+frozen into ``ended`` (one dict copy; only the owner writes ``counts``); an abort first
+adds the aborted part of its inserts and deletes to two more events, ``a_ins`` and
+``a_del`` (the table above needs nothing else: the events say what was attempted, the
+``a_`` events which of the inserts and deletes did not commit).  Publishing takes the
+difference between ``ended`` and what was published last (``published``) and turns it
+into column deltas, n_live_tup and n_dead_tup derived as
+
+    live += (ins - a_ins) - (del - a_del)         dead += upd + (del - a_del) + a_ins
+
+so the work of a publish is proportional to the tables counted, however many transactions
+ended since the last one, and an abort is right however late it is published.
+
 Readers never see a backend of their own process lag: ``read``, ``set_live_dead`` (VACUUM,
-ANALYZE) and ``forget`` first publish the unflushed deltas of every backend of this
-process attached to the same instance (``flush_local``), so a session that reads its own
-counters (pg_stat views, ``Session.table_stats``, the tests) sees every transaction it
-ended, and VACUUM's measured values are not later overwritten by older deltas.  A backend
-also publishes when it closes.  Backends of *other* processes publish on their own
-schedule: their counts may lag by up to the interval, as in PostgreSQL.
+ANALYZE) and ``forget`` first publish what every backend of this process attached to the
+same instance has ended (``flush_local``; a transaction still running there is not
+included), so a session that reads its own counters (pg_stat views,
+``Session.table_stats``, the tests) sees every transaction it ended, and VACUUM's measured
+values are not later overwritten by older deltas.  A backend also publishes when it
+closes.  Backends of *other* processes publish on their own schedule: their counts may lag
+by up to the interval, as in PostgreSQL.
 
 n_tup_ins / upd / del / hot_upd count attempts either way, as PostgreSQL's do.  VACUUM
 sets n_live_tup and n_dead_tup to what it found (``set_live_dead``).
@@ -50,6 +63,8 @@ _EVENTS = ("ins", "upd", "del", "hot_upd")
 # what ``count`` counts -> its column of the shared table
 _COLUMN = {k: TC[k] for k in ("seq_scan", "seq_tup_read", "idx_scan", "idx_tup_fetch")}
 _COLUMN.update({k: TC["n_tup_" + k] for k in _EVENTS})
+# the events the live/dead estimates are derived from (the a_ ones: of aborted transactions)
+_LIVE_DEAD_EVENTS = ("ins", "upd", "del", "a_ins", "a_del")
 
 
 _LIVE, _DEAD = TC["n_live_tup"], TC["n_dead_tup"]
@@ -57,16 +72,18 @@ _LOCAL: "weakref.WeakSet[TableStats]" = weakref.WeakSet()  # this process's back
 
 
 class TableStats:
-    """One backend's counts: this transaction's (``pending``), and the ended
-    transactions' not yet published (``unflushed``)."""
+    """One backend's counts (see the module docstring): ``counts`` (running totals, the
+    current transaction's included), ``ended`` (the totals at the last transaction's end)
+    and ``published`` (those last added to the shared table)."""
 
     def __init__(self, seg, lock, settings=None):
         self.seg = seg
         self.lock = lock
         self.settings = settings  # stats_flush_interval (None: publish at every end)
-        self.pending: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        self.unflushed: dict[int, dict[int, int]] = {}  # oid -> {shared column: delta}
-        self._mutex = threading.Lock()  # unflushed: a reader of this process publishes too
+        self.counts: dict[tuple[int, str], int] = {}  # (oid, event) -> running total
+        self.ended: dict[tuple[int, str], int] = {}   # never changed once made
+        self.published = self.ended                   # ``ended`` as last published
+        self._mutex = threading.Lock()  # ``published``: a reader of this process publishes
         self._published_at = -1e9       # time.monotonic() of the last publish
         self.publishes = 0              # how often the shared table was written (tests)
         self.pid = os.getpid()          # a forked child's copy must not publish them again
@@ -76,57 +93,118 @@ class TableStats:
         """Count an event: 'seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch',
         'ins', 'upd', 'del', 'hot_upd'."""
         if oid:
-            self.pending[oid][what] += n
+            counts = self.counts
+            k = (oid, what)
+            counts[k] = counts.get(k, 0) + n
+
+    @property
+    def pending(self) -> dict[int, dict[str, int]]:
+        """The running transaction's counts so far: oid -> {event: n} (tests)."""
+        ended = self.ended
+        out: dict[int, dict[str, int]] = {}
+        for (oid, what), n in self.counts.items():
+            d = n - ended.get((oid, what), 0)
+            if d:
+                out.setdefault(oid, {})[what] = d
+        return out
+
+    @property
+    def unflushed(self) -> dict[int, dict[int, int]]:
+        """What ended transactions counted and nobody published yet: oid -> {shared
+        column: delta} (empty when all is published)."""
+        return _deltas(self.ended, self.published)
 
     def flush(self, committed: bool) -> None:
-        """End of a transaction: fold its counts into the unflushed deltas (as it ended),
-        and publish them if ``stats_flush_interval`` has passed since the last time."""
-        if self.pending:
-            with self._mutex:
-                unflushed = self.unflushed
-                for oid, c in self.pending.items():
-                    d = unflushed.get(oid)
-                    if d is None:
-                        d = unflushed[oid] = defaultdict(int)
-                    for k, n in c.items():
-                        col = _COLUMN.get(k)
-                        if col is not None:
-                            d[col] += n
-                    ins, upd, dele = c.get("ins", 0), c.get("upd", 0), c.get("del", 0)
-                    if not (ins or upd or dele):
-                        continue
-                    if committed:
-                        d[_LIVE] += ins - dele
-                        d[_DEAD] += upd + dele
-                    else:
-                        d[_DEAD] += ins + upd
-            self.pending.clear()
-        if self.unflushed:
+        """End of a transaction: freeze the totals (an abort marks its inserts and deletes
+        as aborted first), and publish if ``stats_flush_interval`` has passed since the
+        last time."""
+        counts = self.counts
+        ended = self.ended
+        if counts != ended:
+            if not committed:
+                self._count_aborted(counts, ended)
+            self.ended = counts.copy()
+        if self.ended is not self.published:
             interval = self.settings.stats_flush_interval if self.settings is not None else 0
             now = time.monotonic()
             if interval <= 0 or (now - self._published_at) * 1000.0 >= interval:
                 self.publish(now)
 
+    @staticmethod
+    def _count_aborted(counts: dict, ended: dict) -> None:
+        """An aborting transaction's inserts and deletes: counted again as ``a_ins`` /
+        ``a_del`` (the updates' effect does not depend on the outcome)."""
+        aborted = []
+        for k, n in counts.items():
+            what = k[1]
+            if what == "ins" or what == "del":
+                d = n - ended.get(k, 0)
+                if d:
+                    aborted.append(((k[0], "a_" + what), d))
+        for k, d in aborted:
+            counts[k] = counts.get(k, 0) + d
+
     def take(self) -> dict:
-        """The unflushed deltas, handed over (this backend's are empty after)."""
+        """The unpublished deltas (oid -> {column: n}), handed over: they count as
+        published from now on."""
         with self._mutex:
-            items, self.unflushed = self.unflushed, {}
-        return items
+            ended, before = self.ended, self.published
+            if ended is before:
+                return {}
+            self.published = ended
+        return _deltas(ended, before)
 
     def publish(self, now: float | None = None) -> None:
-        """Add the unflushed deltas to the shared table now."""
+        """Add the unpublished deltas to the shared table now."""
         items = self.take()
+        self._published_at = time.monotonic() if now is None else now
         if not items:
             return
         _apply(self.seg, self.lock, items)
         self.publishes += 1
-        self._published_at = time.monotonic() if now is None else now
 
     def close(self) -> None:
         """The backend ends: publish what is left."""
         if self.pid == os.getpid():
             self.publish()
         _LOCAL.discard(self)
+
+
+def _deltas(ended: dict, before: dict) -> dict[int, dict[int, int]]:
+    """Column deltas (oid -> {column: n}) from totals ``before`` to totals ``ended``, the
+    live / dead estimates derived from the events (see the module docstring)."""
+    if ended is before:
+        return {}
+    out: dict[int, dict[int, int]] = {}
+    ev: dict[int, dict[str, int]] = {}
+    get = before.get
+    for k, n in ended.items():
+        d = n - get(k, 0)
+        if not d:
+            continue
+        oid, what = k
+        col = _COLUMN.get(what)
+        if col is not None:
+            o = out.get(oid)
+            if o is None:
+                o = out[oid] = {}
+            o[col] = d
+        if what in _LIVE_DEAD_EVENTS:
+            e = ev.get(oid)
+            if e is None:
+                e = ev[oid] = {}
+            e[what] = d
+    for oid, e in ev.items():
+        ins, upd, dele = e.get("ins", 0), e.get("upd", 0), e.get("del", 0)
+        a_ins, a_del = e.get("a_ins", 0), e.get("a_del", 0)
+        o = out.setdefault(oid, {})
+        live = (ins - a_ins) - (dele - a_del)
+        dead = upd + (dele - a_del) + a_ins
+        if live:
+            o[_LIVE] = live
+        if dead:
+            o[_DEAD] = dead
+    return out
 
 
 def _apply(seg, lock, items: dict) -> None:
@@ -149,14 +227,17 @@ def _apply(seg, lock, items: dict) -> None:
 
 
 def flush_local(seg) -> None:
-    """Publish the unflushed deltas of every backend of this process on ``seg`` - summed
-    first and applied once, so the clamp of n_live_tup cannot depend on which backend's
-    deltas happen to go first (the order of a set)."""
+    """Publish what the backends of this process on ``seg`` have ended - summed first
+    and applied once, so the clamp of n_live_tup cannot depend on which backend's deltas
+    happen to go first (the order of a set)."""
     pid = os.getpid()
     total: dict = {}
     for ts in list(_LOCAL):
-        if ts.seg is seg and ts.unflushed and ts.pid == pid:
-            for oid, d in ts.take().items():
+        if ts.seg is seg and ts.pid == pid and ts.ended is not ts.published:
+            items = ts.take()
+            if not items:
+                continue
+            for oid, d in items.items():
                 t = total.setdefault(oid, defaultdict(int))
                 for col, n in d.items():
                     t[col] += n

@@ -165,6 +165,7 @@ CLOG_TRUNC = struct.Struct("<qq")    # TRUNCATE: first page kept, oldest xid kep
 _SHIFT = np.array([0, 2, 4, 6], dtype=np.uint8)
 _ZERO_PAGE = bytes(BLCKSZ)
 _STAT = {name: CLOG_STAT_BASE + i for i, name in enumerate(CLOG_STATS)}
+_BLKS_HIT = _STAT["blks_hit"]
 
 
 def segment_name(segno: int) -> str:
@@ -468,7 +469,28 @@ class CommitLog:
     def set_status(self, xid: int, status: int, lsn: int = 0) -> None:
         """Record ``xid``'s outcome; ``lsn`` (its commit record's end, 0 if none) raises the
         page's group LSN, so the page is not written before the WAL up to it is flushed."""
-        self._set_page_statuses([xid], status, lsn)
+        # (the one-xid case of ``_set_page_statuses``, written out: every commit runs it)
+        if xid >= MAX_XID:
+            raise ProgramLimitExceeded(f"transaction id {xid} beyond the commit log's "
+                                       f"{MAX_XID} entries")
+        assert xid >= FIRST_NORMAL_XID, f"xid {xid} has a fixed status"
+        off = xid & PAGE_MASK
+        shift = (xid & 3) << 1
+        flat = self._flat
+        with self.ctl_lock:
+            slot = self._read_page(xid >> PAGE_SHIFT)
+            at = slot * BLCKSZ + (off >> 2)
+            old_byte = flat[at]
+            old = (old_byte >> shift) & 3
+            assert old in (IN_PROGRESS, status) or (old, status) == (SUB_COMMITTED,
+                                                                     COMMITTED), \
+                f"xid {xid}: status {old} -> {status} is not a legal transition"
+            flat[at] = (old_byte & ~(3 << shift) & 0xFF) | (status << shift)
+            if lsn:
+                g = slot * CLOG_LSNS_PER_PAGE + (off >> GROUP_SHIFT)
+                if lsn > self._group_lsn[g]:
+                    self._group_lsn[g] = lsn
+            self._dirty[slot] = 1
 
     def _set_page_statuses(self, xids, status: int, lsn: int) -> None:
         """Set the status of ``xids`` (all on one page) under one hold of the control lock."""
@@ -618,6 +640,15 @@ class CommitLog:
 
     def _read_page(self, page: int) -> int:
         """SimpleLruReadPage: the slot holding ``page``, valid (a write may be running)."""
+        slot = self._slot_hint.get(page)   # the common case (``_find``'s hint, a valid
+        if (slot is not None and self._pageno[slot] == page   # page), written out
+                and self._state[slot] != SLRU_READ_IN_PROGRESS):
+            ctl = self._ctl
+            clock = ctl[CLOG_CTL_CLOCK] + 1
+            ctl[CLOG_CTL_CLOCK] = clock
+            self._lru[slot] = clock
+            ctl[_BLKS_HIT] += 1
+            return slot
         while True:
             slot = self._find(page)
             if slot >= 0:

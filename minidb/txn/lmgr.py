@@ -112,6 +112,8 @@ from minidb.txn.lockdefs import (  # noqa: F401  (re-exported: callers name them
     relation_tag, object_tag, tag_hash, describe_tag)
 
 _FASTPATH = -1                             # LOCALLOCK value: held in the fast path
+_FP_ZEROS = bytes(FP_SLOTS)                # (release_all clears a row's slots at once)
+_FP_ZERO_LIST = [0] * FP_SLOTS
 
 WAKE_TICK_S = 0.1                          # a sleeper wakes this often (reaper, timers)
 
@@ -599,6 +601,12 @@ class LockManager:
                 bits = self._fp_mv_bits
                 expect = self._fp_expect
                 base = self._fp_base
+                n = live.bit_length()
+                if live == (1 << n) - 1 and bits[base:base + n].tolist() == expect[:n]:
+                    # the common case: slots 0..n-1 live, none moved by a strong locker
+                    bits[base:base + n] = _FP_ZEROS[:n]
+                    expect[:n] = _FP_ZERO_LIST[:n]
+                    live = 0
                 j = 0
                 while live:
                     if live & 1:

@@ -84,6 +84,8 @@ from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID, IN_PROGRESS
 
 
 _NO_SUBXIDS: frozenset = frozenset()
+_EMPTY_XIP = np.zeros(0, dtype=np.int64)   # shared by the snapshots that have no xip
+_EMPTY_XIP.flags.writeable = False
 
 
 class Snapshot:
@@ -163,15 +165,18 @@ class ProcArray:
         self._xid = memoryview(seg.proc_xid)
         self._wait_xid = memoryview(seg.proc_wait_xid)
         self._waiters = memoryview(seg.proc_xact_waiters)
+        self._nsub = memoryview(seg.proc_nsubxids)
+        # a committer's delay_chkpt flag (set and cleared by ``minidb.txn.xact``)
+        self.delay_chkpt = memoryview(seg.proc_delay_chkpt)
 
     # -- xids -----------------------------------------------------------------------------------
     def assign_xid(self, slot: int) -> int:
-        ctl = self.seg.control
+        cv = self._ctl
         with self.lock:
-            xid = int(ctl[CTL_NEXT_XID])
+            xid = cv[CTL_NEXT_XID]
             self.clog.extend(xid, slot)  # zero (and log) a new commit-log page first
-            ctl[CTL_NEXT_XID] = xid + 1
-            self.seg.proc_xid[slot] = xid
+            cv[CTL_NEXT_XID] = xid + 1
+            self._xid[slot] = xid
         return xid
 
     def add_subxid(self, slot: int, parent: int) -> int:
@@ -235,7 +240,6 @@ class ProcArray:
     # -- snapshots --------------------------------------------------------------------------------
     def get_snapshot(self, slot: int, myxid: int, curcid: int) -> Snapshot:
         seg = self.seg
-        ctl = seg.control
         cv = self._ctl
         last = self._last_snapshot.get(slot)
         with self.lock:
@@ -259,25 +263,47 @@ class ProcArray:
                     if n:
                         s.subxids = frozenset(seg.proc_subxids[slot, :n].tolist())
                 return s
-            xids = seg.proc_xid[seg.proc_xid != 0]
-            nsub = seg.proc_nsubxids
-            if ctl[CTL_SUBXIDS]:
+            if not cv[CTL_SUBXIDS]:
+                # no subtransaction xids anywhere (the common case): plain Python over the
+                # few running xids, fewer steps than the numpy way below
+                plain = [x for x in seg.proc_xid[seg.proc_xid != 0].tolist() if x < xmax]
+                xmin = min(plain) if plain else xmax
+                if myxid and myxid < xmin:
+                    xmin = myxid
+                xmins = self._xmin
+                if not xmins[slot]:
+                    xmins[slot] = xmin
+            else:
+                plain = None
+                xids = seg.proc_xid[seg.proc_xid != 0]
+                nsub = seg.proc_nsubxids
                 subs = seg.proc_subxids[np.arange(seg.proc_subxids.shape[1]) < nsub[:, None]]
                 xids = np.concatenate([xids, subs])
-            running = xids[xids < xmax]
-            xmin = int(running.min()) if running.size else xmax
-            if myxid:
-                xmin = min(xmin, myxid)
-            if seg.proc_xmin[slot] == 0:
-                seg.proc_xmin[slot] = xmin
-            own = (frozenset(seg.proc_subxids[slot, :nsub[slot]].tolist())
-                   if myxid and ctl[CTL_SUBXIDS] and nsub[slot] else _NO_SUBXIDS)
+                running = xids[xids < xmax]
+                xmin = int(running.min()) if running.size else xmax
+                if myxid:
+                    xmin = min(xmin, myxid)
+                if seg.proc_xmin[slot] == 0:
+                    seg.proc_xmin[slot] = xmin
+                own = (frozenset(seg.proc_subxids[slot, :nsub[slot]].tolist())
+                       if myxid and nsub[slot] else _NO_SUBXIDS)
         self.snapshots_taken += 1
-        mine = running != myxid
-        if own:
-            mine &= ~np.isin(running, list(own))
-        xip = np.sort(running[mine])
-        snap = Snapshot(xmin, xmax, xip, curcid, myxid, own)
+        if plain is not None:
+            xs = [x for x in plain if x != myxid]
+            if xs:
+                xs.sort()
+                xip = np.array(xs, dtype=np.int64)
+            else:
+                xip = _EMPTY_XIP
+            snap = Snapshot.__new__(Snapshot)
+            snap.xmin, snap.xmax, snap.xip, snap._xip_set = xmin, xmax, xip, frozenset(xs)
+            snap.curcid, snap.myxid, snap.subxids = curcid, myxid, _NO_SUBXIDS
+        else:
+            mine = running != myxid
+            if own:
+                mine &= ~np.isin(running, list(own))
+            xip = np.sort(running[mine])
+            snap = Snapshot(xmin, xmax, xip, curcid, myxid, own)
         self._last_snapshot[slot] = (count, xmax, myxid, xmin, xip, snap._xip_set)
         return snap
 
@@ -376,24 +402,27 @@ class ProcArray:
                 self.clog.set_tree(xid, subxids, COMMITTED if committed else ABORTED, lsn=lsn)
             else:
                 self.clog.set_status(xid, COMMITTED if committed else ABORTED, lsn=lsn)
+        cv = self._ctl   # (memoryviews: one element each, see __init__)
         with self.lock:
-            seg.proc_xid[slot] = 0
-            if seg.proc_nsubxids[slot]:
-                n = int(seg.proc_nsubxids[slot])
+            self._xid[slot] = 0
+            n = self._nsub[slot]
+            if n:
                 top = int(seg.proc_subxids[slot, :n].max())
-                if top > seg.control[CTL_LATEST_COMPLETED]:
-                    seg.control[CTL_LATEST_COMPLETED] = top
+                if top > cv[CTL_LATEST_COMPLETED]:
+                    cv[CTL_LATEST_COMPLETED] = top
                 seg.proc_subxids[slot, :n] = 0
-                seg.proc_nsubxids[slot] = 0
-                seg.control[CTL_SUBXIDS] -= n
-            seg.proc_xmin[slot] = 0
-            seg.proc_wait_xid[slot] = 0
-            if xid and xid > seg.control[CTL_LATEST_COMPLETED]:
-                seg.control[CTL_LATEST_COMPLETED] = xid
-            seg.control[CTL_XACT_COMPLETION] += 1  # every slot's last snapshot is stale
-            waiters = int(seg.proc_xact_waiters[slot])
-            seg.proc_xact_waiters[slot] = 0
-        self._wake(waiters)
+                self._nsub[slot] = 0
+                cv[CTL_SUBXIDS] -= n
+            self._xmin[slot] = 0
+            self._wait_xid[slot] = 0
+            if xid and xid > cv[CTL_LATEST_COMPLETED]:
+                cv[CTL_LATEST_COMPLETED] = xid
+            cv[CTL_XACT_COMPLETION] += 1  # every slot's last snapshot is stale
+            waiters = self._waiters[slot]
+            if waiters:
+                self._waiters[slot] = 0
+        if waiters:
+            self._wake(waiters)
 
     def abort_dead_slot(self, slot: int) -> int:
         """End the transaction of a backend whose process died: its xid becomes aborted.

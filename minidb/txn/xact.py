@@ -136,15 +136,9 @@ class Transaction:
         self.explicit = True
 
     def _start(self, isolation: str | None) -> None:
-        iso = (isolation or self.settings.default_transaction_isolation).lower()
-        if iso == "serializable":
-            raise NotSupportedError(
-                "isolation level SERIALIZABLE is not supported (minidb has no SSI); "
-                "use REPEATABLE READ, which gives snapshot isolation")
-        if iso == "read uncommitted":  # PostgreSQL treats it as READ COMMITTED
-            iso = READ_COMMITTED
-        if iso not in (READ_COMMITTED, REPEATABLE_READ):
-            raise NotSupportedError(f'unknown isolation level "{iso}"')
+        iso = isolation or self.settings.default_transaction_isolation
+        if iso != READ_COMMITTED and iso != REPEATABLE_READ:   # (the common ones as is)
+            iso = self._check_isolation(iso)
         self.isolation = iso
         self.state = INPROGRESS
         self.explicit = False
@@ -157,6 +151,20 @@ class Transaction:
         self.start_time = _dt.datetime.now()  # now() / CURRENT_TIMESTAMP, as PostgreSQL
         if self.settings.trace_xact:   # (formatting the message costs more than the check)
             self._trace(f"begin ({iso})")
+
+    @staticmethod
+    def _check_isolation(iso: str) -> str:
+        """The isolation level named ``iso`` (any case), or an error."""
+        iso = iso.lower()
+        if iso == "serializable":
+            raise NotSupportedError(
+                "isolation level SERIALIZABLE is not supported (minidb has no SSI); "
+                "use REPEATABLE READ, which gives snapshot isolation")
+        if iso == "read uncommitted":  # PostgreSQL treats it as READ COMMITTED
+            iso = READ_COMMITTED
+        if iso not in (READ_COMMITTED, REPEATABLE_READ):
+            raise NotSupportedError(f'unknown isolation level "{iso}"')
+        return iso
 
     def start_implicit(self) -> None:
         """Start an implicit transaction (no snapshot yet) if none is open: the SQL layer
@@ -215,7 +223,8 @@ class Transaction:
                 self._statement_snapshot.myxid = self.xid
             if self.snapshot is not None:
                 self.snapshot.myxid = self.xid
-            self._trace(f"xid {self.xid} assigned")
+            if self.settings.trace_xact:
+                self._trace(f"xid {self.xid} assigned")
         if self.levels:
             level = self.levels[-1]
             if not level.xid:
@@ -383,7 +392,7 @@ class Transaction:
                                                subxids=subxids)
             finally:
                 if lsn:
-                    self.procarray.seg.proc_delay_chkpt[self.slot] = 0
+                    self.procarray.delay_chkpt[self.slot] = 0
         else:   # read-only: no record, nothing to publish but the xmin (end_transaction)
             self.procarray.end_transaction(self.slot, 0, committed)
         if self.settings.trace_xact:
@@ -418,25 +427,33 @@ class Transaction:
         wal = self.wal
         if not xid or wal is None:
             return 0
-        rels = [int(rfn) for rfn, at_commit in self.pending_deletes
-                if bool(at_commit) == committed]
-        data = pack_xact(int(_time.time() * 1e6), rels, subxids)
+        when = int(_time.time() * 1e6)
+        if self.pending_deletes:
+            rels = [int(rfn) for rfn, at_commit in self.pending_deletes
+                    if bool(at_commit) == committed]
+            data = pack_xact(when, rels, subxids)
+        else:
+            rels = ()
+            # (pack_xact's bytes for no relation and no subtransaction, packed directly)
+            data = pack_xact(when, rels, subxids) if subxids else XACT.pack(when, 0)
         if not committed:
             wal.insert(RM_XACT, XLOG_XACT_ABORT, xid, data)  # never flushed by the aborter
             return 0
-        seg = self.procarray.seg
-        seg.proc_delay_chkpt[self.slot] = 1
+        delay = self.procarray.delay_chkpt
+        slot = self.slot
+        delay[slot] = 1
         try:
             lsn = wal.insert(RM_XACT, XLOG_XACT_COMMIT, xid, data)
-            if self.settings.synchronous_commit or rels:
-                s = self.settings
+            s = self.settings
+            if s.synchronous_commit or rels:
+                seg = self.procarray.seg
                 siblings = s.commit_siblings
                 wal.flush(lsn, s.commit_delay,
                           lambda: int((seg.proc_xid != 0).sum()) - 1 >= siblings)
             else:
                 wal.set_async_commit(lsn)
         except BaseException:
-            seg.proc_delay_chkpt[self.slot] = 0
+            delay[slot] = 0
             raise
         return lsn
 
