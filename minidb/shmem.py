@@ -86,8 +86,8 @@ clog_pageno        (X,)            int64      clog control lock (-1: slot empty)
 clog_state         (X,)            uint8      clog control lock (SLRU_* of minidb.txn.clog)
 clog_dirty         (X,)            uint8      clog control lock
 clog_lru           (X,)            int64      clog control lock (last-use stamp)
-clog_group_lsn     (X, 32)         int64      clog control lock (highest commit LSN per group
-                                              of 1024 xids of the page; lock-free reads)
+clog_group_lsn     (X, 1024)       int64      clog control lock (highest commit LSN per group
+                                              of 32 xids of the page; lock-free reads)
 clog_ctl           (CC,)           int64      clog control lock (CLOG_CTL_*; pg_stat_slru
                                               counters)
 wal_ctl            (32,)           int64      wal_insert / wal_write (WAL_* of
@@ -223,7 +223,8 @@ CLOG_CTL_LATEST_PAGE = 1  # the page the xid counter is in (never evicted), -1 b
 CLOG_CTL_OLDEST_PAGE = 2  # pages below were removed by truncation
 CLOG_STATS = ("blks_zeroed", "blks_hit", "blks_read", "blks_written", "flushes",
               "truncates", "evictions", "hint_checks", "hints_deferred", "wal_records")
-CLOG_LSNS_PER_PAGE = 32   # group LSNs per commit-log page (PostgreSQL's CLOG_LSNS_PER_PAGE)
+CLOG_LSNS_PER_PAGE = 1024   # group LSNs per commit-log page: one per 32 xids (PostgreSQL's
+                            # CLOG_LSNS_PER_PAGE, CLOG_XACTS_PER_LSN_GROUP = 32)
 CLOG_STAT_BASE = 3        # clog_ctl[CLOG_STAT_BASE + i] counts CLOG_STATS[i]
 N_CLOG_CTL = CLOG_STAT_BASE + len(CLOG_STATS)
 N_WAL_CTL = 32            # see minidb.wal.xlog (WAL_* indexes)

@@ -48,7 +48,7 @@ victim is written (and fsynced) first.
 segment it wrote.  All file I/O goes through ``_write_page(segno, offset, data)``,
 ``_fsync(segno)`` and ``_read_file_page``, which use ``minidb.fileio`` (the crash-test
 layer intercepts them).  WAL before clog: each page has
-32 *group LSNs*, one per group of 1024 xids: the highest ``lsn`` given to ``set_status``
+1,024 *group LSNs*, one per group of 32 xids (PostgreSQL's grouping): the highest ``lsn`` given to ``set_status``
 for a status in the group; before a page is written, ``wal_flush(highest group LSN of
 the page)`` is called if both are set (``wal_flush`` is None
 until the instance has a WAL).  ENOSPC is ``DiskFull`` (53100, "could not write to file
@@ -151,8 +151,9 @@ XACTS_PER_SEGMENT = XACTS_PER_PAGE * PAGES_PER_SEGMENT   # 1,048,576
 SEGMENT_SIZE = BLCKSZ * PAGES_PER_SEGMENT           # 256 KB
 PAGE_SHIFT = 15                                     # log2(XACTS_PER_PAGE)
 PAGE_MASK = XACTS_PER_PAGE - 1
-XACTS_PER_LSN_GROUP = XACTS_PER_PAGE // CLOG_LSNS_PER_PAGE   # 1024
-GROUP_SHIFT = 10                                    # log2(XACTS_PER_LSN_GROUP)
+XACTS_PER_LSN_GROUP = XACTS_PER_PAGE // CLOG_LSNS_PER_PAGE   # 32
+GROUP_SHIFT = XACTS_PER_LSN_GROUP.bit_length() - 1  # log2(XACTS_PER_LSN_GROUP)
+assert 1 << GROUP_SHIFT == XACTS_PER_LSN_GROUP
 
 # slot states (clog_state)
 SLRU_EMPTY, SLRU_READ_IN_PROGRESS, SLRU_VALID, SLRU_WRITE_IN_PROGRESS = 0, 1, 2, 3
@@ -189,7 +190,7 @@ class CommitLog:
         self._state = _mv(seg.clog_state, "B")
         self._dirty = _mv(seg.clog_dirty, "B")
         self._lru = _mv(seg.clog_lru, "q")
-        self._group_lsn = _mv(seg.clog_group_lsn, "q")   # [slot * 32 + group]
+        self._group_lsn = _mv(seg.clog_group_lsn, "q")   # [slot * 1024 + group]
         self._np_group_lsn = seg.clog_group_lsn
         self._ctl = _mv(seg.clog_ctl, "q")
         self.nslots = len(self._pageno)
@@ -421,7 +422,7 @@ class CommitLog:
         """May a COMMITTED hint bit for committed ``xid`` be set now?  Not while its commit
         record may be unflushed (PostgreSQL's SetHintBits asking XLogNeedsFlush of the
         commit LSN): when an asynchronous commit record is unflushed at all, the highest
-        commit LSN of ``xid``'s group of 1024 xids on its page is compared with the flushed
+        commit LSN of ``xid``'s group of 32 xids on its page is compared with the flushed
         position.  A page no longer in a buffer was written, after the WAL up to its group
         LSNs was flushed.  Without ``xid``: whether every commit record is flushed.  Always
         true with synchronous_commit on."""

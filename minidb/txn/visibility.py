@@ -35,7 +35,7 @@ SetHintBits rule: not while the transaction's commit record may be unflushed - w
 synchronous_commit off a page carrying the hint could reach the disk before the record, and
 a crash that loses the commit would leave a row whose inserter aborted marked committed).
 As in PostgreSQL the question is XLogNeedsFlush of the highest commit LSN of the xid's
-group of 1024 xids (the commit log keeps one per group); when no asynchronous commit
+group of 32 xids (the commit log keeps one per group); when no asynchronous commit
 record is unflushed at all the answer is yes without looking.  A deferred hint changes
 nothing but the caching: the next reader after the WAL writer's flush sets it.
 

@@ -2,7 +2,7 @@
 bit for a transaction whose commit record is not yet flushed (a page carrying it could
 reach the disk first, and a crash that loses the commit would leave the row's inserter
 aborted but its row hinted committed); once the WAL is flushed the next reader sets it.
-The rule is per transaction: the commit log keeps a commit LSN per group of 1024 xids."""
+The rule is per transaction: the commit log keeps a commit LSN per group of 32 xids."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from minidb.instance import Instance
 from minidb.session import Session
 from minidb.storage import page as pg
 from minidb.storage.htup import HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID
+from minidb.txn.clog import XACTS_PER_LSN_GROUP
 
 
 def _infomask(inst, rfn: int) -> int:
@@ -57,7 +58,7 @@ def _burn_xids(inst, n: int) -> None:
 
 
 def test_the_rule_is_per_transaction(tmp_path):
-    """Two asynchronous commits in different groups of 1024 xids; the WAL is flushed past
+    """Two asynchronous commits in different groups of 32 xids; the WAL is flushed past
     the first one's commit record only.  The first one's rows get their COMMITTED hint, the
     second one's do not (counted: hint_checks, hints_deferred) - the coarse rule it
     replaces refused both.  After the WAL writer's flush both are hinted."""
@@ -71,7 +72,7 @@ def test_the_rule_is_per_transaction(tmp_path):
         s.insert("a", (1,))
         s.commit()
         inst.wal.flush(inst.wal.insert_lsn())      # a's commit record is on disk
-        _burn_xids(inst, 1024)                     # b's xid is in the next group
+        _burn_xids(inst, XACTS_PER_LSN_GROUP)      # b's xid is in the next group
         s.insert("b", (2,))
         s.commit()                                 # b's is not
         assert inst.wal_shared.async_pending()
