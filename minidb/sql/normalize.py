@@ -120,13 +120,17 @@ def normalize(sql: str):
     if "\x00" in sql:                        # the skeleton's separator: no cache for this
         return _walk(sql)
     parts = _LIT.split(sql)
-    lits = parts[1::2]
     skel = "\x00".join(parts[::2])
     r = _SKELETONS.get(skel)
     if r is None:
         r = _learn(sql, skel, parts)
     if r is _LEX:
         return _walk(sql)
+    return _apply(r, sql, parts[1::2])
+
+
+def _apply(r: _Recipe, sql: str, lits: list):
+    """``r`` applied to the literals ``lits`` of ``sql``: normalize's result."""
     if r.ints:
         try:
             values = list(map(int, lits))    # (a string literal: ValueError)
@@ -185,11 +189,11 @@ def _learn(sql: str, skel: str, parts: list):
     if any(sql[a] != "'" and b - a >= 19 for a, b in cands):
         return _LEX      # an integer that may not fit in bigint decided the walk: not cached
     r = _recipe(sql, got, cands)
+    if r is not _LEX and _apply(r, sql, parts[1::2]) != (None if got is None else got[:3]):
+        r = _LEX                     # (a safety net: the recipe must reproduce the walk)
     if len(_SKELETONS) >= _SKELETONS_MAX:
         _SKELETONS.clear()
     _SKELETONS[skel] = r
-    if r is not _LEX and normalize(sql) != (None if got is None else got[:3]):
-        r = _SKELETONS[skel] = _LEX          # (a safety net: the recipe reproduces the walk)
     return r
 
 
