@@ -4,9 +4,10 @@ parameterization", pg_stat_statements' normalization).
 
 pgbench's default protocol (``-M simple``) sends every statement as text with its values
 written in; without this, each text is new to the plan cache and goes through the full
-parse, bind and plan.  ``normalize(sql)`` returns ``(key, text, values)`` (the decisions of
-one pass of a small lexer over the text, cached by the text's skeleton: see ``normalize``): ``text`` has a ``?`` where a literal was, ``values`` the
-literals as Python values, and ``key`` is ``text`` plus the class of each value (below).
+parse, bind and plan.  ``normalize(sql)`` returns ``(key, text, values)``, the decisions of
+one pass of a small lexer over the text, cached by the text's skeleton (see ``normalize``):
+``text`` has a ``?`` where a literal was, ``values`` the literals as Python values, and
+``key`` is ``text`` plus the class of each value (below).
 The engine (``Engine.execute`` without parameters) looks the key up among the shapes it has
 seen and runs the cached statement with ``values``; a new key is parsed and bound once and
 kept only if its parameters got the types the literals would have had (else the shape is
@@ -149,6 +150,8 @@ def _apply(r: _Recipe, sql: str, lits: list):
         if (lit[0] == "'") is not _STRING_ACTS[a]:
             return _walk(sql)                # another kind of literal: another skeleton
         if a == INT or a == NEG:
+            if len(lit) > 18:
+                return _walk(sql)            # may not fit in bigint: the walk decides
             v = int(lit)
             if a == NEG:
                 v = -v
@@ -299,10 +302,11 @@ def _lex_normalize(sql: str):
             i = j + 1
             continue
         if lk == "n":
-            if not lval.isdigit():
-                i = j + 1
-                continue
-            v = -int(lval) if neg else int(lval)
+            digits = lval.lstrip("0") or "0"
+            if not lval.isdigit() or len(digits) > 19:
+                i = j + 1           # (more than 19 digits: beyond bigint, and int() refuses
+                continue            # a text of thousands)
+            v = -int(digits) if neg else int(digits)
             if _INT4[0] <= v <= _INT4[1]:
                 cls = "i"
             elif _INT8[0] <= v <= _INT8[1]:

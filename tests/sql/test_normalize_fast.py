@@ -121,3 +121,14 @@ def test_skeleton_literals_and_their_kinds():
                 "SELECT * FROM a WHERE k IN (1, 2) AND s = E'q'",
                 "SELECT * FROM a WHERE k IN (3, 4) AND s = E'r'"):
         _check(sql)
+
+
+def test_integers_of_thousands_of_digits_stay_in_the_text():
+    huge = "9" * 5000
+    for sql in (f"SELECT v FROM a WHERE k = {huge}", f"SELECT v FROM a WHERE k = 5 AND b = {huge}",
+                f"SELECT v FROM a WHERE k = 6 AND b = {huge}", f"SELECT v FROM a WHERE k = 7 AND b = 8"):
+        _check(sql)
+    assert N.normalize(f"SELECT v FROM a WHERE k = {huge}") is None
+    assert N.normalize(f"SELECT v FROM a WHERE k = 5 AND b = -{huge}")[2] == [5]
+    assert N.normalize("SELECT v FROM a WHERE k = " + "0" * 5000 + "5")[2] == [5]
+
