@@ -4,9 +4,10 @@ parameterization", pg_stat_statements' normalization).
 
 pgbench's default protocol (``-M simple``) sends every statement as text with its values
 written in; without this, each text is new to the plan cache and goes through the full
-parse, bind and plan.  ``normalize(sql)`` is one pass of a small lexer over the text and
-returns ``(key, text, values)``: ``text`` has a ``?`` where a literal was, ``values`` the
-literals as Python values, and ``key`` is ``text`` plus the class of each value (below).
+parse, bind and plan.  ``normalize(sql)`` returns ``(key, text, values)``, the decisions of
+one pass of a small lexer over the text, cached by the text's skeleton (see ``normalize``):
+``text`` has a ``?`` where a literal was, ``values`` the literals as Python values, and
+``key`` is ``text`` plus the class of each value (below).
 The engine (``Engine.execute`` without parameters) looks the key up among the shapes it has
 seen and runs the cached statement with ``values``; a new key is parsed and bound once and
 kept only if its parameters got the types the literals would have had (else the shape is
@@ -69,12 +70,167 @@ _STOP = {"order", "group", "having", "limit", "offset", "fetch", "for", "returni
          "union", "intersect", "except", "window", "select"}
 _EQ_CTX = {"=", "<>", "!=", "(", ","}
 _ARITH = {"+", "-", "*"}
-_INT4 = (-(1 << 31), (1 << 31) - 1)
-_INT8 = (-(1 << 63), (1 << 63) - 1)
+
+# The skeleton: the text split at each plain string and each unsigned ASCII integer that is a
+# whole token of the lexer, the pieces between them joined by NULs.  A digit run touching a
+# word character or a dot is part of an identifier or of another number, never one of these;
+# strings are found left to right by the lexer's own pattern, so both see the same strings.
+# (The look-behind after the first digit, not before it, lets the regex engine skip to the
+# next quote or digit: three times faster than a leading one.)
+_LIT = re.compile(r"('(?:[^']|'')*'|[0-9](?<![\w.][0-9])[0-9]*(?![\w.]))")
+_INT4_LO, _INT4_HI = _INT4 = (-(1 << 31), (1 << 31) - 1)
+_INT8_LO, _INT8_HI = _INT8 = (-(1 << 63), (1 << 63) - 1)
+
+# per literal of a skeleton: kept in the text (an integer or a string), or a parameter
+KEEP_N, KEEP_S, INT, NEG, STR = 0, 1, 2, 3, 4     # NEG: an integer with a unary minus folded in
+_STRING_ACTS = (False, True, False, False, True)  # by action: is the literal a string?
+
+_SKELETONS: dict = {}    # skeleton -> _Recipe, or _LEX: ask the lexer's walk every time
+_SKELETONS_MAX = 4096
+_LEX = object()
+
+
+class _Recipe:
+    """What the lexer's walk does with every text of one skeleton: an action per literal
+    (each also states the literal's kind, checked per text) and the pieces of the normalized
+    text between the literals (a folded minus cut off); ``none``: normalize gives None."""
+
+    __slots__ = ("acts", "pieces", "text", "classes", "none", "ints", "neg", "key")
+
+    def __init__(self, acts, pieces, none):
+        self.acts = acts
+        self.pieces = pieces
+        self.none = none
+        # every literal a parameter: one text for all texts of the skeleton
+        self.text = None if KEEP_N in acts or KEEP_S in acts else "?".join(pieces)
+        self.classes = "".join("s" if a == STR else "i" for a in acts if a > KEEP_S)
+        # every literal an integer parameter (pgbench's statements): one pass of int()
+        self.ints = bool(acts) and not none and all(a == INT or a == NEG for a in acts)
+        self.neg = tuple(i for i, a in enumerate(acts) if a == NEG)
+        self.key = None if self.text is None else self.text + "\x00" + self.classes
 
 
 def normalize(sql: str):
-    """(key, text with ``?`` for literals, [values]) or None (see the module docstring)."""
+    """(key, text with ``?`` for literals, [values]) or None (see the module docstring).
+
+    The lexer's walk (``_lex_normalize``, the definition) runs once per skeleton - the text
+    with its integer and string literals cut out, by one compiled regular expression - and
+    the texts that differ only in those literals take its decisions from a cache: what the
+    walk decides depends on the tokens around each literal, on the literal's kind (checked)
+    and, for an integer, on whether it fits in bigint (checked: if not, the walk decides)."""
+    if "?" in sql or "$" in sql or "--" in sql or "/*" in sql or '"' in sql:
+        return None
+    if "\x00" in sql:                        # the skeleton's separator: no cache for this
+        return _walk(sql)
+    parts = _LIT.split(sql)
+    skel = "\x00".join(parts[::2])
+    r = _SKELETONS.get(skel)
+    if r is None:
+        r = _learn(sql, skel, parts)
+    if r is _LEX:
+        return _walk(sql)
+    return _apply(r, sql, parts[1::2])
+
+
+def _apply(r: _Recipe, sql: str, lits: list):
+    """``r`` applied to the literals ``lits`` of ``sql``: normalize's result."""
+    if r.ints:
+        try:
+            values = list(map(int, lits))    # (a string literal: ValueError)
+        except ValueError:
+            return _walk(sql)                # another kind of literal: another skeleton
+        for i in r.neg:
+            values[i] = -values[i]
+        if _INT4_LO <= min(values) and max(values) <= _INT4_HI:
+            return r.key, r.text, values
+    values = []
+    classes = r.classes
+    k = 0
+    for lit, a in zip(lits, r.acts):
+        if (lit[0] == "'") is not _STRING_ACTS[a]:
+            return _walk(sql)                # another kind of literal: another skeleton
+        if a == INT or a == NEG:
+            if len(lit) > 18:
+                return _walk(sql)            # may not fit in bigint: the walk decides
+            v = int(lit)
+            if a == NEG:
+                v = -v
+            if not _INT4_LO <= v <= _INT4_HI:
+                if not _INT8_LO <= v <= _INT8_HI:
+                    return _walk(sql)        # stays in the text: the walk decides
+                classes = classes[:k] + "I" + classes[k + 1:]
+            values.append(v)
+            k += 1
+        elif a == STR:
+            values.append(lit[1:-1].replace("''", "'"))
+            k += 1
+    if r.none:
+        return None
+    text = r.text
+    if text is None:
+        pieces = r.pieces
+        out = [pieces[0]]
+        for i, (lit, a) in enumerate(zip(lits, r.acts)):
+            out.append(lit if a <= KEEP_S else "?")
+            out.append(pieces[i + 1])
+        text = "".join(out)
+    return text + "\x00" + classes, text, values
+
+
+def _walk(sql: str):
+    got = _lex_normalize(sql)
+    return None if got is None else got[:3]
+
+
+def _learn(sql: str, skel: str, parts: list):
+    """The recipe of ``sql``'s skeleton, from the lexer's walk over ``sql`` (cached)."""
+    got = _lex_normalize(sql)
+    cands = []
+    pos = 0
+    for i, p in enumerate(parts):
+        if i % 2:
+            cands.append((pos, pos + len(p)))
+        pos += len(p)
+    if any(sql[a] != "'" and b - a >= 19 for a, b in cands):
+        return _LEX      # an integer that may not fit in bigint decided the walk: not cached
+    r = _recipe(sql, got, cands)
+    if r is not _LEX and _apply(r, sql, parts[1::2]) != (None if got is None else got[:3]):
+        r = _LEX                     # (a safety net: the recipe must reproduce the walk)
+    if len(_SKELETONS) >= _SKELETONS_MAX:
+        _SKELETONS.clear()
+    _SKELETONS[skel] = r
+    return r
+
+
+def _recipe(sql: str, got, cands):
+    """The _Recipe that reproduces ``got`` (the walk's result over ``sql``) from ``sql``'s
+    literals at ``cands``, or _LEX when a replaced literal is not one of them."""
+    by_start = {ls: (start, end) for start, end, ls in (got[3] if got else ())}
+    acts = []
+    pieces = []
+    last = 0
+    for a, b in cands:
+        span = by_start.pop(a, None)
+        if span is None:
+            acts.append(KEEP_S if sql[a] == "'" else KEEP_N)
+            pieces.append(sql[last:a])
+        else:
+            start, end = span
+            if end != b or start < last:
+                return _LEX
+            acts.append(STR if sql[a] == "'" else (NEG if start < a else INT))
+            pieces.append(sql[last:start])
+        last = b
+    pieces.append(sql[last:])
+    if by_start:
+        return _LEX                  # a literal the skeleton does not cut out
+    return _Recipe(tuple(acts), tuple(pieces), got is None)
+
+
+def _lex_normalize(sql: str):
+    """The definition: one walk of the lexer's tokens.  (key, text, values, spans) or None;
+    ``spans``: per replaced literal, the (start, end) of the text it replaced (a folded
+    unary minus included) and the literal token's own start."""
     if "?" in sql or "$" in sql or "--" in sql or "/*" in sql or '"' in sql:
         return None
     toks = []
@@ -90,6 +246,7 @@ def normalize(sql: str):
     if toks[-1][1] == ";":
         toks.pop()
     out = []            # pieces of the normalized text
+    spans = []
     values = []
     classes = []
     last = 0            # end of the text copied so far
@@ -145,10 +302,11 @@ def normalize(sql: str):
             i = j + 1
             continue
         if lk == "n":
-            if not lval.isdigit():
-                i = j + 1
-                continue
-            v = -int(lval) if neg else int(lval)
+            digits = lval.lstrip("0") or "0"
+            if not lval.isdigit() or len(digits) > 19:
+                i = j + 1           # (more than 19 digits: beyond bigint, and int() refuses
+                continue            # a text of thousands)
+            v = -int(digits) if neg else int(digits)
             if _INT4[0] <= v <= _INT4[1]:
                 cls = "i"
             elif _INT8[0] <= v <= _INT8[1]:
@@ -161,6 +319,7 @@ def normalize(sql: str):
             cls = "s"
         out.append(sql[last:start])
         out.append("?")
+        spans.append((start, lend, _ls))
         last = lend
         values.append(v)
         classes.append(cls)
@@ -171,7 +330,7 @@ def normalize(sql: str):
         return None
     out.append(sql[last:])
     text = "".join(out)
-    return text + "\x00" + "".join(classes), text, values
+    return text + "\x00" + "".join(classes), text, values, spans
 
 
 def _unary_place(toks, i: int) -> bool:
