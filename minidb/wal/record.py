@@ -312,6 +312,20 @@ class Record:
         return sum(len(b.image) for b in self.blocks if b.image is not None)
 
 
+def _block_flags(fork: int, flags: int, data, image: bool) -> int:
+    """A block header's fork_flags byte (BKPBLOCK_*), for ``assemble`` and ``build``."""
+    ff = fork & BKPBLOCK_FORK_MASK
+    if flags & REGBUF_WILL_INIT == REGBUF_WILL_INIT:
+        ff |= BKPBLOCK_WILL_INIT
+    if image:
+        ff |= BKPBLOCK_HAS_IMAGE
+    elif data:
+        ff |= BKPBLOCK_HAS_DATA
+        if flags & REGBUF_LOGICAL:
+            ff |= BKPBLOCK_LOGICAL
+    return ff
+
+
 def assemble(blocks: list, main: bytes, images: list) -> tuple[bytes, int]:
     """The record body after the header, for ``blocks`` (relfilenode, fork, block,
     page, flags, data) where ``images[i]`` is None or (image, hole_off, hole_len).
@@ -321,17 +335,10 @@ def assemble(blocks: list, main: bytes, images: list) -> tuple[bytes, int]:
     nimg = 0
     for i, (rfn, fork, blk, _page, flags, data) in enumerate(blocks):
         img = images[i]
-        ff = fork & BKPBLOCK_FORK_MASK
-        if flags & REGBUF_WILL_INIT == REGBUF_WILL_INIT:
-            ff |= BKPBLOCK_WILL_INIT
+        ff = _block_flags(fork, flags, data, img is not None)
         if img is not None:
-            ff |= BKPBLOCK_HAS_IMAGE
             data = b""  # the image makes the block data unnecessary
             nimg += 1
-        if data:
-            ff |= BKPBLOCK_HAS_DATA
-            if flags & REGBUF_LOGICAL:
-                ff |= BKPBLOCK_LOGICAL
         heads.append(BLOCK_HEADER.pack(i, ff, len(data), rfn, blk))
         if img is not None:
             heads.append(IMAGE_HEADER.pack(len(img[0]), img[1], img[2]))
@@ -366,13 +373,7 @@ def build(blocks, main, images) -> tuple[bytearray, int, int]:
     elif images is None and len(blocks) == 1:
         # the usual record: one block with its data, no image - its headers in one pack
         rfn, fork, blk, _page, flags, data = blocks[0]
-        ff = fork & BKPBLOCK_FORK_MASK
-        if flags & REGBUF_WILL_INIT == REGBUF_WILL_INIT:
-            ff |= BKPBLOCK_WILL_INIT
-        if data:
-            ff |= BKPBLOCK_HAS_DATA
-            if flags & REGBUF_LOGICAL:
-                ff |= BKPBLOCK_LOGICAL
+        ff = _block_flags(fork, flags, data, False)
         buf = bytearray(_ONE_BLOCK.pack(1, 0, ff, len(data), rfn, blk, len(main)))
         buf += data
     else:
@@ -381,17 +382,10 @@ def build(blocks, main, images) -> tuple[bytearray, int, int]:
         payload = []
         for i, (rfn, fork, blk, _page, flags, data) in enumerate(blocks):
             img = images[i] if images is not None else None
-            ff = fork & BKPBLOCK_FORK_MASK
-            if flags & REGBUF_WILL_INIT == REGBUF_WILL_INIT:
-                ff |= BKPBLOCK_WILL_INIT
+            ff = _block_flags(fork, flags, data, img is not None)
             if img is not None:
-                ff |= BKPBLOCK_HAS_IMAGE
                 data = b""  # the image makes the block data unnecessary
                 nimg += 1
-            if data:
-                ff |= BKPBLOCK_HAS_DATA
-                if flags & REGBUF_LOGICAL:
-                    ff |= BKPBLOCK_LOGICAL
             buf += BLOCK_HEADER.pack(i, ff, len(data), rfn, blk)
             if img is not None:
                 if type(img) is PageImage:
