@@ -70,7 +70,9 @@ class Smgr:
         self._seen_nblocks: dict[int, int] = {}   # rfn -> main-fork size seen (has_block)
         self.iomodel = None  # minidb.storage.iomodel.IOModel when io_model is not none
         # the size cache (invariant 5): rfn << 1 | fork -> (nblocks, generation read before
-        # the fstat); empty and unused until ``share_sizes`` attaches the shared generations
+        # the fstat); empty and unused until ``share_sizes`` attaches the shared generations.
+        # The key holds one bit of fork: main and FSM are the only forks (a visibility map
+        # would need a wider one)
         self._sizes: dict[int, tuple[int, int]] = {}
         self._gen = None        # memoryview of the segment's rel_size_gen
         self._gen_arr = None
