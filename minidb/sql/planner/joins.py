@@ -56,6 +56,19 @@ def _side_keys(e) -> set:
     return {k[0] for k in X.column_keys(e) if isinstance(k[0], int)}
 
 
+def _split_quals(quals, rels, push: bool = True) -> tuple[list, list]:
+    """(those of ``quals`` that read only ``rels`` and have no sublink - to go down into
+    that side - , the rest); none go down when not ``push``."""
+    down, rest = [], []
+    for q in quals:
+        rs = _side_keys(q)
+        if push and rs and rs <= rels and not X.has_sublink(q):
+            down.append(q)
+        else:
+            rest.append(q)
+    return down, rest
+
+
 def _hash_pairs(jq, left_rels, right_rels) -> list:
     """The equality clauses of ``jq`` usable as hash keys, one side on each input:
     (clause, expression over ``left_rels``, expression over ``right_rels``)."""
@@ -320,20 +333,8 @@ class JoinPaths:
         nullable side go down into that side; the rest are the join's."""
         lrels, rrels = self._tree_rels(j.left), self._tree_rels(j.right)
         kind = j.kind
-        push_l, keep = [], []
-        for q in above:
-            rs = _side_keys(q)
-            if kind == "left" and rs and rs <= lrels and not X.has_sublink(q):
-                push_l.append(q)
-            else:
-                keep.append(q)
-        push_r, jq = [], []
-        for q in j.quals:
-            rs = _side_keys(q)
-            if kind == "left" and rs and rs <= rrels and not X.has_sublink(q):
-                push_r.append(q)
-            else:
-                jq.append(q)
+        push_l, keep = _split_quals(above, lrels, kind == "left")
+        push_r, jq = _split_quals(j.quals, rrels, kind == "left")
         lp, _ = self._plan_items([j.left], push_l)
         rp, _ = self._plan_items([j.right], push_r)
         est = Estimator(self._relstats)
@@ -363,20 +364,8 @@ class JoinPaths:
         Filter."""
         from minidb.exec.lateral import LateralNode
         lrels, rrels = self._tree_rels(j.left), self._tree_rels(j.right)
-        push_l, keep = [], []
-        for q in above:
-            rs = _side_keys(q)
-            if rs and rs <= lrels and not X.has_sublink(q):
-                push_l.append(q)
-            else:
-                keep.append(q)
-        push_r, jq = [], []
-        for q in j.quals:
-            rs = _side_keys(q)
-            if rs and rs <= rrels and not X.has_sublink(q):
-                push_r.append(q)
-            else:
-                jq.append(q)
+        push_l, keep = _split_quals(above, lrels)
+        push_r, jq = _split_quals(j.quals, rrels)
         lp, _ = self._plan_items([j.left], push_l)
         rp, _ = self._plan_items([j.right], push_r)
         est = Estimator(self._relstats)
