@@ -1146,7 +1146,9 @@ def test_block_allocation_paced_by_reads_alternates_the_participants(tmp_path):
 
 
 def test_a_paced_scan_takes_each_block_after_its_previous_read_completed(tmp_path):
-    """One participant of a ``block`` scan, 0.3 ms a read (no read-ahead): whenever it asks
+    """One participant of a ``block`` scan, 0.9 ms a read (no read-ahead; just under the
+    1 ms slice in which ``read`` itself sleeps, and far above a block's CPU even on a loaded
+    machine, so the waits counted do not depend on the load): whenever it asks
     the allocator for a block, the I/O model owes it at most ``PACE_WAKE_EARLY_S`` (its
     previous read has completed, up to the sleep's least overshoot); its decode batches
     are a serial scan's (16 pages).  A chunked scan is not paced (no waits)."""
@@ -1154,7 +1156,7 @@ def test_a_paced_scan_takes_each_block_after_its_previous_read_completed(tmp_pat
     from minidb.storage.iomodel import PACE_WAKE_EARLY_S
     with Instance(tmp_path / "d", shared_buffers=512, max_connections=4,
                   max_worker_processes=0, io_model="custom", io_seq_mb_per_s=2000,
-                  io_seek_ms=0.3, io_rotational=False, io_queue_depth=32,
+                  io_seek_ms=0.9, io_rotational=False, io_queue_depth=32,
                   io_readahead_kb=0, os_cache_mb=4) as inst:
         rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(200)")])
         with inst.connect() as be:
