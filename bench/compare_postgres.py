@@ -12,6 +12,11 @@ Workloads (each on both systems, in the same invocation):
    pgbench's pre-run vacuum); minidb: ``init_pgbench`` and ``run_bench`` with the same
    arguments on an instance kept open (its pool stays warm between runs, as the server's).
 2. **pgbench select-only**: ``pgbench -S -c 1 -T SECONDS -M MODE``; minidb the same.
+
+Both run once per ``--mode`` (default: ``simple``, pgbench's own default, and ``prepared``),
+with ``synchronous_commit`` set as ``--synchronous-commit`` says on both engines (default
+off: a commit does not wait for its WAL flush; PostgreSQL gets it through ``PGOPTIONS`` in
+pgbench's sessions, minidb as a session setting of every client).
 3. **scan**, in two configurations of the same pool: *the table in the pool* (a table of a
    fifth of shared_buffers: below a quarter, so neither engine scans it through its
    bulk-read ring, and after one warm-up scan every page is a buffer hit) and *the table
@@ -388,12 +393,13 @@ def pgbench(env: dict, args: list[str]) -> str:
     return out.stdout
 
 
-def pg_pgbench_run(pg: PG, args: list[str]) -> Run:
+def pg_pgbench_run(pg: PG, args: list[str], env: dict | None = None) -> Run:
     """One pgbench run against ``pg``: tps over its own clock, CPU of pgbench and the
-    server (backends that exited are counted in the postmaster's reaped children)."""
+    server (backends that exited are counted in the postmaster's reaped children).
+    ``env``: pgbench's environment (default ``pg.env``; e.g. with PGOPTIONS)."""
     load = os.getloadavg()[0]
     c0, k0 = pg.cpu(), children_cpu()
-    out = pgbench(pg.env, args)
+    out = pgbench(env or pg.env, args)
     c1 = _settled(pg.cpu)
     k1 = children_cpu()
     tps = parse_pgbench_tps(out)
@@ -597,35 +603,47 @@ def compare(dsn: str | None, args) -> tuple[list[Series], list[str]]:
     runs = args.runs
     try:
         if not args.skip_pgbench:
+            modes = args.mode or ["simple", "prepared"]
+            sync = args.synchronous_commit
             print(f"pgbench: scale {args.scale}, -c {args.clients} -t {args.transactions}, "
-                  f"-S -T {args.select_seconds}, -M {args.mode}, {runs} runs each ...",
-                  file=sys.stderr)
+                  f"-S -T {args.select_seconds}, -M {' and '.join(modes)}, "
+                  f"synchronous_commit {sync}, {runs} runs each ...", file=sys.stderr)
+            notes.append(f"synchronous_commit {sync} on both")
             mb = MinidbBench(os.path.join(work, "bench"), args.scale, pool_mb,
                              args.accounts_per_scale)
+            mset = {"synchronous_commit": sync == "on"}
+            pg_env = None
+            if pg is not None:
+                pg_env = dict(pg.env)
+                pg_env["PGOPTIONS"] = (pg_env.get("PGOPTIONS", "")
+                                       + f" -c synchronous_commit={sync}").strip()
             try:
                 if pg is not None:
                     pgbench(pg.env, ["-i", "-s", str(args.scale), "-q"])
-                tpcb = Series(f"pgbench tpcb-like -c {args.clients} -t {args.transactions} "
-                              f"(scale {args.scale}, -M {args.mode})", "tps",
-                              "ms/transaction", 1e3)
-                sel = Series(f"pgbench -S -c 1 -T {args.select_seconds} (scale {args.scale}, "
-                             f"-M {args.mode})", "tps", "ms/transaction", 1e3)
-                for _ in range(runs):
-                    tpcb.minidb.append(mb.run(exclude, clients=args.clients,
-                                              threads=args.clients,
-                                              transactions=args.transactions, mode=args.mode))
-                    if pg is not None:
-                        tpcb.pg.append(pg_pgbench_run(pg, [
-                            "-c", str(args.clients), "-j", str(args.clients), "-t",
-                            str(args.transactions), "-M", args.mode]))
-                for _ in range(runs):
-                    sel.minidb.append(mb.run(exclude, script="select-only", clients=1,
-                                             duration=args.select_seconds, mode=args.mode))
-                    if pg is not None:
-                        sel.pg.append(pg_pgbench_run(pg, [
-                            "-S", "-c", "1", "-T", str(args.select_seconds), "-M",
-                            args.mode]))
-                series += [tpcb, sel]
+                for mode in modes:
+                    tpcb = Series(f"pgbench tpcb-like -c {args.clients} -t "
+                                  f"{args.transactions} (scale {args.scale}, -M {mode})", "tps",
+                                  "ms/transaction", 1e3)
+                    sel = Series(f"pgbench -S -c 1 -T {args.select_seconds} (scale "
+                                 f"{args.scale}, -M {mode})", "tps", "ms/transaction", 1e3)
+                    for _ in range(runs):
+                        tpcb.minidb.append(mb.run(exclude, clients=args.clients,
+                                                  threads=args.clients,
+                                                  transactions=args.transactions, mode=mode,
+                                                  settings=mset))
+                        if pg is not None:
+                            tpcb.pg.append(pg_pgbench_run(pg, [
+                                "-c", str(args.clients), "-j", str(args.clients), "-t",
+                                str(args.transactions), "-M", mode], pg_env))
+                    for _ in range(runs):
+                        sel.minidb.append(mb.run(exclude, script="select-only", clients=1,
+                                                 duration=args.select_seconds, mode=mode,
+                                                 settings=mset))
+                        if pg is not None:
+                            sel.pg.append(pg_pgbench_run(pg, [
+                                "-S", "-c", "1", "-T", str(args.select_seconds), "-M",
+                                mode], pg_env))
+                    series += [tpcb, sel]
             finally:
                 mb.close()
         if not args.skip_scan:
@@ -732,7 +750,10 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", type=int, default=5)
     ap.add_argument("--transactions", type=int, default=1000)
     ap.add_argument("--select-seconds", type=int, default=10)
-    ap.add_argument("--mode", default="prepared", choices=("simple", "extended", "prepared"))
+    ap.add_argument("--mode", action="append", choices=("simple", "extended", "prepared"),
+                    help="pgbench's -M, repeatable (default: simple and prepared)")
+    ap.add_argument("--synchronous-commit", choices=("on", "off"), default="off",
+                    help="synchronous_commit on both engines (default off)")
     ap.add_argument("--accounts-per-scale", type=int, default=100_000, help=argparse.SUPPRESS)
     ap.add_argument("--skip-pgbench", action="store_true")
     ap.add_argument("--skip-scan", action="store_true")
