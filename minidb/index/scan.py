@@ -302,11 +302,13 @@ class IndexScan:
                     heap_page_prune_opt(backend, _rel, bufs, first_block)
         decode = hrel.layout.decode
         stats = backend.pgstat
+        chain_cache = backend.chain_cache
         try:
             for tid in self:
                 found, data, all_dead = heap_hot_search(bm, hrel, tid, snapshot, inst.clog,
                                                         inst.procarray,
-                                                        prepare_pages=prepare_pages)
+                                                        prepare_pages=prepare_pages,
+                                                        chain_cache=chain_cache)
                 count(bm, "index_heap_fetches")
                 self.heap_fetches += 1
                 if all_dead:
@@ -411,6 +413,7 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     decode = hrel.layout.decode
     stats = backend.pgstat
     has_block = bm.smgr.has_block
+    chain_cache = backend.chain_cache
     killed = None
     try:
         for off, tid in items:
@@ -420,10 +423,12 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
                 # fetches, had the file grown meanwhile)
                 found, tdata, all_dead = heap_hot_search(bm, hrel, tid, snapshot, clog,
                                                          procarray,
-                                                         prepare_pages=prepare_pages)
+                                                         prepare_pages=prepare_pages,
+                                                         chain_cache=chain_cache)
             else:
                 found, tdata, all_dead = _fetch_chain(bm, rfn, tid, snapshot, clog,
-                                                      procarray, prepare_pages, heap_hints)
+                                                      procarray, prepare_pages, heap_hints,
+                                                      chain_cache)
             counts[_HEAP_FETCHES] += 1
             if all_dead and kill:
                 if killed is None:
@@ -439,9 +444,11 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     return out
 
 
-def _fetch_chain(bm, rfn: int, tid, snapshot, clog, procarray, prepare_pages, heap_hints):
+def _fetch_chain(bm, rfn: int, tid, snapshot, clog, procarray, prepare_pages, heap_hints,
+                 chain_cache=None):
     """``heap_hot_search`` for ``fetch_equal``: pin + share lock in one call (through the
-    buffer hint), pruning offered only to a page with pd_prune_xid set."""
+    buffer hint), pruning offered only to a page with pd_prune_xid set; the walk through
+    the backend's dead-run cache (``chain_cache``)."""
     block = tid[0]
     b = None
     if heap_hints is not None:
@@ -465,7 +472,8 @@ def _fetch_chain(bm, rfn: int, tid, snapshot, clog, procarray, prepare_pages, he
             bm.lock(b, SHARE)
             locked = True
         hinted: list = []
-        got = hot_search_page(page, block, tid[1], snapshot, clog, procarray, hinted)
+        got = hot_search_page(page, block, tid[1], snapshot, clog, procarray, hinted,
+                              chain_cache, rfn)
         if hinted:
             bm.mark_dirty_hint(b)
         return got
