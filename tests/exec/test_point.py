@@ -469,16 +469,18 @@ class _NoCache(dict):
         pass
 
 
+@pytest.mark.parametrize("fast", [True, False])
 @settings(max_examples=4, **_HYP)
 @given(seq=ops)
-def test_chain_cache_changes_no_answer(tmp_path_factory, seq):
-    """The backend's HOT chain dead-run cache (heap/mvcc.py) against walks from the root
-    (both on the point path): the same results, counters, killed items and statistics."""
+def test_chain_cache_changes_no_answer(tmp_path_factory, fast, seq):
+    """The backend's HOT chain dead-run cache (heap/mvcc.py) against walks from the root,
+    on the point path and on the plan nodes' index scans: the same results, counters,
+    killed items and statistics."""
     seq = _sanitize(seq + [("a_end",), ("b_end", True)] + [("update", 4, 1)] * 12
                     + [("select", 4), ("delete", 4), ("select", 4), ("select", 4)])
     got = {}
     for cached in (True, False):
-        side = Side(tmp_path_factory.mktemp("cache" if cached else "nocache") / "data", True)
+        side = Side(tmp_path_factory.mktemp("cache" if cached else "nocache") / "data", fast)
         if not cached:
             side.a.backend.chain_cache = _NoCache()
         results = [side.op(o) for o in seq]
