@@ -823,6 +823,8 @@ class Backend:
         self.pgstat = TableStats(instance.seg, instance.locks.stats, self.settings)
         # relfilenode -> the heap block this backend inserted into last (rd_targblock)
         self.heap_targets: dict[int, int] = {}
+        # (relfilenode, block, root offset) -> the HOT chain's dead run (heap/mvcc.py)
+        self.chain_cache: dict = {}
         self.lockmgr = LockManager(instance.seg, instance.locks, slot, settings,
                                    on_wait_tick=instance.procarray._on_wait_tick)
         self.lockmgr.describe = instance.describe_lock_tag

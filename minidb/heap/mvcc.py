@@ -92,6 +92,24 @@ share lock on the one page:
    member is on the same page); a member without that flag ends it (a non-HOT update
    put the next version on another page, under its own index entry).
 
+Skipping the dead run
+---------------------
+(A departure from PostgreSQL; minidb/heap/README.md section 5 has the argument.)  The
+members a walk passes from the root on without a test - dead before the snapshot by hint
+bits, or by a committed deleter while commits are unflushed (step 4) - form the chain's
+*dead run*.  With a ``chain_cache`` (the backend's: ``backend.chain_cache``), the walk
+remembers the run's last member M under (relfilenode, block, root offset): (M's offset, its
+xmin, its xmax, the number of members ahead of it, their largest xmax, whether all of them
+were passed by hint bits).  A later walk of the chain starts at M if M is still LP_NORMAL,
+heap-only, with those xmin and xmax (then it is the same tuple: its members ahead are there
+or pruned, never replaced), the largest xmax ahead is below the snapshot's xmin, and either
+all of them were hinted or ``clog.commit_hints_ok()`` is false now (the full walk would
+then pass the unhinted ones without writing hints).  Else the entry goes and the walk
+starts at the root.  The members ahead of M write no hints and count nothing in the full
+walk either; their share of ``all_dead`` is needed only when nothing is visible, and is
+then read from the page (``_ahead_all_dead``).  A member that ``satisfies_mvcc`` just
+hinted dead before the snapshot extends the run too (later walks pass it by its hints).
+
 ``all_dead``: true iff some member was examined and every member examined is
 ``surely_dead`` against the global horizon (``procarray.vis_horizon(xmax)``: a bound kept
 from an earlier computation when it settles the member, else the exact
@@ -364,21 +382,29 @@ def seq_scan(backend, rel: HeapRel, columns, snapshot=None, *, prepare_pages=Non
 
 # ---------------------------------------------------------------------------------------------
 # HOT chain
+# the dead-run cache (``heap_hot_search``'s ``chain_cache``) empties when it holds this many
+# chains
+CHAIN_CACHE_MAX = 4096
+
+
 def heap_hot_search(bm, rel: HeapRel, tid: tuple[int, int], snapshot, clog, procarray,
-                    horizon: int | None = None, *, prepare_pages=None
+                    horizon: int | None = None, *, prepare_pages=None,
+                    chain_cache: dict | None = None
                     ) -> tuple[tuple[int, int] | None, bytes | None, bool]:
     """(TID of the visible version, its tuple bytes, all_dead) for the chain at ``tid``.
 
     See the module docstring for the walk and the ``all_dead`` verdict.
     ``prepare_pages(bufs, block)`` - the scan's pruning hook - runs on the pinned,
     unlocked page first, if given.  ``horizon`` defaults to ``procarray.global_xmin()``.
+    ``chain_cache``: the backend's dead-run cache (module docstring), if the walk may use
+    and fill it - the same answer either way.
     """
     return _hot_search(bm, rel, tid, snapshot, clog, procarray, horizon, prepare_pages,
-                       for_fetch=False)
+                       for_fetch=False, chain_cache=chain_cache)
 
 
 def _hot_search(bm, rel, tid, snapshot, clog, procarray, horizon, prepare_pages, *,
-                for_fetch: bool):
+                for_fetch: bool, chain_cache=None):
     block, off = int(tid[0]), int(tid[1])
     if not bm.smgr.has_block(rel.relfilenode, block):
         if for_fetch:  # a TID given by the user (a TID scan): none there, as PostgreSQL
@@ -397,7 +423,7 @@ def _hot_search(bm, rel, tid, snapshot, clog, procarray, horizon, prepare_pages,
         hinted = []
         try:
             return _walk_chain(bm.page(b), block, off, snapshot, clog, procarray, horizon,
-                               for_fetch, hinted)
+                               for_fetch, hinted, chain_cache, rel.relfilenode)
         finally:
             if hinted:
                 bm.mark_dirty_hint(b)
@@ -406,14 +432,17 @@ def _hot_search(bm, rel, tid, snapshot, clog, procarray, horizon, prepare_pages,
         bm.unpin(b)
 
 
-def hot_search_page(page, block: int, off: int, snapshot, clog, procarray, hinted: list
+def hot_search_page(page, block: int, off: int, snapshot, clog, procarray, hinted: list,
+                    chain_cache: dict | None = None, rfn: int = 0
                     ) -> tuple[tuple[int, int] | None, bytes | None, bool]:
     """``heap_hot_search``'s walk on a page the caller holds pinned and share-locked (and
     has offered to pruning): the same answer, the horizon asked per member as needed.  A
     hint bit written appends to ``hinted``: the caller then marks the buffer dirty as a
     hint (``mark_dirty_hint``).  For a caller that pins and locks the page its own way
-    (the point path: ``minidb.index.scan.fetch_equal``)."""
-    return _walk_chain(page, block, off, snapshot, clog, procarray, None, False, hinted)
+    (the point path: ``minidb.index.scan.fetch_equal``).  ``chain_cache`` (with the
+    page's relfilenode ``rfn``): as ``heap_hot_search``'s."""
+    return _walk_chain(page, block, off, snapshot, clog, procarray, None, False, hinted,
+                       chain_cache, rfn)
 
 
 def _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog, hinted):
@@ -428,7 +457,7 @@ def _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot, clog, hinted):
 
 
 def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
-                hinted):
+                hinted, cache=None, rfn=0):
     # line pointers read inline (one unpack each; the offsets are checked here)
     u32 = _U32.unpack_from
     nitems = (_U16.unpack_from(page, _PD_LOWER)[0] - _PAGE_HEADER) >> 2
@@ -442,13 +471,6 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
         return None, None, False
     at_start = True
     fixed = horizon is not None              # the caller's horizon, else asked per member
-    if flags == pg.LP_REDIRECT:
-        off = lp & 0x7FFF                    # a redirect's lp_off is the target offset
-        if not 1 <= off <= nitems:
-            return None, None, False
-        lp = u32(page, _PAGE_HEADER - 4 + 4 * off)[0]
-        flags = (lp >> 15) & 3
-        at_start = False
     hdr = _HDR.unpack_from
     lp_base = _PAGE_HEADER - 4
     all_dead = not for_fetch                 # a fetch needs no verdict: skip the horizon
@@ -457,6 +479,45 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
     snap_xmin = snapshot.xmin
     me = snapshot.myxid
     skip_unhinted = None                     # decided at the first unhinted member
+    # the dead run (module docstring, "Skipping the dead run"): ``run`` - every member so
+    # far, from the root, was passed as dead before the snapshot (known dead by its hint
+    # bits, or by its committed deleter); ``run_hinted`` - all of them by hint bits;
+    # ``run_max`` - their largest deleter; ``mark`` - the entry to remember: the last of
+    # them, with what precedes it
+    root = off
+    entry = mark = None
+    run = cache is not None
+    run_hinted = True
+    run_max = 0
+    m_off = 0                                # the member the walk started at, from the cache
+    if run:
+        entry = cache.get((rfn, block, root))
+        if entry is not None:
+            e_off, e_xmin, e_xmax, before, before_max, before_hinted = entry
+            if before_max < snap_xmin and e_off <= nitems:
+                e_lp = u32(page, lp_base + 4 * e_off)[0]
+                if (e_lp >> 15) & 3 == pg.LP_NORMAL:
+                    x0, x1, _c0, _c1, _cb, _co, e_im2, _im = hdr(page, e_lp & 0x7FFF)
+                    if (x0 == e_xmin and x1 == e_xmax and e_im2 & HEAP_ONLY_TUPLE
+                            and (before_hinted
+                                 or (skip_unhinted := not clog.commit_hints_ok()))):
+                        # the member is still the one remembered (a slot is reused only
+                        # with other xids), so the members ahead of it are still there,
+                        # or pruned, and dead to this snapshot as the full walk would
+                        # pass them: start at it
+                        off, lp, flags, at_start = e_off, e_lp, pg.LP_NORMAL, False
+                        m_off = e_off
+                        examined, run_max, run_hinted = before, before_max, before_hinted
+            if not m_off:
+                del cache[(rfn, block, root)]
+                entry = None
+    if at_start and flags == pg.LP_REDIRECT:
+        off = lp & 0x7FFF                    # a redirect's lp_off is the target offset
+        if not 1 <= off <= nitems:
+            return None, None, False
+        lp = u32(page, _PAGE_HEADER - 4 + 4 * off)[0]
+        flags = (lp >> 15) & 3
+        at_start = False
     # this process's copies of commit log pages (``CommitLog.status`` keeps them; a copy
     # never changes, and a final COMMITTED status in one stays true); the page of the last
     # deleter looked up
@@ -490,6 +551,11 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
             # the snapshot sees running): invisible with nothing to learn -
             # satisfies_mvcc's answer, without the call.  For such a member
             # surely_dead(xmax, im, horizon) is xmax < horizon.
+            if run:
+                if examined:                 # (the root itself is never remembered)
+                    mark = (off, xmin, xmax, examined, run_max, run_hinted)
+                if xmax > run_max:
+                    run_max = xmax
             examined += 1
             if all_dead:
                 if not fixed and (horizon is None or xmax >= horizon):
@@ -519,11 +585,29 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
                 elif clog.status(xmax) == committed:
                     dead = True
                     cpage_no = -1            # the status call refreshed the copy
-            if not dead:
+            if dead:
+                if run:
+                    if examined:
+                        mark = (off, xmin, xmax, examined, run_max, run_hinted)
+                    if xmax > run_max:
+                        run_max = xmax
+                    run_hinted = False
+            else:
                 visible, im = _check(page, lp_off, xmin, xmax, cmin, cmax, im, snapshot,
                                      clog, hinted)
                 if visible:
+                    if mark is not None and mark != entry:
+                        _remember(cache, (rfn, block, root), mark)
                     return (block, off), _item_bytes(page, lp_off, lp), False
+                if run:
+                    if 0 < xmax < snap_xmin and im & dead_mask == hinted_dead:
+                        # the test just hinted it dead: later walks pass it by its hints
+                        if examined:
+                            mark = (off, xmin, xmax, examined, run_max, run_hinted)
+                        if xmax > run_max:
+                            run_max = xmax
+                    else:
+                        run = False
             examined += 1
             if all_dead:
                 if not fixed and (horizon is None or xmax >= horizon):
@@ -536,7 +620,47 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
         lp = u32(page, lp_base + 4 * off)[0]
         flags = (lp >> 15) & 3
         prev_xmax = xmax
+    if mark is not None and mark != entry:
+        _remember(cache, (rfn, block, root), mark)
+    if all_dead and m_off:
+        # the walk started past the members ahead of ``m_off``: their share of the verdict
+        all_dead = _ahead_all_dead(page, root, m_off, nitems, procarray, horizon, fixed)
     return None, None, all_dead and examined > 0
+
+
+def _ahead_all_dead(page, off, m_off, nitems, procarray, horizon, fixed) -> bool:
+    """Whether every member of the chain at root ``off`` ahead of member ``m_off`` is
+    ``surely_dead`` (from their hint bits as they are now): the full walk's verdict on the
+    members the dead-run cache let a walk skip.  Reads only (those members are dead to the
+    snapshot: the walk would write no hint on them)."""
+    u32 = _U32.unpack_from
+    hdr = _HDR.unpack_from
+    lp_base = _PAGE_HEADER - 4
+    lp = u32(page, lp_base + 4 * off)[0]
+    if (lp >> 15) & 3 == pg.LP_REDIRECT:
+        off = lp & 0x7FFF
+        lp = u32(page, lp_base + 4 * off)[0]
+    for _ in range(nitems):
+        if off == m_off:
+            return True
+        if (lp >> 15) & 3 != pg.LP_NORMAL:
+            return False
+        _x0, xmax, _c0, _c1, ctid_block, ctid_off, _im2, im = hdr(page, lp & 0x7FFF)
+        if not fixed and (horizon is None or xmax >= horizon):
+            horizon = procarray.vis_horizon(xmax)
+        if not surely_dead(xmax, im, horizon):
+            return False
+        if not 1 <= ctid_off <= nitems:
+            return False
+        off = ctid_off
+        lp = u32(page, lp_base + 4 * off)[0]
+    return False
+
+
+def _remember(cache: dict, key, mark) -> None:
+    if len(cache) >= CHAIN_CACHE_MAX and key not in cache:
+        cache.clear()
+    cache[key] = mark
 
 
 def _item_bytes(page, lp_off: int, lp: int) -> bytes:

@@ -302,11 +302,13 @@ class IndexScan:
                     heap_page_prune_opt(backend, _rel, bufs, first_block)
         decode = hrel.layout.decode
         stats = backend.pgstat
+        chain_cache = backend.chain_cache
         try:
             for tid in self:
                 found, data, all_dead = heap_hot_search(bm, hrel, tid, snapshot, inst.clog,
                                                         inst.procarray,
-                                                        prepare_pages=prepare_pages)
+                                                        prepare_pages=prepare_pages,
+                                                        chain_cache=chain_cache)
                 count(bm, "index_heap_fetches")
                 self.heap_fetches += 1
                 if all_dead:
@@ -366,10 +368,12 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     The descent (``search``, with the descent cache), the leaf's binary search and its
     items as ``_take`` makes them; then, for each TID, the heap page pinned and
     share-locked in one call (through ``heap_hints``, block -> the buffer it was last
-    found in, if given: ``read_recent``), offered to the pruning hook only when its
-    pd_prune_xid is set (the hook - ``PagePruner`` - does nothing for other pages; it runs
-    on the pinned page with the lock let go, as ``heap_hot_search`` calls it), the HOT
-    chain walked (``mvcc.hot_search_page``), unlocked and unpinned in one call.  A key
+    found in, if given: ``read_recent``; a hit there also stands for the check that the
+    block exists), offered to the pruning hook only when its pd_prune_xid is set and
+    older than the horizon (the hook - ``PagePruner`` - does nothing for other pages; it
+    runs on the pinned page with the lock let go, as ``heap_hot_search`` calls it), the
+    HOT chain walked (``mvcc.hot_search_page``, through the backend's dead-run cache),
+    unlocked and unpinned in one call.  A key
     whose items go on past the leaf (duplicates on the right sibling) continues as an
     ``IndexScan`` from that leaf.  Raises what ``scan_bounds`` raises for a key the index
     columns cannot hold; ``bound``: ``irel.codec.encode_prefix(key)`` if the caller has
@@ -411,19 +415,28 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     decode = hrel.layout.decode
     stats = backend.pgstat
     has_block = bm.smgr.has_block
+    chain_cache = backend.chain_cache
     killed = None
+    slot = backend.slot
     try:
         for off, tid in items:
             block = tid[0]
-            if not has_block(rfn, block):
+            # the buffer this backend found the block in last, pinned and share-locked
+            # if it still holds it: then the block exists (a truncation drops the
+            # buffers of the blocks it cuts), no size check needed
+            h = heap_hints.get(block) if heap_hints is not None else None
+            b = bm.read_recent(rfn, block, h, SHARE) if h is not None else None
+            if b is None and not has_block(rfn, block):
                 # a block past the heap's end: the general walk raises the error (or
                 # fetches, had the file grown meanwhile)
                 found, tdata, all_dead = heap_hot_search(bm, hrel, tid, snapshot, clog,
                                                          procarray,
-                                                         prepare_pages=prepare_pages)
+                                                         prepare_pages=prepare_pages,
+                                                         chain_cache=chain_cache)
             else:
                 found, tdata, all_dead = _fetch_chain(bm, rfn, tid, snapshot, clog,
-                                                      procarray, prepare_pages, heap_hints)
+                                                      procarray, prepare_pages, heap_hints,
+                                                      chain_cache, b, slot)
             counts[_HEAP_FETCHES] += 1
             if all_dead and kill:
                 if killed is None:
@@ -439,33 +452,34 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     return out
 
 
-def _fetch_chain(bm, rfn: int, tid, snapshot, clog, procarray, prepare_pages, heap_hints):
-    """``heap_hot_search`` for ``fetch_equal``: pin + share lock in one call (through the
-    buffer hint), pruning offered only to a page with pd_prune_xid set."""
+def _fetch_chain(bm, rfn: int, tid, snapshot, clog, procarray, prepare_pages, heap_hints,
+                 chain_cache=None, b=None, slot: int = -1):
+    """``heap_hot_search`` for ``fetch_equal``: pin + share lock in one call (``b``: the
+    buffer already pinned and locked through the buffer hint, if it was), pruning offered
+    only to a prunable page (PageIsPrunable: pd_prune_xid set and older than the horizon
+    - ``vis_horizon``'s bound, as the hook asks it for the caller's ``slot``; the hook,
+    ``PagePruner``, does nothing for other pages and would cost an unlock and a lock); the
+    walk through the backend's dead-run cache (``chain_cache``)."""
     block = tid[0]
-    b = None
-    if heap_hints is not None:
-        h = heap_hints.get(block)
-        if h is not None:
-            b = bm.read_recent(rfn, block, h, SHARE)
-        if b is None:
-            b = bm.pin_lock(rfn, block, SHARE)
+    if b is None:
+        b = bm.pin_lock(rfn, block, SHARE)
+        if heap_hints is not None:
             if len(heap_hints) >= _MAX_HEAP_HINTS:
                 heap_hints.clear()
             heap_hints[block] = b
-    else:
-        b = bm.pin_lock(rfn, block, SHARE)
     locked = True
     try:
         page = bm.page_view(b)
-        if prepare_pages is not None and pg.get_prune_xid(page):
+        if (prepare_pages is not None and (pxid := pg.get_prune_xid(page))
+                and pxid < procarray.vis_horizon(pxid, slot)):
             bm.unlock(b)          # the hook runs on the pinned, unlocked page
             locked = False
             prepare_pages(b, block)
             bm.lock(b, SHARE)
             locked = True
         hinted: list = []
-        got = hot_search_page(page, block, tid[1], snapshot, clog, procarray, hinted)
+        got = hot_search_page(page, block, tid[1], snapshot, clog, procarray, hinted,
+                              chain_cache, rfn)
         if hinted:
             bm.mark_dirty_hint(b)
         return got

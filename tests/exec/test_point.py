@@ -460,3 +460,34 @@ def test_local_now_is_the_general_paths_value(start, zone):
             assert got == want and got.fold == want.fold == 0, (e, got, want)
     finally:
         set_timezone("UTC")
+
+
+class _NoCache(dict):
+    """A chain cache that never remembers: every HOT chain walk goes from the root."""
+
+    def __setitem__(self, key, value):
+        pass
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@settings(max_examples=4, **_HYP)
+@given(seq=ops)
+def test_chain_cache_changes_no_answer(tmp_path_factory, fast, seq):
+    """The backend's HOT chain dead-run cache (heap/mvcc.py) against walks from the root,
+    on the point path and on the plan nodes' index scans: the same results, counters,
+    killed items and statistics."""
+    seq = _sanitize(seq + [("a_end",), ("b_end", True)] + [("update", 4, 1)] * 12
+                    + [("select", 4), ("delete", 4), ("select", 4), ("select", 4)])
+    got = {}
+    for cached in (True, False):
+        side = Side(tmp_path_factory.mktemp("cache" if cached else "nocache") / "data", fast)
+        if not cached:
+            side.a.backend.chain_cache = _NoCache()
+        results = [side.op(o) for o in seq]
+        used = len(side.a.backend.chain_cache)
+        got[cached] = (results, *side.finish()[:2], used)
+    (r1, rows1, st1, used1), (r0, rows0, st0, used0) = got[True], got[False]
+    for o, x, y in zip(seq, r1, r0):
+        assert x == y, (o, x, y)
+    assert rows1 == rows0 and st1 == st0
+    assert used0 == 0 and used1 >= 1       # the chain of key 4 was remembered
