@@ -132,7 +132,12 @@ def _find_leaf(backend, irel: IndexRel, key: bytes, keyvals, sortkey: bytes, has
                     max_wait_ms=settings.lock_wait_timeout_ms,
                     what=f' (unique check of index "{irel.name}")')
                 continue
-            b, blk, data = moveright(bm, irel, b, blk, sortkey, EXCLUSIVE, finish, stack)
+            # key + TID may belong right of the key's first page (its high key <= it);
+            # else the copy search made still tells offsets and keys (the unique check
+            # changes at most line pointer flags, and the page stayed locked)
+            nxt = bt.opaque(data)[1]
+            if nxt != bt.P_NONE and sortkey >= bt.pivot_key(data, bt.P_HIKEY):
+                b, blk, data = moveright(bm, irel, b, blk, sortkey, EXCLUSIVE, finish, stack)
             break
     else:
         b, blk, data, stack = search(bm, irel, sortkey, write=True, finish=finish)
