@@ -174,10 +174,11 @@ def _chain_verdict(page, block: int, off: int, nitems: int, procarray, clog, myx
 
 
 def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes, keyvals,
-                 tid) -> int:
+                 tid, start: int | None = None) -> int:
     """Look for live duplicates of ``key`` from the exclusively locked leaf ``b`` (whose
     copy is ``data``) rightward.  Returns 0 if the insert may go on, or the xid to wait
-    for; raises UniqueViolation on a conflict.  ``b`` stays locked either way."""
+    for; raises UniqueViolation on a conflict.  ``b`` stays locked either way.  ``start``:
+    the offset of the key's first entry on ``b`` (``binsearch_leaf``) if the caller has it."""
     bm = backend.bufmgr
     inst = backend.instance
     procarray, clog = inst.procarray, inst.clog
@@ -186,7 +187,8 @@ def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes,
     kill = backend.settings.kill_index_tuples
     horizon_box: list = []
     _prev, nxt, _lvl, _fl, _c = bt.opaque(data)
-    off = bt.binsearch_leaf(data, key, bt.first_data(nxt), bt.nitems(data))
+    off = start if start is not None else bt.binsearch_leaf(data, key, bt.first_data(nxt),
+                                                            bt.nitems(data))
     cur_b, cur = b, data
     nb = -1
     klen = len(key)
