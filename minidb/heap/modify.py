@@ -104,7 +104,7 @@ import weakref
 from minidb.errors import InternalError, LockNotAvailable, SerializationFailure
 from minidb.heap import redo
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel, insert_tuple
-from minidb.heap.layout import decode_header
+from minidb.heap.layout import BITMAP_OFFSET, decode_header
 from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_ONLY_TUPLE, HEAP_UPDATED,
                                  HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_KEYSHR_LOCK,
                                  HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
@@ -431,7 +431,6 @@ def _keys_changed(rel: HeapRel, item, data, new_values) -> bool:
 # equality): for them equal stored bytes mean equal values
 _BYTES_DECIDE = frozenset({"smallint", "integer", "bigint", "boolean", "text", "varchar",
                            "char", "bytea", "uuid"})
-_BITMAP_OFFSET = 35                    # t_bits (minidb.heap.layout)
 _VARLENA = struct.Struct("<HH")        # a variable-length column's (offset, length)
 _byte_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -451,7 +450,7 @@ def _byte_plan(layout, cols) -> tuple | None:
             if t.name not in _BYTES_DECIDE:
                 plan = None
                 break
-            plan.append((_BITMAP_OFFSET + (c >> 3), 1 << (c & 7), layout.offsets[c],
+            plan.append((BITMAP_OFFSET + (c >> 3), 1 << (c & 7), layout.offsets[c],
                          t.size if t.fixed else -1))
         per[cols] = plan = tuple(plan) if plan is not None else None
     return plan
