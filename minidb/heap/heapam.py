@@ -193,7 +193,7 @@ def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
 def _insert_on_new_page(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
     bm: BufferManager = backend.bufmgr
     block, bufs = bm.extend(rel.relfilenode, 1)
-    b = bufs[0]
+    b = bufs[0]   # pinned and exclusively locked
     try:
         page = bm.page(b)
         pg.init_page(page)
@@ -203,9 +203,8 @@ def _insert_on_new_page(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
         PageRecord(bm).add(b, new=True, data=redo.insert_data(page, off)).log(
             RM_HEAP, XLOG_HEAP_INSERT | XLOG_HEAP_INIT_PAGE, _XMIN.unpack_from(data, 0)[0],
             _OFFNUM.pack(off))
-        bm.unlock(b)
     finally:
-        bm.unpin(b)
+        bm.unlock_unpin(b)
     freespace.record(bm, rel.relfilenode, block, avail)
     backend.heap_targets[rel.relfilenode] = block
     return block, off
