@@ -161,18 +161,20 @@ def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
     if need > _NEARLY_EMPTY_FREE_SPACE:
         need = max(size, _NEARLY_EMPTY_FREE_SPACE)
     target = targets.get(rfn, -1)
-    tried_fsm_from = -1
+    full = -1   # a page just found too full: recorded in the FSM by the next search
     while True:
         # the last target is checked with has_block (an fstat only past the largest size
         # this process saw: heaps never shrink); the size is asked only for the FSM
         if target < 0 or not bm.smgr.has_block(rfn, target):
-            target = freespace.search(bm, rfn, need, bm.smgr.nblocks(rfn),
-                                      start=max(0, tried_fsm_from))
+            if full >= 0:
+                target = freespace.record_and_search(bm, rfn, full, avail, need,
+                                                     bm.smgr.nblocks(rfn), start=full + 1)
+            else:
+                target = freespace.search(bm, rfn, need, bm.smgr.nblocks(rfn))
             if target < 0:
                 return _insert_on_new_page(backend, rel, data)
-        b = bm.pin(rfn, target)
+        b = bm.pin_lock(rfn, target, EXCLUSIVE)
         try:
-            bm.lock(b, EXCLUSIVE)
             page = bm.page(b)
             avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
             if avail >= need:
@@ -180,21 +182,18 @@ def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
                 _set_ctid(page, off, target)
                 PageRecord(bm).add(b, data=redo.insert_data(page, off)).log(
                     RM_HEAP, XLOG_HEAP_INSERT, _XMIN.unpack_from(data, 0)[0], _OFFNUM.pack(off))
-                bm.unlock(b)
                 targets[rfn] = target
                 return target, off
-            bm.unlock(b)
         finally:
-            bm.unpin(b)
-        freespace.record(bm, rfn, target, avail)
-        tried_fsm_from = target + 1
+            bm.unlock_unpin(b)
+        full = target
         target = -1
 
 
 def _insert_on_new_page(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
     bm: BufferManager = backend.bufmgr
     block, bufs = bm.extend(rel.relfilenode, 1)
-    b = bufs[0]
+    b = bufs[0]   # pinned and exclusively locked
     try:
         page = bm.page(b)
         pg.init_page(page)
@@ -204,9 +203,8 @@ def _insert_on_new_page(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
         PageRecord(bm).add(b, new=True, data=redo.insert_data(page, off)).log(
             RM_HEAP, XLOG_HEAP_INSERT | XLOG_HEAP_INIT_PAGE, _XMIN.unpack_from(data, 0)[0],
             _OFFNUM.pack(off))
-        bm.unlock(b)
     finally:
-        bm.unpin(b)
+        bm.unlock_unpin(b)
     freespace.record(bm, rel.relfilenode, block, avail)
     backend.heap_targets[rel.relfilenode] = block
     return block, off

@@ -50,7 +50,8 @@ version's page whenever it fits there (``page.heap_free_space``; fillfactor is *
 applied to this check: the space fillfactor keeps free exists precisely for such updates,
 and ``RelationGetBufferForTuple`` is only consulted when the old page is full).  It is a
 heap-only tuple (HOT) iff it stays on the page, ``hot_updates`` is on and no column of
-``rel.indexed_columns`` changed (compared on the decoded stored values): then the old
+``rel.indexed_columns`` changed (compared on the stored bytes where equal bytes mean
+equal values, else on the decoded stored values: ``_keys_changed``): then the old
 version gets HEAP_HOT_UPDATED and the new one HEAP_ONLY_TUPLE.  Otherwise the old page gets
 PD_PAGE_FULL (a hint to prune it) and the new version is placed by
 ``heapam.insert_tuple`` (free-space map, new page).
@@ -98,11 +99,12 @@ from __future__ import annotations
 
 import struct
 import sys
+import weakref
 
 from minidb.errors import InternalError, LockNotAvailable, SerializationFailure
 from minidb.heap import redo
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel, insert_tuple
-from minidb.heap.layout import decode_header
+from minidb.heap.layout import BITMAP_OFFSET, decode_header
 from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_ONLY_TUPLE, HEAP_UPDATED,
                                  HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_KEYSHR_LOCK,
                                  HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
@@ -218,12 +220,7 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None,
     if off < 1 or not bm.smgr.has_block(rfn, block):
         raise InternalError(f'tuple ({block},{off}) of "{rel.name}" does not exist')
     while True:
-        b = bm.pin(rfn, block)
-        try:
-            bm.lock(b, EXCLUSIVE)
-        except BaseException:
-            bm.unpin(b)
-            raise
+        b = bm.pin_lock(rfn, block, EXCLUSIVE)
         try:
             page = bm.page(b)
             if off > pg.max_offset(page):
@@ -368,18 +365,18 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
             hot = bool(backend.settings.hot_updates) and not keys_changed
             new_tid = _update_on_page(page, block, item, h, data, xid, cid, hot, keys_changed)
             PageRecord(bm).add(b, data=redo.xmax_data(
-                page, off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0, new_tid[1])).log(
+                page, off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0, new_tid[1], item)).log(
                 RM_HEAP, XLOG_HEAP_HOT_UPDATE if hot else XLOG_HEAP_UPDATE, xid,
                 _UPDATE_MAIN.pack(off, new_tid[1]))
-            bm.unlock(b)
-            bm.unpin(b)
+            bm.unlock_unpin(b)
             b = None
         else:
             # step 1: lock the old version for myself, mark the page full, let go of it
             _set_xmax(item, xid, cid, HEAP_XMAX_LOCK_ONLY)
             pg.set_flags(page, pg.get_flags(page) | pg.PD_PAGE_FULL)
             PageRecord(bm).add(b, data=redo.xmax_data(
-                page, off, redo.F_CMAX | redo.F_PAGE_FULL, xid, cid, HEAP_XMAX_LOCK_ONLY)).log(
+                page, off, redo.F_CMAX | redo.F_PAGE_FULL, xid, cid, HEAP_XMAX_LOCK_ONLY,
+                item=item)).log(
                 RM_HEAP, XLOG_HEAP_LOCK, xid, _OFFNUM.pack(off))
             bm.unlock(b)
     except BaseException:
@@ -408,19 +405,72 @@ def _carry_key_share(backend, rel: HeapRel, tid, h: dict, new_tid, xid: int) -> 
 
 def _keys_changed(rel: HeapRel, item, data, new_values) -> bool:
     """Does the new version differ from the old one (``item``) in an indexed column?
-    The new values as given are compared first: equal to the stored old ones, they encode
-    to what the old ones decode from (a decoded value survives a round trip), so the
-    common UPDATE that leaves every key alone decodes only the old tuple; otherwise the
-    new tuple is decoded and compared as stored (char(n) padding, real's precision)."""
-    old_row = rel.layout.decode(item)
+    First the stored bytes: an indexed column whose type's values equal themselves
+    (``_BYTES_DECIDE``) and whose null bit and bytes are the same in both tuples holds the
+    same value in both (decoding is a function of the bytes), so when that is so of every
+    indexed column nothing is decoded.  Else the new values as given are compared: equal
+    to the stored old ones, they encode to what the old ones decode from (a decoded value
+    survives a round trip), so only the old tuple is decoded; otherwise the new tuple is
+    decoded too and compared as stored (char(n) padding, real's precision)."""
+    layout = rel.layout
     cols = rel.indexed_columns
+    plan = _byte_plan(layout, cols)
+    if plan is not None and _same_bytes(plan, item, data):
+        return False
+    old_row = layout.decode(item)
     try:
         if all(old_row[c] == new_values[c] for c in cols):
             return False
     except Exception:  # a value that does not compare (a numpy array): decide as stored
         pass
-    new_row = rel.layout.decode(data)
+    new_row = layout.decode(data)
     return any(old_row[c] != new_row[c] for c in cols)
+
+
+# types whose decoded values always equal themselves (no NaN, no value of a class without
+# equality): for them equal stored bytes mean equal values
+_BYTES_DECIDE = frozenset({"smallint", "integer", "bigint", "boolean", "text", "varchar",
+                           "char", "bytea", "uuid"})
+_VARLENA = struct.Struct("<HH")        # a variable-length column's (offset, length)
+_byte_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _byte_plan(layout, cols) -> tuple | None:
+    """Per indexed column (null-bitmap byte, bit, fixed-part offset, size or -1 for a
+    variable-length column), or None if some column's type is not in _BYTES_DECIDE; kept
+    per layout and column set."""
+    per = _byte_plans.get(layout)
+    if per is None:
+        per = _byte_plans[layout] = {}
+    plan = per.get(cols, False)
+    if plan is False:
+        plan = []
+        for c in sorted(cols):
+            t = layout.columns[c].type
+            if t.name not in _BYTES_DECIDE:
+                plan = None
+                break
+            plan.append((BITMAP_OFFSET + (c >> 3), 1 << (c & 7), layout.offsets[c],
+                         t.size if t.fixed else -1))
+        per[cols] = plan = tuple(plan) if plan is not None else None
+    return plan
+
+
+def _same_bytes(plan: tuple, old, new) -> bool:
+    """Do tuples ``old`` and ``new`` store the same bytes (and null bit) in every column of
+    ``plan``?"""
+    for nbyte, bit, off, size in plan:
+        if (old[nbyte] ^ new[nbyte]) & bit:
+            return False
+        if size >= 0:
+            if old[off:off + size] != new[off:off + size]:
+                return False
+        else:
+            a, n = _VARLENA.unpack_from(old, off)
+            a2, n2 = _VARLENA.unpack_from(new, off)
+            if n != n2 or old[a:a + n] != new[a2:a2 + n2]:
+                return False
+    return True
 
 
 def _new_version(rel: HeapRel, new_values, xid: int, cid: int) -> bytearray:
@@ -466,23 +516,24 @@ def _update_elsewhere(backend, rel: HeapRel, b: int, off: int, data: bytearray, 
         new_tid = insert_tuple(backend, rel, bytes(data))
         # step 3: finish the old version
         bm.lock(b, EXCLUSIVE)
-        try:
-            page = bm.page(b)
-            item = pg.get_item(page, off)
-            im2 = _get16(item, _OFF_INFOMASK2) & ~(HEAP_HOT_UPDATED | HEAP_KEYS_UPDATED)
-            if keys_changed:
-                im2 |= HEAP_KEYS_UPDATED
-            _set_xmax(item, xid, cid, 0)
-            _put16(item, _OFF_INFOMASK2, im2)
-            _CTID.pack_into(item, _OFF_CTID, *new_tid)
-            _set_prune_xid(page, xid)
-            PageRecord(bm).add(b, data=redo.xmax_data(
-                page, off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0)).log(
-                RM_HEAP, XLOG_HEAP_UPDATE, xid, _UPDATE_MAIN.pack(off, new_tid[1]))
-        finally:
-            bm.unlock(b)
-    finally:
+    except BaseException:
         bm.unpin(b)
+        raise
+    try:
+        page = bm.page(b)
+        item = pg.get_item(page, off)
+        im2 = _get16(item, _OFF_INFOMASK2) & ~(HEAP_HOT_UPDATED | HEAP_KEYS_UPDATED)
+        if keys_changed:
+            im2 |= HEAP_KEYS_UPDATED
+        _set_xmax(item, xid, cid, 0)
+        _put16(item, _OFF_INFOMASK2, im2)
+        _CTID.pack_into(item, _OFF_CTID, *new_tid)
+        _set_prune_xid(page, xid)
+        PageRecord(bm).add(b, data=redo.xmax_data(
+            page, off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0, item=item)).log(
+            RM_HEAP, XLOG_HEAP_UPDATE, xid, _UPDATE_MAIN.pack(off, new_tid[1]))
+    finally:
+        bm.unlock_unpin(b)
     return new_tid
 
 

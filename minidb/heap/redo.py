@@ -66,6 +66,7 @@ XMAX_CLEARED = HEAP_XMAX_COMMITTED | HEAP_XMAX_INVALID | HEAP_XMAX_LOCK_ONLY
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+_CTID_IM2 = struct.Struct("<IHH")  # t_ctid (block, offset), t_infomask2: bytes 24..31
 _OFF_XMAX, _OFF_CMAX, _OFF_CTID, _OFF_INFOMASK2, _OFF_INFOMASK = 8, 20, 24, 30, 32
 
 
@@ -77,13 +78,14 @@ def insert_data(page, off: int) -> bytes:
 
 
 def xmax_data(page, off: int, flags: int, xmax: int, cmax: int, infomask_set: int,
-              new_off: int = 0) -> bytes:
+              new_off: int = 0, item=None) -> bytes:
     """The block data of a change to the old version at ``off`` (made already): its
-    infomask2 and t_ctid are read back from the page; ``new_off``: the new version placed
-    on the same page by an update."""
-    item = pg.get_item(page, off)
-    im2 = _U16.unpack_from(item, _OFF_INFOMASK2)[0]
-    cblk, coff = struct.unpack_from("<IH", item, _OFF_CTID)
+    infomask2 and t_ctid are read back from the page (``item``: that version's bytes in
+    the page when the caller has them); ``new_off``: the new version placed on the same
+    page by an update."""
+    if item is None:
+        item = pg.get_item(page, off)
+    cblk, coff, im2 = _CTID_IM2.unpack_from(item, _OFF_CTID)
     if new_off:
         if pg.get_flags(page) & pg.PD_HAS_FREE_LINES:
             flags |= F_FREE_LINES

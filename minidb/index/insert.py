@@ -120,7 +120,12 @@ def _find_leaf(backend, irel: IndexRel, key: bytes, keyvals, sortkey: bytes, has
         while True:
             b, blk, data, stack = search(bm, irel, key, write=True, finish=finish)
             try:
-                xwait = check_unique(backend, irel, hrel, b, data, key, keyvals, tid)
+                # the key's first entry on the leaf: where the unique check starts, and a
+                # lower bound of key + TID's place
+                kpos = bt.binsearch_leaf(data, key, bt.first_data(bt.opaque(data)[1]),
+                                         bt.nitems(data))
+                xwait = check_unique(backend, irel, hrel, b, data, key, keyvals, tid,
+                                     start=kpos)
             except BaseException:
                 release(bm, b)
                 raise
@@ -132,14 +137,25 @@ def _find_leaf(backend, irel: IndexRel, key: bytes, keyvals, sortkey: bytes, has
                     max_wait_ms=settings.lock_wait_timeout_ms,
                     what=f' (unique check of index "{irel.name}")')
                 continue
-            b, blk, data = moveright(bm, irel, b, blk, sortkey, EXCLUSIVE, finish, stack)
+            # key + TID may belong right of the key's first page (its high key <= it);
+            # else the copy search made still tells offsets and keys (the unique check
+            # changes at most line pointer flags, and the page stayed locked)
+            nxt = bt.opaque(data)[1]
+            if nxt != bt.P_NONE and sortkey >= bt.pivot_key(data, bt.P_HIKEY):
+                b, blk, data = moveright(bm, irel, b, blk, sortkey, EXCLUSIVE, finish, stack)
+                kpos = -1
             break
     else:
         b, blk, data, stack = search(bm, irel, sortkey, write=True, finish=finish)
+        kpos = -1
     try:
         _prev, nxt, _lvl, _flags, _c = bt.opaque(data)
         maxoff = bt.nitems(data)
-        pos = bt.binsearch_leaf(data, sortkey, bt.first_data(nxt), maxoff)
+        if kpos >= 0:   # every item before the key's first sorts before key + TID too; the
+            # key's entries (the versions of one row) are few: gallop from there
+            pos = bt.gallop_leaf(data, sortkey, kpos, maxoff)
+        else:
+            pos = bt.binsearch_leaf(data, sortkey, bt.first_data(nxt), maxoff)
         if pos <= maxoff and bt.leaf_sortkey(data, pos) == sortkey:
             raise InternalError(f'index "{irel.name}" already has an entry for key '
                                 f"{irel.codec.describe(keyvals)} and heap tid {tid}")

@@ -29,7 +29,10 @@ another page.  NULLs never conflict (a key with a NULL column skips the check).
 
 Departures: PostgreSQL decides with ``HeapTupleSatisfiesDirty``; minidb classifies each
 chain member with ``satisfies_vacuum`` (whose five states say the same thing once "my own
-transaction" is told apart) and so gets the "dead to everyone" verdict for free.  And the
+transaction" is told apart) and so gets the "dead to everyone" verdict for free.  A member
+with a committed (hinted) inserter and one of my own live xids as deleter - the old version
+of the row my UPDATE is inserting the entry for - is judged "deleted by me" without asking
+``satisfies_vacuum``, whose answer for it is known, so no horizon is computed for it.  And the
 check is batched per leaf page: the leaf's entries with the key are collected first, the
 chains they point to are checked one heap page at a time (one pin and share lock for all
 the entries on that page: the old versions of a bloated row share a few pages), then the
@@ -43,8 +46,8 @@ from __future__ import annotations
 import struct
 
 from minidb.errors import UniqueViolation
-from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_INVALID,
-                                 HEAP_XMAX_LOCK_ONLY)
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_COMMITTED,
+                                 HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED)
 from minidb.heap.prune import RunningAfter
 from minidb.index import btpage as bt
 from minidb.index.rel import IndexRel, count, trace
@@ -58,6 +61,10 @@ __all__ = ["check_unique", "heap_dirty_check", "heap_dirty_check_block"]
 _HDR = struct.Struct("<QQIIIHHH")  # xmin xmax cmin cmax ctid.block ctid.offset im2 im
 _U16 = struct.Struct("<H")
 _T_INFOMASK = 32
+# the infomask bits that, with only HEAP_XMIN_COMMITTED of them set, leave xmax a deleter
+# whose fate the hint bits do not tell (``_chain_verdict``'s "deleted by me" shortcut)
+_MINE_DELETED_MASK = (HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID | HEAP_XMAX_COMMITTED
+                      | HEAP_XMAX_LOCK_ONLY)
 
 
 def heap_dirty_check(bm, hrel, tid, procarray, clog, myxid, horizon_box: list
@@ -117,6 +124,18 @@ def _chain_verdict(page, block: int, off: int, nitems: int, procarray, clog, myx
             return False, 0, False
         if prev_xmax and xmin != prev_xmax:
             break
+        if im & _MINE_DELETED_MASK == HEAP_XMIN_COMMITTED and xmax in myxid:
+            # committed inserter, deleted (updated) by one of my live xids: what
+            # satisfies_vacuum says (DELETE_IN_PROGRESS, no hints) and the rules below make
+            # of it - a committed xmin is no longer running - without the horizon
+            all_dead = False  # deleted by me: not a conflict, not dead either
+            if not im2 & HEAP_HOT_UPDATED or cblk != block or not 1 <= coff <= nitems:
+                break
+            off = coff
+            lp_off, flags, _len = pg.get_item_id(page, off)
+            prev_xmax = xmax
+            at_start = False
+            continue
         if not horizon_box:
             horizon = procarray.global_xmin()
             # no xid older than the horizon runs: is_in_progress without the scan then
@@ -155,10 +174,11 @@ def _chain_verdict(page, block: int, off: int, nitems: int, procarray, clog, myx
 
 
 def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes, keyvals,
-                 tid) -> int:
+                 tid, start: int | None = None) -> int:
     """Look for live duplicates of ``key`` from the exclusively locked leaf ``b`` (whose
     copy is ``data``) rightward.  Returns 0 if the insert may go on, or the xid to wait
-    for; raises UniqueViolation on a conflict.  ``b`` stays locked either way."""
+    for; raises UniqueViolation on a conflict.  ``b`` stays locked either way.  ``start``:
+    the offset of the key's first entry on ``b`` (``binsearch_leaf``) if the caller has it."""
     bm = backend.bufmgr
     inst = backend.instance
     procarray, clog = inst.procarray, inst.clog
@@ -167,7 +187,8 @@ def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes,
     kill = backend.settings.kill_index_tuples
     horizon_box: list = []
     _prev, nxt, _lvl, _fl, _c = bt.opaque(data)
-    off = bt.binsearch_leaf(data, key, bt.first_data(nxt), bt.nitems(data))
+    off = start if start is not None else bt.binsearch_leaf(data, key, bt.first_data(nxt),
+                                                            bt.nitems(data))
     cur_b, cur = b, data
     nb = -1
     klen = len(key)
@@ -189,13 +210,18 @@ def check_unique(backend, irel: IndexRel, hrel, b: int, data: bytes, key: bytes,
             # the heap verdicts, one pin and lock per heap page (many versions of a
             # bloated row share a few pages); then decided in the entries' order
             verdicts = {}
-            by_block: dict = {}
-            for _o, htid in entries:
-                by_block.setdefault(int(htid[0]), []).append(int(htid[1]))
-            for blk, offs in by_block.items():
-                for o, v in zip(offs, heap_dirty_check_block(bm, hrel, blk, offs, procarray,
-                                                             clog, myxid, horizon_box)):
-                    verdicts.setdefault((blk, o), v)
+            if len(entries) == 1:   # the usual case: the row's one older version
+                blk, o = entries[0][1]
+                verdicts[(blk, o)] = heap_dirty_check_block(
+                    bm, hrel, blk, [o], procarray, clog, myxid, horizon_box)[0]
+            else:
+                by_block: dict = {}
+                for _o, htid in entries:
+                    by_block.setdefault(int(htid[0]), []).append(int(htid[1]))
+                for blk, offs in by_block.items():
+                    for o, v in zip(offs, heap_dirty_check_block(
+                            bm, hrel, blk, offs, procarray, clog, myxid, horizon_box)):
+                        verdicts.setdefault((blk, o), v)
             for ioff, htid in entries:
                 conflict, xwait, all_dead = verdicts[(int(htid[0]), int(htid[1]))]
                 if conflict:

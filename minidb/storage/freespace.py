@@ -87,8 +87,9 @@ def record_many(bm, rfn: int, blocks: np.ndarray, avails: np.ndarray) -> None:
         _store(bm, rfn, fb, blocks[sel] % SLOTS_PER_PAGE, cats[sel])
 
 
-def _store(bm, rfn: int, fsm_block: int, slots, cats) -> None:
-    """Write categories into slots of one FSM page (a scalar or arrays)."""
+def _store(bm, rfn: int, fsm_block: int, slots, cats, keep: bool = False) -> int:
+    """Write categories into slots of one FSM page (a scalar or arrays).  ``keep``: return
+    the page's buffer still pinned and exclusively locked (the caller releases it), else -1."""
     b = _fsm_page_for(bm, rfn, fsm_block, True, EXCLUSIVE)
     try:
         page = bm.page(b)
@@ -96,18 +97,38 @@ def _store(bm, rfn: int, fsm_block: int, slots, cats) -> None:
             pg.init_page(page)    # after it failed its check: the map starts again there
         page[pg.PAGE_HEADER_SIZE + slots] = cats
         bm.mark_dirty(b)
-    finally:
+    except BaseException:
         bm.unlock_unpin(b)
+        raise
+    if keep:
+        return b
+    bm.unlock_unpin(b)
+    return -1
 
 
-def search(bm, rfn: int, need: int, nblocks: int, start: int = 0) -> int:
+def record_and_search(bm, rfn: int, block: int, avail: int, need: int, nblocks: int,
+                      start: int = 0) -> int:
+    """``record(block, avail)`` then ``search(need, nblocks, start)``, with the same answer,
+    but the FSM page written is searched under the exclusive lock the write took when the
+    search begins there (PostgreSQL's RecordAndGetPageWithFreeSpace: an insert that found
+    its target page full records it and looks further in one visit of the map page)."""
+    fb = block // SLOTS_PER_PAGE
+    b = _store(bm, rfn, fb, block % SLOTS_PER_PAGE, category(avail), keep=True)
+    return search(bm, rfn, need, nblocks, start, held=(fb, b))
+
+
+def search(bm, rfn: int, need: int, nblocks: int, start: int = 0, held=None) -> int:
     """A heap block below ``nblocks`` recorded with at least ``need`` free bytes, or -1.
 
     Looks from ``start`` to the end, then from the beginning (each backend passes its last
-    hit, so concurrent inserters tend to stay on different pages)."""
+    hit, so concurrent inserters tend to stay on different pages).  ``held``: (FSM block,
+    buffer) of a map page the caller has pinned and locked; it is searched through that
+    buffer when the search visits it first, and released in every case."""
     want = _needed_category(need)
     nfsm = min(bm.smgr.nblocks(rfn, FSM_FORKNUM), -(-nblocks // SLOTS_PER_PAGE))
     if nfsm == 0:
+        if held is not None:
+            bm.unlock_unpin(held[1])
         return -1
     first = min(start // SLOTS_PER_PAGE, nfsm - 1)
     lo = start % SLOTS_PER_PAGE if first == start // SLOTS_PER_PAGE else 0
@@ -118,7 +139,15 @@ def search(bm, rfn: int, need: int, nblocks: int, start: int = 0) -> int:
         base = fb * SLOTS_PER_PAGE
         limit = min(SLOTS_PER_PAGE, nblocks - base)  # only slots of blocks below nblocks
         a, z = (min(lo, limit), limit) if k == 0 else (0, limit if k < nfsm else min(lo, limit))
-        b = bm.pin_lock(rfn, fb, SHARE, fork=FSM_FORKNUM)
+        if held is not None:
+            if fb == held[0]:
+                b = held[1]
+            else:
+                bm.unlock_unpin(held[1])
+                b = bm.pin_lock(rfn, fb, SHARE, fork=FSM_FORKNUM)
+            held = None
+        else:
+            b = bm.pin_lock(rfn, fb, SHARE, fork=FSM_FORKNUM)
         try:
             cats = bm.page(b)[pg.PAGE_HEADER_SIZE:pg.PAGE_HEADER_SIZE + limit]
             hits = np.flatnonzero(cats[a:z] >= want) + a

@@ -255,3 +255,34 @@ def test_the_check_visits_each_heap_page_once_and_makes_no_fstat_per_version(tmp
     # before: one heap visit (pin, lock) and one fstat per old version (300 of each)
     assert sum(visits) >= 300 and len(visits) <= nheap, (len(visits), nheap)
     assert len(calls) < 20, len(calls)
+
+
+def test_old_version_deleted_by_me_is_judged_without_a_horizon(setup, monkeypatch):
+    """The unique check of a non-HOT update's new entry meets the row's old version, inserted
+    by a committed transaction and deleted by the updater: "deleted by me" (no conflict, not
+    dead), decided without computing the global xmin; another backend meeting the same
+    version still waits for the updater (the general path)."""
+    from minidb.index import unique
+    inst, s, t = setup
+    tid = t.insert((1, "a"))
+    assert t.insert((2, "x" * 7000))[0] == tid[0]   # the page is now nearly full
+    assert len(t.rows()) == 2              # a reader sets the inserters' commit hint bits
+    calls = []
+    real = inst.procarray.global_xmin
+    monkeypatch.setattr(inst.procarray, "global_xmin", lambda: calls.append(1) or real())
+    s.begin()
+    new_tid, hot = t.update(tid, (1, "a" * 2000))  # does not fit on the page: not HOT
+    assert not hot and new_tid[0] != tid[0]
+    assert calls == []
+    bm, xact = s.backend.bufmgr, s.backend.xact
+    hrel = t.rel()
+    mine = unique.heap_dirty_check(bm, hrel, tid, inst.procarray, inst.clog, (xact.xid,), [])
+    assert mine == (False, 0, False)
+    assert calls == []
+    other = unique.heap_dirty_check(bm, hrel, tid, inst.procarray, inst.clog, (xact.xid + 99,),
+                                    [])
+    assert other == (False, xact.xid, False)   # someone else waits for my delete
+    s.commit()
+    assert sorted(t.rows()) == [(1, "a" * 2000), (2, "x" * 7000)]
+    ix.check_btree(s.backend, "t_a")
+    s.backend.xact.commit()

@@ -188,3 +188,36 @@ def test_truncate_forgets_blocks(backend, rfn):
     assert fsm.get(bm, rfn, SLOTS + 1) == 0
     assert fsm.search(bm, rfn, 100, nblocks=SLOTS + 50, start=10) == 0
     assert BLCKSZ - pg.PAGE_HEADER_SIZE == SLOTS
+
+
+@pytest.mark.parametrize("two_pages", [False, True])
+def test_record_and_search_is_record_then_search(backend, rfn, two_pages):
+    """``record_and_search`` (an insert that found its target full) leaves the same map and
+    returns the same block as ``record`` followed by ``search``, with one map-page visit
+    fewer when the search starts on the page it wrote; nothing stays pinned or locked."""
+    bm = backend.bufmgr
+    rng = np.random.default_rng(16)
+    nblocks = SLOTS + 40 if two_pages else 60
+    # the blocks the trials record (the rest of the map stays 0): 30 on the second page
+    blocks = np.array(list(range(30)) + list(range(nblocks - 30, nblocks)))
+    for trial in range(40):
+        avails = rng.choice([0, 40, 200, 1000, 5000], size=len(blocks), p=[.5, .2, .1, .1, .1])
+        fsm.record_many(bm, rfn, blocks, avails)
+        full = int(rng.choice(blocks))
+        avail = int(rng.choice([0, 100, 3000]))
+        need = int(rng.choice([64, 500, 4000]))
+        start = int(rng.choice([full + 1, 0, nblocks - 1]))
+        fsm.record(bm, rfn, full, avail)
+        c = bm.counters()
+        want = fsm.search(bm, rfn, need, nblocks, start=start)
+        plain = bm.counters()["buffers_hit"] - c["buffers_hit"] + 1   # + record's visit
+        map_before = [fsm.get(bm, rfn, b) for b in blocks.tolist()]
+        fsm.record(bm, rfn, full, 8000)   # undo the record, so the fused call writes it
+        c = bm.counters()
+        got = fsm.record_and_search(bm, rfn, full, avail, need, nblocks, start=start)
+        fused = bm.counters()["buffers_hit"] - c["buffers_hit"]
+        assert got == want, (trial, full, avail, need, start)
+        assert [fsm.get(bm, rfn, b) for b in blocks.tolist()] == map_before
+        same_page = min(start // SLOTS, (nblocks - 1) // SLOTS) == full // SLOTS
+        assert fused == plain - (1 if same_page else 0), (trial, fused, plain)
+        assert bm.holds_nothing()
