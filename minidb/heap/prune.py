@@ -157,12 +157,18 @@ PRUNE_MIN_FREE_DIVISOR = 10
 
 _INFOMASK2_OFFSET = 30  # t_infomask2, then t_infomask, inside the tuple header (layout.py)
 _INFOMASK_OFFSET = 32
-_INFOMASKS = struct.Struct("<HH")        # t_infomask2, t_infomask
+# the two infomasks read as one u32 (t_infomask2 low, t_infomask high): a tuple whose
+# inserter is hinted committed, with no deleter, that is not heap-only
+_PLAIN_MASK = HEAP_ONLY_TUPLE | (HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID) << 16
+_PLAIN_LIVE = (HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID) << 16
 _XIDS_CTID = struct.Struct("<QQ8xIH")    # xmin, xmax, (cmin, cmax), ctid.block, ctid.offset
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _LP_OFF_MASK = 0x7FFF  # line pointer word: lp_off (15 bits), lp_flags (2), lp_len (15)
 _LP_FLAGS_SHIFT = 15
+_LP_FLAGS_BITS = 3 << _LP_FLAGS_SHIFT
+_LP_NORMAL_BITS = pg.LP_NORMAL << _LP_FLAGS_SHIFT
+_LP_REDIRECT_BITS = pg.LP_REDIRECT << _LP_FLAGS_SHIFT
 _SETTLED_LIVE = HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID  # inserter committed, no deleter
 _XMIN_FLAGS = HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID
 _HINT_BITS = _XMIN_FLAGS | HEAP_XMAX_COMMITTED | HEAP_XMAX_INVALID | HEAP_XMAX_LOCK_ONLY
@@ -479,22 +485,22 @@ def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0)
     nplain = 0              # settled LIVE tuples that are not heap-only
     nhinted = 0
     chains = False
-    im_unpack, hdr_unpack, im_pack = _INFOMASKS.unpack_from, _XIDS_CTID.unpack_from, \
-        _U16.pack_into
+    im_unpack, hdr_unpack, im_pack = _U32.unpack_from, _XIDS_CTID.unpack_from, _U16.pack_into
     for off, v in enumerate(words, 1):
-        f = (v >> _LP_FLAGS_SHIFT) & 3
-        if f != pg.LP_NORMAL:
-            if f == pg.LP_REDIRECT:
+        if v & _LP_FLAGS_BITS != _LP_NORMAL_BITS:
+            if v & _LP_FLAGS_BITS == _LP_REDIRECT_BITS:
                 roots.append(off)
                 chains = True
             continue
         at = v & _LP_OFF_MASK
-        im2, im = im_unpack(data, at + _INFOMASK2_OFFSET)
+        ims = im_unpack(data, at + _INFOMASK2_OFFSET)[0]  # t_infomask2 | t_infomask << 16
+        if ims & _PLAIN_MASK == _PLAIN_LIVE:  # settled LIVE, not heap-only: a chain of one
+            nplain += 1
+            continue
+        im2 = ims & 0xFFFF
+        im = ims >> 16
         ho = im2 & HEAP_ONLY_TUPLE != 0
-        if im & _SETTLED_LIVE == _SETTLED_LIVE:
-            if not ho:
-                nplain += 1
-                continue
+        if im & _SETTLED_LIVE == _SETTLED_LIVE:  # heap-only, then
             s = LIVE
             x0, x1, cb, co = hdr_unpack(data, at)
         else:
