@@ -266,11 +266,8 @@ def heap_page_prune_opt(backend, rel: HeapRel, bufs, first_block: int | None = N
             stats["skipped_busy"] += 1
             continue
         try:
-            page = bm.page(b)
-            pxid = pg.get_prune_xid(page)
-            if (pxid == 0 or pxid >= horizon
-                    or not _needs_space(pg.get_flags(page), pg.get_lower(page),
-                                        pg.get_upper(page), min_free)):
+            pxid, flags, lower, upper = pg.prune_hints(bm.page(b))
+            if pxid == 0 or pxid >= horizon or not _needs_space(flags, lower, upper, min_free):
                 continue
             block = bm.buffer_tag(b)[2]
             # horizon is global_xmin(): no xid older than it runs
@@ -360,10 +357,9 @@ def _prune(backend, rel: HeapRel, buf: int, horizon: int, *, block: int | None =
         block = bm.buffer_tag(buf)[2]
     page = bm.page(buf)
     res = PruneResult()
-    if pg.page_is_new(page):
+    old_prune_xid, old_flags, _lower, upper = pg.prune_hints(page)
+    if upper == 0:  # a new page
         return res
-    old_prune_xid = pg.get_prune_xid(page)
-    old_flags = pg.get_flags(page)
     redirects, to_dead, to_unused, ndeleted, nhinted, new_prune_xid, kstates, latest = (
         _scan_scalar(backend, page, block, horizon, running_from) if scalar
         else _scan_numpy(backend, page, block, horizon))

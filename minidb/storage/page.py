@@ -590,15 +590,16 @@ def _compact(page, words: list[int], lower: int, upper: int, special: int) -> in
     while last > first and not words[last] >> _LP_LEN_SHIFT:
         last -= 1
     if (words[first] & _LP_OFF_MASK) < (words[last] & _LP_OFF_MASK) if n else False:
-        order = range(n - 1, -1, -1)
+        order = zip(range(n - 1, -1, -1), reversed(given))
     else:
-        order = range(n)
+        order = enumerate(given)
     done = _compact_moves(words, order, upper, special)
     if done is None:
         words[:] = given
         offs = list(map(_and, words, repeat(_LP_OFF_MASK)))  # (pointers without storage
         order = sorted(range(n), key=offs.__getitem__, reverse=True)  # are skipped)
-        done = _compact_moves(words, order, upper, special)
+        done = _compact_moves(words, zip(order, map(given.__getitem__, order)), upper,
+                              special)
     if done is None or done[0] < lower:
         words[:] = given
         return _compact_rebuild(page, words, lower, upper, special)
@@ -614,16 +615,15 @@ def _compact(page, words: list[int], lower: int, upper: int, special: int) -> in
 
 
 def _compact_moves(words: list[int], order, upper: int, special: int):
-    """``_compact``'s pass over the items with storage, taken in ``order`` (indexes into
-    ``words``), which must be descending lp_off: (new pd_upper, runs to move as
-    (source start, source end, shift)), lp_off rewritten in ``words`` for the items that
-    move; None if the order is not descending or a check fails (``words`` then partly
-    rewritten: the caller restores it)."""
+    """``_compact``'s pass over the pointers given by ``order``, pairs (index into
+    ``words``, pointer word) that must come in descending lp_off (those without storage
+    anywhere): (new pd_upper, runs to move as (source start, source end, shift)), lp_off
+    rewritten in ``words`` for the items that move; None if the order is not descending
+    or a check fails (``words`` then partly rewritten: the caller restores it)."""
     pos = low = special  # next item's new end; the lowest start so far
     shift = run_lo = run_hi = 0
     runs = []
-    for i in order:
-        v = words[i]
+    for i, v in order:
         ln = v >> _LP_LEN_SHIFT
         if not ln:
             continue
