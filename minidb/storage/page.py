@@ -133,7 +133,8 @@ Departures from PostgreSQL:
     pages (heap=False).
   * repair_fragmentation also compacts DEAD items that kept their storage (index
     pages), where PostgreSQL's heap-only version requires DEAD to be storage-free.
-  * Free space is kept zeroed (invariant 5); PostgreSQL leaves garbage there.
+  * Free space and alignment padding are kept zeroed (invariant 5); PostgreSQL leaves
+    garbage there.  Compaction relies on it to move adjacent items as one slice.
   * PD_NO_NULLS (invariant 4a) is minidb's: PostgreSQL's scan deforms tuple by
     tuple and looks at each one's HEAP_HASNULL anyway; a vectorized gather would
     otherwise read every tuple's t_infomask just to learn that none has a NULL.
