@@ -535,6 +535,7 @@ def set_item_redirect(page, off: int, target_off: int) -> None:
 _ZERO_VIEW = memoryview(bytes(BLCKSZ))
 _PAD = [b""] + [bytes(MAXALIGN - k) for k in range(1, MAXALIGN)]  # padding, by length % 8
 _LP_HAS_STORAGE_BIT = LP_NORMAL << _LP_FLAGS_SHIFT  # set for NORMAL and DEAD
+_STORED_ALIGNED = _LP_HAS_STORAGE_BIT | (MAXALIGN - 1)  # that bit, and lp_off's low 3 bits
 
 
 def _compact_check(words: list[int], lower: int, upper: int, special: int) -> None:
@@ -572,8 +573,9 @@ def _compact(page, words: list[int], lower: int, upper: int, special: int) -> in
     The bytes are those of ``_compact_rebuild`` (the new storage area built whole, every
     item followed by zero padding), reached by moving only what moves: one pass over the
     items from pd_special down (``_compact_moves``) checks each one as the rebuild does
-    (storage inside [pd_upper, pd_special), NORMAL or DEAD, no overlap, the total fits)
-    and computes its new place; items already there (in an opportunistic prune, those
+    (storage inside [pd_upper, pd_special), NORMAL or DEAD, no overlap, the total fits;
+    and an aligned start, invariant 2, which the rebuild does not need) and computes its
+    new place; items already there (in an opportunistic prune, those
     above the highest item that lost its storage) are not touched, and consecutive items
     that move by the same distance are contiguous and move as one slice, padding
     included.  That relies on invariant 5 - alignment padding is zero, as every writer
@@ -590,7 +592,7 @@ def _compact(page, words: list[int], lower: int, upper: int, special: int) -> in
         first += 1
     while last > first and not words[last] >> _LP_LEN_SHIFT:
         last -= 1
-    if (words[first] & _LP_OFF_MASK) < (words[last] & _LP_OFF_MASK) if n else False:
+    if n and (words[first] & _LP_OFF_MASK) < (words[last] & _LP_OFF_MASK):
         order = zip(range(n - 1, -1, -1), reversed(given))
     else:
         order = enumerate(given)
@@ -629,8 +631,8 @@ def _compact_moves(words: list[int], order, upper: int, special: int):
         if not ln:
             continue
         off = v & _LP_OFF_MASK
-        if off + ln > low or not v & _LP_HAS_STORAGE_BIT:
-            return None
+        if off + ln > low or v & _STORED_ALIGNED != _LP_HAS_STORAGE_BIT:
+            return None  # overlap, out of order, not NORMAL / DEAD, or an unaligned start
         a = (ln + (MAXALIGN - 1)) & ~(MAXALIGN - 1)
         pos -= a
         low = off
