@@ -62,16 +62,20 @@ the buffer is marked dirty.  A prune that removes nothing still stores the new
 
 Cost (one page of an OLTP table, ~55 tuples): the single-page classification
 (``_scan_scalar``) reads a copy of the page with ``struct``; a tuple whose hint bits say
-LIVE and that is not heap-only - most of a page - costs one two-field read and takes no
-part in the chain walk; a tuple whose inserter and deleter are hinted committed is DEAD or
-RECENTLY_DEAD by one comparison with the horizon; the others go to ``satisfies_vacuum``
-with the proc array wrapped in ``RunningAfter`` (an xid older than this prune's
-``global_xmin()`` is not running: no scan of the proc array for it), which took the
-classification of a TPC-B accounts page from ~85-110 to ~50-65 us.  The page change (``pg.prune_items``)
-rewrites the line pointer array once and compacts by joining the kept items into one new
-storage area.  The WAL record carries the plan, not a page delta (below).  About 80 us of
-CPU per prune of a pgbench_accounts page, against ~155 us before (no before-copy of the
-page, no delta, half the compaction and classification).
+LIVE and that is not heap-only - most of a page - costs one read of its two infomasks as
+one u32 and one mask test, and takes no part in the chain walk; a tuple whose inserter and
+deleter are hinted committed is DEAD or RECENTLY_DEAD by one comparison with the horizon;
+the others go to ``satisfies_vacuum`` with the proc array wrapped in ``RunningAfter`` (an
+xid older than this prune's ``global_xmin()`` is not running: no scan of the proc array
+for it).  The page change (``pg.prune_items``) rewrites the line pointer array once and
+compacts moving only what moves: the items above the highest one that lost its storage
+stay where they are, the ones below it move up as one slice (``page._compact``).  The WAL
+record carries the plan, not a page delta (below).  Replaying the 1,861 prunes of a
+TPC-B-like run into copies of their pages, the page-level work (classification, plan,
+page change, record data, free space) takes ~50-65 us a page where the whole-area
+compaction and the two-field reads took ~60-85 (the compaction alone ~22 against ~33);
+a whole prune in that run, WAL record included, ~73 us against ~84 (medians; a loaded
+machine).
 
 WAL: a prune that changed line pointers logs Heap2 PRUNE as PostgreSQL's
 ``xl_heap_prune``: main data ``latestRemovedXid`` (the newest xmax among the DEAD
@@ -157,12 +161,18 @@ PRUNE_MIN_FREE_DIVISOR = 10
 
 _INFOMASK2_OFFSET = 30  # t_infomask2, then t_infomask, inside the tuple header (layout.py)
 _INFOMASK_OFFSET = 32
-_INFOMASKS = struct.Struct("<HH")        # t_infomask2, t_infomask
+# the two infomasks read as one u32 (t_infomask2 low, t_infomask high): a tuple whose
+# inserter is hinted committed, with no deleter, that is not heap-only
+_PLAIN_MASK = HEAP_ONLY_TUPLE | (HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID) << 16
+_PLAIN_LIVE = (HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID) << 16
 _XIDS_CTID = struct.Struct("<QQ8xIH")    # xmin, xmax, (cmin, cmax), ctid.block, ctid.offset
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _LP_OFF_MASK = 0x7FFF  # line pointer word: lp_off (15 bits), lp_flags (2), lp_len (15)
 _LP_FLAGS_SHIFT = 15
+_LP_FLAGS_BITS = 3 << _LP_FLAGS_SHIFT
+_LP_NORMAL_BITS = pg.LP_NORMAL << _LP_FLAGS_SHIFT
+_LP_REDIRECT_BITS = pg.LP_REDIRECT << _LP_FLAGS_SHIFT
 _SETTLED_LIVE = HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID  # inserter committed, no deleter
 _XMIN_FLAGS = HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID
 _HINT_BITS = _XMIN_FLAGS | HEAP_XMAX_COMMITTED | HEAP_XMAX_INVALID | HEAP_XMAX_LOCK_ONLY
@@ -260,11 +270,8 @@ def heap_page_prune_opt(backend, rel: HeapRel, bufs, first_block: int | None = N
             stats["skipped_busy"] += 1
             continue
         try:
-            page = bm.page(b)
-            pxid = pg.get_prune_xid(page)
-            if (pxid == 0 or pxid >= horizon
-                    or not _needs_space(pg.get_flags(page), pg.get_lower(page),
-                                        pg.get_upper(page), min_free)):
+            pxid, flags, lower, upper = pg.prune_hints(bm.page(b))
+            if pxid == 0 or pxid >= horizon or not _needs_space(flags, lower, upper, min_free):
                 continue
             block = bm.buffer_tag(b)[2]
             # horizon is global_xmin(): no xid older than it runs
@@ -354,10 +361,9 @@ def _prune(backend, rel: HeapRel, buf: int, horizon: int, *, block: int | None =
         block = bm.buffer_tag(buf)[2]
     page = bm.page(buf)
     res = PruneResult()
-    if pg.page_is_new(page):
+    old_prune_xid, old_flags, _lower, upper = pg.prune_hints(page)
+    if upper == 0:  # a new page
         return res
-    old_prune_xid = pg.get_prune_xid(page)
-    old_flags = pg.get_flags(page)
     redirects, to_dead, to_unused, ndeleted, nhinted, new_prune_xid, kstates, latest = (
         _scan_scalar(backend, page, block, horizon, running_from) if scalar
         else _scan_numpy(backend, page, block, horizon))
@@ -404,7 +410,9 @@ def _execute(page, redirects, to_dead, to_unused, new_prune_xid: int) -> bool:
     if changed:
         pg.prune_items(page, redirects, to_dead, to_unused)
     pg.set_prune_xid(page, new_prune_xid)
-    pg.set_flags(page, pg.get_flags(page) & ~pg.PD_PAGE_FULL)
+    flags = pg.get_flags(page)
+    if flags & pg.PD_PAGE_FULL:
+        pg.set_flags(page, flags & ~pg.PD_PAGE_FULL)
     return changed
 
 
@@ -414,7 +422,7 @@ def _prune_block_data(prune_xid: int, redirects, to_dead, to_unused) -> bytes:
     offs = [o for pair in redirects for o in pair]
     offs += to_dead
     offs += to_unused
-    return _U32.pack(prune_xid) + struct.pack(f"<{len(offs)}H", *offs)
+    return struct.pack(f"<I{len(offs)}H", prune_xid, *offs)
 
 
 def redo_prune(page, blk, record) -> None:
@@ -479,22 +487,22 @@ def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0)
     nplain = 0              # settled LIVE tuples that are not heap-only
     nhinted = 0
     chains = False
-    im_unpack, hdr_unpack, im_pack = _INFOMASKS.unpack_from, _XIDS_CTID.unpack_from, \
-        _U16.pack_into
+    im_unpack, hdr_unpack, im_pack = _U32.unpack_from, _XIDS_CTID.unpack_from, _U16.pack_into
     for off, v in enumerate(words, 1):
-        f = (v >> _LP_FLAGS_SHIFT) & 3
-        if f != pg.LP_NORMAL:
-            if f == pg.LP_REDIRECT:
+        if v & _LP_FLAGS_BITS != _LP_NORMAL_BITS:
+            if v & _LP_FLAGS_BITS == _LP_REDIRECT_BITS:
                 roots.append(off)
                 chains = True
             continue
         at = v & _LP_OFF_MASK
-        im2, im = im_unpack(data, at + _INFOMASK2_OFFSET)
+        ims = im_unpack(data, at + _INFOMASK2_OFFSET)[0]  # t_infomask2 | t_infomask << 16
+        if ims & _PLAIN_MASK == _PLAIN_LIVE:  # settled LIVE, not heap-only: a chain of one
+            nplain += 1
+            continue
+        im2 = ims & 0xFFFF
+        im = ims >> 16
         ho = im2 & HEAP_ONLY_TUPLE != 0
-        if im & _SETTLED_LIVE == _SETTLED_LIVE:
-            if not ho:
-                nplain += 1
-                continue
+        if im & _SETTLED_LIVE == _SETTLED_LIVE:  # heap-only, then
             s = LIVE
             x0, x1, cb, co = hdr_unpack(data, at)
         else:

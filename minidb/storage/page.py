@@ -89,7 +89,7 @@ Each transition is checked with an ``assert``.  Storage left behind by an item
 that became UNUSED, REDIRECT or DEAD-without-storage stays where it is (the page
 does not get emptier) until ``repair_fragmentation`` or ``delete_items`` compacts.
 
-Invariants (``check_page`` verifies 1-4; tests check all of them):
+Invariants (``check_page`` verifies 1-4 and the padding of 5; tests check all of them):
 
   1. 24 <= pd_lower <= pd_upper <= pd_special <= BLCKSZ, pd_special is a multiple
      of 8, (pd_lower - 24) is a multiple of 4, pd_pagesize_version == 8196 --
@@ -108,8 +108,11 @@ Invariants (``check_page`` verifies 1-4; tests check all of them):
      places a tuple through ``add_item`` keeps it true, and pruning, vacuum and
      compaction only remove tuples.  A scan then knows a batch of such pages has no
      NULL without reading every tuple's t_infomask (losing the bit costs only that).
-  5. The free space [pd_lower, pd_upper) is all zero, so alignment padding is
-     zero and page images are deterministic.  (Not relied on for correctness.)
+  5. The free space [pd_lower, pd_upper) is all zero, and so is every item's alignment
+     padding (the bytes from its end to the next multiple of 8): every writer places
+     items into zeroed space, and compaction moves them with their padding.  Page
+     images are deterministic, and ``_compact`` moves a run of adjacent items as one
+     slice, padding included (``check_page`` verifies the padding).
   6. Nothing here changes pd_lsn: the caller that changes a page logs the change
      (``minidb.storage.xloginsert``), which sets pd_lsn to the record's end LSN.
 
@@ -130,7 +133,8 @@ Departures from PostgreSQL:
     pages (heap=False).
   * repair_fragmentation also compacts DEAD items that kept their storage (index
     pages), where PostgreSQL's heap-only version requires DEAD to be storage-free.
-  * Free space is kept zeroed (invariant 5); PostgreSQL leaves garbage there.
+  * Free space and alignment padding are kept zeroed (invariant 5); PostgreSQL leaves
+    garbage there.  Compaction relies on it to move adjacent items as one slice.
   * PD_NO_NULLS (invariant 4a) is minidb's: PostgreSQL's scan deforms tuple by
     tuple and looks at each one's HEAP_HASNULL anyway; a vectorized gather would
     otherwise read every tuple's t_infomask just to learn that none has a NULL.
@@ -144,6 +148,8 @@ are 15 bits, enough for BLCKSZ 8192 only); page-level compression.
 from __future__ import annotations
 
 import struct
+from itertools import repeat
+from operator import and_ as _and
 
 import numpy as np
 
@@ -529,6 +535,7 @@ def set_item_redirect(page, off: int, target_off: int) -> None:
 _ZERO_VIEW = memoryview(bytes(BLCKSZ))
 _PAD = [b""] + [bytes(MAXALIGN - k) for k in range(1, MAXALIGN)]  # padding, by length % 8
 _LP_HAS_STORAGE_BIT = LP_NORMAL << _LP_FLAGS_SHIFT  # set for NORMAL and DEAD
+_STORED_ALIGNED = _LP_HAS_STORAGE_BIT | (MAXALIGN - 1)  # that bit, and lp_off's low 3 bits
 
 
 def _compact_check(words: list[int], lower: int, upper: int, special: int) -> None:
@@ -560,17 +567,104 @@ def _compact_check(words: list[int], lower: int, upper: int, special: int) -> No
 def _compact(page, words: list[int], lower: int, upper: int, special: int) -> int:
     """Move the storage of every pointer in ``words`` (pointer i = offset i+1) against
     pd_special, in the same physical order, rewriting lp_off in ``words``; zero what
-    is freed and the alignment padding.  Validates the pointers first (nothing is
-    written if corrupt).  Returns the new pd_upper; the caller writes ``words`` and the
-    header.
+    is freed.  Validates the pointers first (nothing is written if corrupt).  Returns
+    the new pd_upper; the caller writes ``words`` and the header.
+
+    The bytes are those of ``_compact_rebuild`` (the new storage area built whole, every
+    item followed by zero padding), reached by moving only what moves: one pass over the
+    items from pd_special down (``_compact_moves``) checks each one as the rebuild does
+    (storage inside [pd_upper, pd_special), NORMAL or DEAD, no overlap, the total fits;
+    and an aligned start, invariant 2, which the rebuild does not need) and computes its
+    new place; items already there (in an opportunistic prune, those
+    above the highest item that lost its storage) are not touched, and consecutive items
+    that move by the same distance are contiguous and move as one slice, padding
+    included.  That relies on invariant 5 - alignment padding is zero, as every writer
+    leaves it and ``check_page`` verifies; the rebuild would write those zeros.  The
+    pass takes the items in offset order when their lp_off run monotonically that way
+    (add_item fills a heap page downwards, a bulk load upwards), else sorted.  A page that
+    fails a check goes to ``_compact_rebuild``, which raises the error naming the
+    problem."""
+    given = words[:]
+    n = len(words)
+    # the direction the item storage runs in, from the first and last items with storage
+    first, last = 0, n - 1
+    while first < last and not words[first] >> _LP_LEN_SHIFT:
+        first += 1
+    while last > first and not words[last] >> _LP_LEN_SHIFT:
+        last -= 1
+    if n and (words[first] & _LP_OFF_MASK) < (words[last] & _LP_OFF_MASK):
+        order = zip(range(n - 1, -1, -1), reversed(given))
+    else:
+        order = enumerate(given)
+    done = _compact_moves(words, order, upper, special)
+    if done is None:
+        words[:] = given
+        offs = list(map(_and, words, repeat(_LP_OFF_MASK)))  # (pointers without storage
+        order = sorted(range(n), key=offs.__getitem__, reverse=True)  # are skipped)
+        done = _compact_moves(words, zip(order, map(given.__getitem__, order)), upper,
+                              special)
+    if done is None or done[0] < lower:
+        words[:] = given
+        return _compact_rebuild(page, words, lower, upper, special)
+    new_upper, runs = done
+    mv = memoryview(page)
+    if runs:
+        data = page.tobytes() if isinstance(page, np.ndarray) else bytes(page)
+        for lo, hi, d in runs:
+            mv[lo + d:hi + d] = data[lo:hi]
+    if new_upper > lower:
+        mv[lower:new_upper] = _ZERO_VIEW[:new_upper - lower]  # free space stays zero
+    return new_upper
+
+
+def _compact_moves(words: list[int], order, upper: int, special: int):
+    """``_compact``'s pass over the pointers given by ``order``, pairs (index into
+    ``words``, pointer word) that must come in descending lp_off (those without storage
+    anywhere): (new pd_upper, runs to move as (source start, source end, shift)), lp_off
+    rewritten in ``words`` for the items that move; None if the order is not descending
+    or a check fails (``words`` then partly rewritten: the caller restores it)."""
+    pos = low = special  # next item's new end; the lowest start so far
+    shift = run_lo = run_hi = 0
+    runs = []
+    for i, v in order:
+        ln = v >> _LP_LEN_SHIFT
+        if not ln:
+            continue
+        off = v & _LP_OFF_MASK
+        if off + ln > low or v & _STORED_ALIGNED != _LP_HAS_STORAGE_BIT:
+            return None  # overlap, out of order, not NORMAL / DEAD, or an unaligned start
+        a = (ln + (MAXALIGN - 1)) & ~(MAXALIGN - 1)
+        pos -= a
+        low = off
+        if pos != off:
+            d = pos - off
+            words[i] = v + d
+            if d != shift:
+                if shift:
+                    runs.append((run_lo, run_hi, shift))
+                shift = d
+                run_hi = off + a
+            run_lo = off
+        elif shift:
+            runs.append((run_lo, run_hi, shift))
+            shift = 0
+    if low < upper:
+        return None
+    if shift:
+        runs.append((run_lo, run_hi, shift))
+    return pos, runs
+
+
+def _compact_rebuild(page, words: list[int], lower: int, upper: int, special: int) -> int:
+    """``_compact`` by building the whole new storage area.
 
     The new storage area is built as one ``bytes`` - the items in ascending lp_off
     order, each followed by its zero padding, sliced from one copy of the page - and
     written over [new pd_upper, pd_special) at once, as PostgreSQL's compactify_tuples
     copies through a scratch buffer when the items are not presorted.  Per item: a
     ``bytes`` slice, two appends and the checks (storage inside [pd_upper, pd_special),
-    NORMAL or DEAD, no overlap) - a little over half the cost of moving the items one by
-    one through memoryview assignments.  The bytes are the same whichever items move."""
+    NORMAL or DEAD, no overlap).  ``_compact`` comes here when one of its checks fails;
+    the tests compare the two."""
     given = words[:]  # for the error message, if the checks below fail
     stored = [(v & _LP_OFF_MASK, v >> _LP_LEN_SHIFT, i) for i, v in enumerate(words)
               if v >> _LP_LEN_SHIFT]
@@ -651,7 +745,9 @@ def _repair(page, words: list[int], n: int, lower: int, upper: int, special: int
     struct.pack_into(f"<{n}I", page, PAGE_HEADER_SIZE, *words)
     _U16.pack_into(page, _OFF_UPPER, new_upper)
     flags = _U16.unpack_from(page, _OFF_FLAGS)[0]
-    if 0 in [v & _LP_FLAGS_MASK for v in words]:  # some pointer is LP_UNUSED
+    # some pointer is LP_UNUSED (an all-zero word, by invariant 2: the second test only
+    # when none is, to see an UNUSED one with stray bits the same way)
+    if 0 in words or not all(map(_and, words, repeat(_LP_FLAGS_MASK))):
         flags |= PD_HAS_FREE_LINES
     else:
         flags &= ~PD_HAS_FREE_LINES
@@ -714,8 +810,8 @@ def check_page_header(page, what: str) -> None:
 
 
 def check_page(page, what: str) -> None:
-    """check_page_header plus invariants 2 and 4 on every line pointer (for tests and
-    check_heap/check_btree; O(items) Python)."""
+    """check_page_header plus invariants 2, 4 and 5's padding on every line pointer (for
+    tests and check_heap/check_btree; O(items) Python)."""
     check_page_header(page, what)
     if page_is_new(page):
         return
@@ -741,6 +837,10 @@ def check_page(page, what: str) -> None:
                                     f"[{lp_off}, {lp_off + lp_len}) outside [{upper}, {special}) "
                                     f"or unaligned")
             ranges.append((lp_off, lp_off + lp_len, off))
+            pad_end = min(maxalign(lp_off + lp_len), special)
+            if any(page[lp_off + lp_len:pad_end]):
+                raise DataCorrupted(f"invalid page in {what}: line pointer {off}: alignment "
+                                    f"padding after the item is not zero")
     ranges.sort()
     for (_s1, e1, o1), (s2, _e2, o2) in zip(ranges, ranges[1:]):
         if s2 < e1:

@@ -725,3 +725,103 @@ def test_prune_items_equals_item_by_item_then_repair():
         P.repair_fragmentation(a)
         P.prune_items(b, redirects, dead, unused)
         assert bytes(a) == bytes(b)
+
+
+def _random_layout(rng, order: str):
+    """A page whose items are stored in the given order of lp_off by offset number
+    (``down``: as add_item fills a page, ``up``: as a bulk load does, ``mixed``), with
+    random gaps between them (storage that lost its pointer) and some pointers without
+    storage; padding and free space zero.  Returns (page, words, lower, upper, special)."""
+    special_size = rng.choice([0, 0, 16])
+    pg = new_page(special_size)
+    special = P.get_special(pg)
+    n = rng.randint(1, 70)
+    lens = [rng.randint(1, 90) for _ in range(n)]
+    gaps = [rng.choice([0, 0, 0, 8, 40]) for _ in range(n)]
+    slots = list(range(n))
+    if order == "up":
+        slots.reverse()
+    elif order == "mixed":
+        rng.shuffle(slots)
+    pos = special
+    words = [0] * n
+    for k in slots:  # k-th pointer, placed from pd_special down in this order
+        pos -= P.maxalign(lens[k]) + gaps[k]
+        if pos < 24 + 4 * n + 8:
+            break
+        pg[pos:pos + lens[k]] = [rng.randrange(1, 256) for _ in range(lens[k])]
+        words[k] = pos | (P.LP_NORMAL << 15) | (lens[k] << 17)
+    for k in range(n):  # some pointers lose their storage (a prune's plan)
+        if words[k] and rng.random() < 0.2:
+            words[k] = rng.choice([0, P.LP_DEAD << 15, ((k + 1) % n + 1) | (P.LP_REDIRECT << 15)])
+    lower = 24 + 4 * n
+    upper = min([w & 0x7FFF for w in words if w >> 17], default=special)
+    return pg, words, lower, upper, special
+
+
+@pytest.mark.parametrize("order", ["down", "up", "mixed"])
+def test_compact_moves_equal_rebuild(order):
+    """``_compact`` (moves only what moves, runs as one slice) leaves the bytes and line
+    pointers ``_compact_rebuild`` (the whole area rebuilt) leaves."""
+    rng = random.Random(hash(order) & 0xFFFF)
+    for _case in range(150):
+        pg, words, lower, upper, special = _random_layout(rng, order)
+        a, b = pg.copy(), pg.copy()
+        wa, wb = words[:], words[:]
+        assert P._compact(a, wa, lower, upper, special) == \
+            P._compact_rebuild(b, wb, lower, upper, special)
+        assert wa == wb
+        assert bytes(a) == bytes(b)
+
+
+def test_compact_unaligned_start_as_rebuild():
+    """An item whose start is not 8-byte aligned (against invariant 2; the rebuild copes)
+    makes ``_compact`` take the rebuild: the same bytes."""
+    pg = new_page()
+    for k in range(3):
+        P.add_item(pg, bytes([k + 1]) * 21)
+    lower, upper, special = P.get_lower(pg), P.get_upper(pg), P.get_special(pg)
+    words = [P._U32.unpack_from(pg, P._lp_pos(o))[0] for o in (1, 2, 3)]
+    words[1] += 3  # item 2 starts 3 bytes later, still inside its old slot
+    words[0] = P.LP_DEAD << 15  # item 1 loses its storage: the others move
+    a, b = pg.copy(), pg.copy()
+    wa, wb = words[:], words[:]
+    assert P._compact(a, wa, lower, upper, special) == \
+        P._compact_rebuild(b, wb, lower, upper, special)
+    assert wa == wb and bytes(a) == bytes(b)
+
+
+def test_compact_corrupt_raises_as_rebuild():
+    """On overlapping, out-of-range or flagless storage ``_compact`` raises what the
+    rebuild raises, and writes nothing."""
+    pg = new_page()
+    for k in range(4):
+        P.add_item(pg, bytes([k + 1]) * 30)
+    lower, upper, special = P.get_lower(pg), P.get_upper(pg), P.get_special(pg)
+    words = [P._U32.unpack_from(pg, P._lp_pos(o))[0] for o in (1, 2, 3, 4)]
+    mask = 0x7FFF
+    cases = [
+        [words[0], (words[1] & ~mask) | ((words[2] & mask) + 8), words[2], words[3]],  # overlap
+        [words[0], words[1], (words[2] & ~mask) | (upper - 8), words[3]],  # below pd_upper
+        [words[0], words[1], words[2], (words[3] & ~mask) | (special - 16)],  # past the end
+        [words[0], words[1] & ~(3 << 15), words[2], words[3]],  # storage on an UNUSED pointer
+    ]
+    before = bytes(pg)
+    for bad in cases:
+        with pytest.raises(DataCorrupted) as fast:
+            P._compact(pg, bad[:], lower, upper, special)
+        with pytest.raises(DataCorrupted) as whole:
+            P._compact_rebuild(pg, bad[:], lower, upper, special)
+        assert str(fast.value) == str(whole.value)
+        assert bytes(pg) == before
+
+
+def test_check_page_sees_nonzero_padding():
+    """Invariant 5's padding (``_compact`` moves runs of items with their padding)."""
+    pg = new_page()
+    P.add_item(pg, b"z" * 13)
+    P.check_page(pg, "test page")
+    lp_off, _f, lp_len = P.get_item_id(pg, 1)
+    pg[lp_off + lp_len] = 1
+    with pytest.raises(DataCorrupted, match="padding"):
+        P.check_page(pg, "test page")
