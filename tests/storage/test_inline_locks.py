@@ -5,7 +5,7 @@ What is proven here:
     lock, unlock, unpin) take each partition lock as ``acquire`` / ``release`` do: the
     semaphore, then this process recorded as the holder, ..., the holder cleared, then the
     semaphore given back - one such section per call, for the partition of the buffer;
-  * ``with lock:`` does the same;
+  * ``with lock:`` and the WAL insertion (its insertion lock taken inline) do the same;
   * a process killed inside an inline section leaves its pid as the holder, and a backend
     whose inline try fails takes the blocking path, finds the dead holder and raises
     ``LWLockHolderDied`` (the crash flag set) instead of waiting.
@@ -23,6 +23,7 @@ import pytest
 from minidb.errors import LWLockHolderDied
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE
+from minidb.wal import record as rec
 
 
 def _add_pages(bm, rfn: int, n: int) -> None:
@@ -105,11 +106,35 @@ def test_buffer_calls_take_their_partition_lock_with_the_holder_recorded(instanc
         assert not holders[1:len(instance.locks.all_lwlocks) + 1].any()
 
 
-def test_with_lock_records_the_holder(instance):
+def test_with_lock_and_wal_insertion_record_the_holder(instance):
+    holders = instance.locks.holders
     lock = instance.locks.syncscan
     with lock:
         assert lock.holder() == os.getpid()
     assert lock.holder() == 0
+    with instance.connect() as b:
+        wal = b.bufmgr.wal
+        sh = wal.shared
+        events: list = []
+        try_, give, hw, i = sh.insert_fast
+        assert hw is instance.locks.holder_words and i == instance.locks.wal_insert._index
+
+        def t(block):
+            events.append(("take", i))
+            return try_(block)
+
+        def g():
+            events.append(("give", i, int(holders[i])))
+            return give()
+        orig = sh.insert_fast
+        sh.insert_fast = (t, g, _Recorder(hw, events), i)
+        try:
+            before = wal.insert_lsn()
+            end = wal.insert(rec.RM_XLOG, rec.XLOG_NOOP, 0, b"12345678")
+        finally:
+            sh.insert_fast = orig
+        assert end == wal.insert_lsn() > before
+        assert _check_sections(events, holders, os.getpid()) == [i]
 
 
 def test_killed_inside_an_inline_section_is_found_by_the_next_taker(instance, make_table):
