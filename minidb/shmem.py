@@ -161,7 +161,9 @@ Locks (all created before any fork):
   sleeps on ``proc->sem``; whoever releases the object wakes every bit in the mask.
 
 Every lock above is an ``LWLock``: a ``multiprocessing`` lock that records its holder's
-pid in a shared holder table (entry 0 of which is the instance's *crash flag*).  The
+pid in a shared holder table (entry 0 of which is the instance's *crash flag*); the hottest
+callers (the buffer manager's single-buffer calls, the WAL insertion) take it inline through
+``LWLock.fast()``, the same semaphore operations and holder records without its Python frames.  The
 critical sections they guard last microseconds to milliseconds, and a killed process
 cannot release a semaphore, so a holder that died means shared state may be half-changed:
 PostgreSQL's postmaster answers with a crash restart of every backend, and so does minidb:
@@ -490,6 +492,9 @@ _refresh_pid()
 os.register_at_fork(before=_before_fork, after_in_child=_refresh_pid)
 
 
+CURRENT_PID = _PID  # the one-element list itself, for hot paths: CURRENT_PID[0]
+
+
 def current_pid() -> int:
     """``os.getpid()`` without the system call (kept current by the fork hook)."""
     return _PID[0]
@@ -557,7 +562,8 @@ class LWLock(multiprocessing.synchronize.Lock):
 
     and gives up after ``LWLOCK_TIMEOUT_S`` with ``LWLockTimeout`` naming the lock.
     ``acquire(False)`` and ``acquire(timeout=t)`` behave as ``multiprocessing.Lock``'s (and
-    record the holder too).
+    record the holder too).  ``with lock:`` runs the uncontended path inline; ``fast()``
+    hands a hot caller the pieces to do the same in its own code.
     """
 
     def __init__(self, name: str, ctx, locks: "SharedLocks | None" = None, index: int = 0):
@@ -572,33 +578,71 @@ class LWLock(multiprocessing.synchronize.Lock):
         pid = _PID
         try_acquire = sem.acquire
         give_back = sem.release
+        # the inline protocol's pieces (see ``LWLock.fast``): C-level methods of the
+        # semaphore, so a hot caller spends no Python frame on the lock itself
+        self.sem_try, self.sem_give, self.holder_words = try_acquire, give_back, holders
+
+        if holders is None:  # unpickled elsewhere: no holder table to keep
+            def acquire(block: bool = True, timeout: float | None = None) -> bool:
+                if block and timeout is None:
+                    return try_acquire(False) or _wait_blocked(sem, name, locks, idx)
+                return try_acquire(block, timeout)
+
+            self.acquire = acquire
+            self.release = give_back
+            return
 
         def acquire(block: bool = True, timeout: float | None = None) -> bool:
-            if not block or timeout is not None:
-                ok = try_acquire(block, timeout)
-            else:
-                ok = try_acquire(False) or _wait_blocked(sem, name, locks, idx)
-            if ok and holders is not None:
+            if block and timeout is None:
+                if try_acquire(False) or _wait_blocked(sem, name, locks, idx):
+                    holders[idx] = pid[0]
+                    return True
+                return False  # pragma: no cover - _wait_blocked raises instead
+            if try_acquire(block, timeout):
                 holders[idx] = pid[0]
-            return ok
+                return True
+            return False
 
         def release() -> None:
-            if holders is not None:
-                holders[idx] = 0
+            holders[idx] = 0
             give_back()
 
         self.acquire = acquire
         self.release = release
+
+    def fast(self) -> tuple:
+        """``(sem_try, sem_give, holder_words, index)`` for a caller that inlines the
+        uncontended path (the buffer manager's partition locks, the WAL insertion lock):
+
+            if not sem_try(False):
+                lock.acquire()            # the blocking path (it records the holder too)
+            holder_words[index] = CURRENT_PID[0]
+            ...                           # the critical section
+            holder_words[index] = 0
+            sem_give()
+
+        - the same semaphore operations and holder records as ``acquire`` / ``release``,
+        in the same order, so a process killed anywhere in between is found exactly as
+        before.  ``holder_words`` is None for a lock without a holder table (unpickled):
+        such a caller must use ``acquire`` / ``release``."""
+        return self.sem_try, self.sem_give, self.holder_words, self._index
 
     def holder(self) -> int:
         """The pid recorded as holding the lock (0: free, or not recorded yet)."""
         return int(self._locks.holders[self._index]) if self._locks is not None else 0
 
     def __enter__(self):
+        # the uncontended path inline (one Python frame less than ``acquire``)
+        if self.holder_words is not None and self.sem_try(False):
+            self.holder_words[self._index] = _PID[0]
+            return True
         return self.acquire()
 
     def __exit__(self, *exc):
-        self.release()
+        hw = self.holder_words
+        if hw is not None:
+            hw[self._index] = 0
+        self.sem_give()
 
     def __getstate__(self):
         return (super().__getstate__(), self.name)

@@ -44,7 +44,10 @@ Fused access (PostgreSQL 14+): ``pin_lock`` pins and content-locks a page found 
 pool in one critical section of its partition lock, ``unlock_unpin`` releases both in one, and
 ``read_recent`` (ReadRecentBuffer) pins and locks through a buffer number the caller
 remembered, checked against the tag, without a mapping lookup.  Counts are those of the
-pairs.  Cold reads: a buffer never handed out comes from the free list before the clock
+pairs.  These and ``pin`` / ``unpin`` / ``lock`` / ``unlock`` are written out inline: the
+tag hashed and looked up in place, the partition lock taken through ``LWLock.fast()`` (the
+semaphore's try and post, the holder recorded and cleared between them as ``acquire`` /
+``release`` do), so a hit spends no Python frame on the lock, the hash or the lookup.  Cold reads: a buffer never handed out comes from the free list before the clock
 sweep runs (``freelist.next_never_used``), and a single page read is verified in scalar
 code (``_verify_one``: the same checks and outcome as a batch of one).
 
@@ -70,11 +73,11 @@ import numpy as np
 
 from minidb.config import Settings
 from minidb.errors import DataCorrupted, InsufficientResources, LockNotAvailable
-from minidb.shmem import LWLOCK_POLL_S, C
+from minidb.shmem import CURRENT_PID, LWLOCK_POLL_S, C
 from minidb.storage import page as pg
 from minidb.storage.buf_internals import (BM_DIRTY, BM_IO_IN_PROGRESS, BM_MAX_USAGE_COUNT,
                                           BM_PIN_COUNT_WAITER, BM_TAG_VALID, BM_VALID)
-from minidb.storage.buf_table import BufTable, make_tag, tag_parts
+from minidb.storage.buf_table import _GOLDEN, _M64, BufTable, make_tag, tag_parts
 from minidb.storage.freelist import SWEEP_STEP, AccessStrategy, next_never_used, sweep_slice
 from minidb.storage.smgr import MAIN_FORKNUM, Smgr
 
@@ -118,6 +121,21 @@ class BufferManager:
         self._shared = memoryview(seg.buf_lock_shared)
         self._excl = memoryview(seg.buf_lock_excl)
         self._waiters = memoryview(seg.buf_waiters)
+        # the hot paths (pin_lock, read_recent, unlock_unpin, pin, unpin, lock, unlock)
+        # take a partition lock inline (``LWLock.fast``: the semaphore's own methods and
+        # the holder record, no Python frame of the lock) and hash and look the tag up
+        # inline (``BufTable.hash`` / ``lookup``)
+        self._psem = []
+        for lk in locks.partition:
+            try_, give, hw, idx = lk.fast()
+            assert hw is locks.holder_words
+            self._psem.append((try_, give, idx))
+        self._hw = locks.holder_words
+        self._pidc = CURRENT_PID
+        self._heads = memoryview(seg.map_heads)
+        self._next = memoryview(seg.buf_next)
+        self._gmask = self.table.group_mask
+        self._npart = self.table.npart
         self._pages = [None] * self.nbuffers
         # reads of a read batch not verified yet (start_read_batch), else None
         self._pending: list | None = None
@@ -154,13 +172,25 @@ class BufferManager:
             print(f"[bufmgr slot {self.slot}] {msg}", file=sys.stderr)
 
     def _lock_buf_part(self, buf: int) -> int:
-        """Lock the partition guarding ``buf``'s descriptor; return its number."""
+        """Lock the partition guarding ``buf``'s descriptor; return its number (release
+        with ``part_locks[p].release()`` or ``_unlock_part(p)``)."""
+        part, psem, hw = self._part, self._psem, self._hw
         while True:
-            p = self._part[buf]
-            self.part_locks[p].acquire()
-            if self._part[buf] == p:
+            p = part[buf]
+            try_, give, idx = psem[p]
+            if not try_(False):
+                self.part_locks[p].acquire()
+            hw[idx] = self._pidc[0]
+            if part[buf] == p:
                 return p
-            self.part_locks[p].release()
+            hw[idx] = 0
+            give()
+
+    def _unlock_part(self, p: int) -> None:
+        """Release partition lock ``p`` (``part_locks[p].release()``, inline)."""
+        _, give, idx = self._psem[p]
+        self._hw[idx] = 0
+        give()
 
     def _wake(self, mask: int) -> None:
         sem = self.locks.sem
@@ -201,8 +231,37 @@ class BufferManager:
     def pin(self, rfn: int, block: int, fork: int = MAIN_FORKNUM,
             strategy: AccessStrategy | None = None) -> int:
         """Pin block ``block`` of a relation fork, reading it in if needed (ReadBuffer)."""
-        tag = make_tag(rfn, fork, block)
-        bucket, p = self.table.hash(tag)
+        tag = (rfn << 34) | (fork << 32) | block  # make_tag
+        h = ((tag >> 4) * _GOLDEN) & _M64         # BufTable.hash, inline
+        g = (h ^ (h >> 29)) & self._gmask
+        bucket, p = (g << 4) | (tag & 15), g % self._npart
+        if strategy is None:
+            # the usual case, a valid page in the pool, inline: the loop below does the
+            # same (``_pin_locked``) through the helpers
+            try_, give, idx = self._psem[p]
+            if not try_(False):
+                self.part_locks[p].acquire()
+            hw = self._hw
+            hw[idx] = self._pidc[0]
+            tags, nxt = self._tag, self._next
+            b = self._heads[bucket]
+            while b >= 0 and tags[b] != tag:
+                b = nxt[b]
+            if b >= 0 and self._flags[b] & BM_VALID:
+                pins = self._pins
+                mine = pins[b]
+                if mine == 0:
+                    self._refcount[b] += 1
+                pins[b] = mine + 1
+                u = self._usage[b]
+                if u < BM_MAX_USAGE_COUNT:
+                    self._usage[b] = u + 1
+                hw[idx] = 0
+                give()
+                self.counts[_HIT] += 1
+                return b
+            hw[idx] = 0
+            give()
         deadline = None
         while True:
             lk = self.part_locks[p]
@@ -269,7 +328,17 @@ class BufferManager:
         if mine > 1:
             self._pins[b] = mine - 1
             return
-        p = self._lock_buf_part(b)
+        part, psem, hw = self._part, self._psem, self._hw
+        while True:  # _lock_buf_part
+            p = part[b]
+            try_, give, idx = psem[p]
+            if not try_(False):
+                self.part_locks[p].acquire()
+            hw[idx] = self._pidc[0]
+            if part[b] == p:
+                break
+            hw[idx] = 0
+            give()
         self._pins[b] = 0
         rc = self._refcount[b] - 1
         self._refcount[b] = rc
@@ -278,7 +347,8 @@ class BufferManager:
             wake = self._waiters[b]
             self._waiters[b] = 0
             self._flags[b] &= ~BM_PIN_COUNT_WAITER
-        self.part_locks[p].release()
+        hw[idx] = 0
+        give()
         if wake:
             self._wake(wake)
 
@@ -290,17 +360,47 @@ class BufferManager:
         A page found valid in the pool whose content lock is free is pinned and locked in
         one critical section of its mapping partition (one partition-lock round trip
         instead of two); anything else (a miss, a read in progress, a lock to wait for)
-        goes the long way, with the same counts."""
+        goes the long way, with the same counts.  The common path is written out inline
+        (the partition lock as ``LWLock.fast`` describes, ``BufTable.hash`` / ``lookup``,
+        ``_pin_then_lock``): no Python call besides the semaphore's two."""
         tag = (rfn << 34) | (fork << 32) | block  # make_tag
-        bucket, p = self.table.hash(tag)
-        lk = self.part_locks[p]
-        lk.acquire()
-        b = self.table.lookup(tag, bucket)
+        h = ((tag >> 4) * _GOLDEN) & _M64         # BufTable.hash
+        g = (h ^ (h >> 29)) & self._gmask
+        try_, give, idx = self._psem[g % self._npart]
+        if not try_(False):
+            self.part_locks[g % self._npart].acquire()
+        hw = self._hw
+        hw[idx] = self._pidc[0]
+        tags, nxt = self._tag, self._next           # BufTable.lookup
+        b = self._heads[(g << 4) | (tag & 15)]
+        while b >= 0 and tags[b] != tag:
+            b = nxt[b]
         if b >= 0 and self._flags[b] & BM_VALID and self._held[b] == UNLOCKED:
-            if self._pin_then_lock(b, mode, lk):
+            # _pin_then_lock: a pin (a hit), then the content lock if it is free
+            pins = self._pins
+            mine = pins[b]
+            if mine == 0:
+                self._refcount[b] += 1
+            pins[b] = mine + 1
+            u = self._usage[b]
+            if u < BM_MAX_USAGE_COUNT:
+                self._usage[b] = u + 1
+            if self._excl[b] < 0 and (mode == SHARE or self._shared[b] == 0):
+                if mode == SHARE:
+                    self._shared[b] += 1
+                else:
+                    self._excl[b] = self.slot
+                self._held[b] = mode
+                hw[idx] = 0
+                give()
+                self.counts[_HIT] += 1
                 return b
+            hw[idx] = 0
+            give()
+            self.counts[_HIT] += 1
         else:
-            lk.release()
+            hw[idx] = 0
+            give()
             b = self.pin(rfn, block, fork)
         try:
             self.lock(b, mode)
@@ -312,7 +412,8 @@ class BufferManager:
     def _pin_then_lock(self, b: int, mode: int, lk) -> bool:
         """With ``b``'s partition lock ``lk`` held and ``b`` valid: pin it (a hit) and take
         its content lock in the same critical section if the lock is free; releases ``lk``.
-        False: pinned but not locked (the caller waits for the lock the long way)."""
+        False: pinned but not locked (the caller waits for the lock the long way).
+        (``pin_lock`` and ``read_recent`` do this inline.)"""
         self._pin_locked(b, None)
         locked = self._excl[b] < 0 and (mode == SHARE or self._shared[b] == 0)
         if locked:
@@ -329,23 +430,48 @@ class BufferManager:
                     fork: int = MAIN_FORKNUM) -> int | None:
         """``pin_lock`` through a remembered buffer number (ReadRecentBuffer): if buffer
         ``hint`` still holds the block, valid, it is pinned and locked without a mapping
-        lookup; otherwise None (nothing pinned) and the caller uses ``pin_lock``."""
+        lookup; otherwise None (nothing pinned) and the caller uses ``pin_lock``.  (The
+        common path inline, as in ``pin_lock``.)"""
         tag = (rfn << 34) | (fork << 32) | block  # make_tag
         if not 0 <= hint < self.nbuffers or self._tag[hint] != tag:
             return None  # (an unlocked look first; checked again under the lock)
-        while True:  # _lock_buf_part, inline
-            p = self._part[hint]
-            lk = self.part_locks[p]
-            lk.acquire()
-            if self._part[hint] == p:
+        part, psem, hw = self._part, self._psem, self._hw
+        while True:  # _lock_buf_part
+            p = part[hint]
+            try_, give, idx = psem[p]
+            if not try_(False):
+                self.part_locks[p].acquire()
+            hw[idx] = self._pidc[0]
+            if part[hint] == p:
                 break
-            lk.release()
+            hw[idx] = 0
+            give()
         if not (self._tag[hint] == tag and self._flags[hint] & BM_VALID
                 and self._held[hint] == UNLOCKED):
-            lk.release()
+            hw[idx] = 0
+            give()
             return None
-        if self._pin_then_lock(hint, mode, lk):
+        pins = self._pins                         # _pin_then_lock
+        mine = pins[hint]
+        if mine == 0:
+            self._refcount[hint] += 1
+        pins[hint] = mine + 1
+        u = self._usage[hint]
+        if u < BM_MAX_USAGE_COUNT:
+            self._usage[hint] = u + 1
+        if self._excl[hint] < 0 and (mode == SHARE or self._shared[hint] == 0):
+            if mode == SHARE:
+                self._shared[hint] += 1
+            else:
+                self._excl[hint] = self.slot
+            self._held[hint] = mode
+            hw[idx] = 0
+            give()
+            self.counts[_HIT] += 1
             return hint
+        hw[idx] = 0
+        give()
+        self.counts[_HIT] += 1
         try:
             self.lock(hint, mode)
         except BaseException:
@@ -355,32 +481,47 @@ class BufferManager:
 
     def unlock_unpin(self, b: int) -> None:
         """Release the content lock and one pin of ``b`` (``unlock`` then ``unpin``) in one
-        critical section of its partition."""
-        mode = self._held[b]
+        critical section of its partition (taken inline, as in ``pin_lock``)."""
+        held = self._held
+        mode = held[b]
         assert mode != UNLOCKED, "unlock of a buffer not locked"
-        mine = self._pins[b]
+        pins = self._pins
+        mine = pins[b]
         assert mine > 0, f"unpin of buffer {b} not pinned by slot {self.slot}"
-        p = self._lock_buf_part(b)
+        part, psem, hw = self._part, self._psem, self._hw
+        while True:  # _lock_buf_part
+            p = part[b]
+            try_, give, idx = psem[p]
+            if not try_(False):
+                self.part_locks[p].acquire()
+            hw[idx] = self._pidc[0]
+            if part[b] == p:
+                break
+            hw[idx] = 0
+            give()
+        shared = self._shared
         if mode == SHARE:
-            self._shared[b] -= 1
+            shared[b] -= 1
         else:
             self._excl[b] = -1
-        self._held[b] = UNLOCKED
+        held[b] = UNLOCKED
+        waiters = self._waiters
         wake = 0
-        if self._waiters[b] and self._shared[b] == 0:
-            wake = self._waiters[b]
-            self._waiters[b] = 0
+        if waiters[b] and shared[b] == 0:
+            wake = waiters[b]
+            waiters[b] = 0
         if mine > 1:
-            self._pins[b] = mine - 1
+            pins[b] = mine - 1
         else:
-            self._pins[b] = 0
+            pins[b] = 0
             rc = self._refcount[b] - 1
             self._refcount[b] = rc
             if rc <= 1 and self._flags[b] & BM_PIN_COUNT_WAITER:
-                wake |= self._waiters[b]
-                self._waiters[b] = 0
+                wake |= waiters[b]
+                waiters[b] = 0
                 self._flags[b] &= ~BM_PIN_COUNT_WAITER
-        self.part_locks[p].release()
+        hw[idx] = 0
+        give()
         if wake:
             self._wake(wake)
 
@@ -618,18 +759,30 @@ class BufferManager:
         assert self._pins[b] > 0, "content lock on an unpinned buffer"
         assert self._held[b] == UNLOCKED, "content lock taken twice"
         deadline = None
+        part, psem, hw = self._part, self._psem, self._hw
         while True:
-            p = self._lock_buf_part(b)
+            while True:  # _lock_buf_part
+                p = part[b]
+                try_, give, idx = psem[p]
+                if not try_(False):
+                    self.part_locks[p].acquire()
+                hw[idx] = self._pidc[0]
+                if part[b] == p:
+                    break
+                hw[idx] = 0
+                give()
             if self._excl[b] < 0 and (mode == SHARE or self._shared[b] == 0):
                 if mode == SHARE:
                     self._shared[b] += 1
                 else:
                     self._excl[b] = self.slot
                 self._held[b] = mode
-                self.part_locks[p].release()
+                hw[idx] = 0
+                give()
                 return
             self._waiters[b] |= self.bit
-            self.part_locks[p].release()
+            hw[idx] = 0
+            give()
             deadline = deadline or self._deadline()
             self._sleep(b, deadline, "an exclusive content lock" if mode == EXCLUSIVE
                         else "a share content lock")
@@ -650,7 +803,17 @@ class BufferManager:
     def unlock(self, b: int) -> None:
         mode = self._held[b]
         assert mode != UNLOCKED, "unlock of a buffer not locked"
-        p = self._lock_buf_part(b)
+        part, psem, hw = self._part, self._psem, self._hw
+        while True:  # _lock_buf_part
+            p = part[b]
+            try_, give, idx = psem[p]
+            if not try_(False):
+                self.part_locks[p].acquire()
+            hw[idx] = self._pidc[0]
+            if part[b] == p:
+                break
+            hw[idx] = 0
+            give()
         if mode == SHARE:
             self._shared[b] -= 1
         else:
@@ -660,7 +823,8 @@ class BufferManager:
         if self._waiters[b] and self._shared[b] == 0:
             wake = self._waiters[b]
             self._waiters[b] = 0
-        self.part_locks[p].release()
+        hw[idx] = 0
+        give()
         if wake:
             self._wake(wake)
 

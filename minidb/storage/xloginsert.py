@@ -64,13 +64,8 @@ def unlogged(bm) -> set:
     return got
 
 
-class _Logical:
-    """A block registered with its logical data (``PageRecord.add(b, data=...)``)."""
-    __slots__ = ("data", "flags")
-
-    def __init__(self, data: bytes, flags: int):
-        self.data = data
-        self.flags = flags
+# A block registered with its logical data (``PageRecord.add(b, data=...)``) is kept as the
+# tuple ``(data, REGBUF_* flags)`` among the before-images (which are None or an array).
 
 
 _LOGICAL_FLAGS = rec.REGBUF_STANDARD | rec.REGBUF_LOGICAL
@@ -101,7 +96,7 @@ class PageRecord:
             return self
         self.bufs.append(b)
         if data is not None:
-            self.befores.append(_Logical(data, _LOGICAL_INIT_FLAGS if new else _LOGICAL_FLAGS))
+            self.befores.append((data, _LOGICAL_INIT_FLAGS if new else _LOGICAL_FLAGS))
         else:
             self.befores.append(None if new or self.bm.wal is None
                                 else self.bm.page(b).copy())
@@ -109,22 +104,25 @@ class PageRecord:
 
     def log(self, rmgr: int, info: int, xid: int = 0, main: bytes = b"") -> int:
         bm = self.bm
-        for b in self.bufs:
+        bufs = self.bufs
+        for b in bufs:
             bm.mark_dirty(b)
         wal = bm.wal
         if wal is None:
             return 0
         skip = bm.__dict__.get("unlogged_rels")
-        if skip and all(bm.buffer_tag(b)[0] in skip for b in self.bufs):
+        if skip and all(bm.buffer_tag(b)[0] in skip for b in bufs):
             return 0
-        if len(self.bufs) == 1 and type(self.befores[0]) is _Logical:
-            # the usual record: one page with the operation's own data
-            b = self.bufs[0]
-            before = self.befores[0]
-            view = bm.page_view(b)
-            rfn, fork, blk = bm.buffer_tag(b)
+        if len(bufs) == 1 and type(self.befores[0]) is tuple:
+            # the usual record: one page with the operation's own data (the page's view
+            # and its tag read inline: ``bm.page_view`` / ``bm.buffer_tag``)
+            b = bufs[0]
+            data, flags = self.befores[0]
+            view = bm._pages[b] or bm.page_view(b)
+            tag = bm._tag[b]
             lsn = wal.insert(rmgr, info, xid, main,
-                             ((rfn, fork, blk, view, before.flags, before.data),))
+                             ((tag >> 34, (tag >> 32) & 3, tag & 0xFFFFFFFF, view,
+                               flags, data),))
             _LSN.pack_into(view, 0, lsn)   # PageSetLSN
             return lsn
         blocks = []
@@ -136,8 +134,8 @@ class PageRecord:
             if before is None:
                 blocks.append((rfn, fork, blk, view, rec.REGBUF_FORCE_IMAGE, b""))
                 continue
-            if type(before) is _Logical:
-                blocks.append((rfn, fork, blk, view, before.flags, before.data))
+            if type(before) is tuple:
+                blocks.append((rfn, fork, blk, view, before[1], before[0]))
                 continue
             delta = rec.page_delta(before, bm.page(b))
             if len(delta) > DELTA_LIMIT:

@@ -141,6 +141,9 @@ def crc32c(data, value: int = 0) -> int:
     return _crc32c.crc32c(data, value)
 
 
+crc32c_raw = _crc32c.crc32c   # the same function without the wrapper (per-record paths)
+
+
 def format_lsn(lsn: int) -> str:
     """PostgreSQL's %X/%08X form."""
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:08X}"
@@ -373,7 +376,12 @@ def build(blocks, main, images) -> tuple[bytearray, int, int]:
     elif images is None and len(blocks) == 1:
         # the usual record: one block with its data, no image - its headers in one pack
         rfn, fork, blk, _page, flags, data = blocks[0]
-        ff = _block_flags(fork, flags, data, False)
+        ff = fork & BKPBLOCK_FORK_MASK            # _block_flags(fork, flags, data, False)
+        if flags & REGBUF_WILL_INIT == REGBUF_WILL_INIT:
+            ff |= BKPBLOCK_WILL_INIT
+        if data:
+            ff |= (BKPBLOCK_HAS_DATA | BKPBLOCK_LOGICAL if flags & REGBUF_LOGICAL
+                   else BKPBLOCK_HAS_DATA)
         buf = bytearray(_ONE_BLOCK.pack(1, 0, ff, len(data), rfn, blk, len(main)))
         buf += data
     else:

@@ -28,7 +28,8 @@ Inserting (``WalHandle.insert``): assemble the record outside any lock (an image
 block whose page LSN is at or before the redo point, when full_page_writes is on); take
 the insertion lock; if the redo point or full_page_writes moved since, drop it and
 assemble again (a checkpoint started meanwhile); else reserve the space (one addition),
-note the start in ``wal_insert_at[slot]``, release.  Then, outside the lock, fill in
+note the start in ``wal_insert_at[slot]``, release (the lock taken inline through
+``LWLock.fast()``: its holder recorded as ``acquire`` records it).  Then, outside the lock, fill in
 ``xl_prev`` and the CRC and copy the record into the ring, chunk by chunk; a chunk whose
 ring space still holds unwritten WAL first writes the log out up to there
 (``wal_buffers_full``).  ``wal_insert_at[slot]`` is the position being copied, or
@@ -65,9 +66,14 @@ import time
 
 import minidb.fileio as fileio
 from minidb.errors import InternalError, OperationalError
+from minidb.shmem import CURRENT_PID as _PID
 from minidb.wal import record as rec
 
 _LSN = struct.Struct("<Q")  # pd_lsn, the first 8 bytes of a page
+# the per-record path's names, bound once
+_NO_IMAGE, _FORCE_IMAGE = rec.REGBUF_NO_IMAGE, rec.REGBUF_FORCE_IMAGE
+_image_ref, _build, _crc = rec.page_image_ref, rec.build, rec.crc32c_raw
+_HEADER, _HEAD_CRC, _HEADER_SIZE = rec.HEADER, rec._HEAD_CRC, rec.HEADER_SIZE
 
 WAL_CURR, WAL_PREV, WAL_REDO, WAL_FPW, WAL_WRITTEN, WAL_FLUSHED, WAL_ASYNC = range(7)
 WAL_RECOVERY = 7
@@ -126,6 +132,7 @@ class SharedWAL:
         self.insert_lock = locks.wal_insert
         self.insert_acquire = locks.wal_insert.acquire
         self.insert_release = locks.wal_insert.release
+        self.insert_fast = locks.wal_insert.fast()   # (sem_try, sem_give, holders, index)
         self.write_lock = locks.wal_write
         self.settings = settings
         self.segsize = segsize
@@ -361,33 +368,39 @@ class WalHandle:
 
         The per-record path: one buffer built and its body's CRC taken before the lock
         (``record.build`` / ``body_crc``), the shared words read through memoryviews, the
-        header sealed and the record copied with one slice assignment after it."""
+        insertion lock taken inline (``LWLock.fast``: its holder recorded as ``acquire``
+        records it), the header sealed (``record.seal``, inline) and the record copied with
+        one slice assignment after it (``_copy``'s usual case, inline)."""
         sh = self.shared
         c = sh.ctl_words
         if c[WAL_RECOVERY]:
             raise InternalError("cannot insert WAL during recovery")
         if sh.panicked:
             raise WalPanic("the write-ahead log failed earlier: reopen the data directory")
-        acquire, release = sh.insert_acquire, sh.insert_release
+        try_, give, hw, hidx = sh.insert_fast
         while True:
             redo = c[WAL_REDO]
             fpw = c[WAL_FPW]
             images = None
-            for i, blk in enumerate(blocks):
+            i = 0
+            for blk in blocks:
                 page, flags = blk[3], blk[4]
-                if page is None or flags & rec.REGBUF_NO_IMAGE:
-                    continue
-                if flags & rec.REGBUF_FORCE_IMAGE or (fpw and _LSN.unpack_from(page)[0] <= redo):
+                if (page is not None and not flags & _NO_IMAGE
+                        and (flags & _FORCE_IMAGE
+                             or (fpw and _LSN.unpack_from(page)[0] <= redo))):
                     if images is None:
                         images = [None] * len(blocks)
-                    images[i] = rec.page_image_ref(page)  # copied once, by build
-            buf, tot, nimg = rec.build(blocks, data, images)
-            body_crc = rec.body_crc(buf, tot)
+                    images[i] = _image_ref(page)  # copied once, by build
+                i += 1
+            buf, tot, nimg = _build(blocks, data, images)
+            body_crc = _crc(memoryview(buf)[_HEADER_SIZE:tot])   # record.body_crc
             size = len(buf)
             if size > sh.R // 2:
                 raise InternalError(f"WAL record of {tot} bytes is larger than half of "
                                     f"wal_buffers ({sh.R} bytes)")
-            acquire()
+            if not try_(False):
+                sh.insert_acquire()   # the blocking path (records the holder too)
+            hw[hidx] = _PID[0]
             try:
                 if c[WAL_REDO] != redo or c[WAL_FPW] != fpw:
                     continue  # a checkpoint started: the image decisions may be stale
@@ -397,14 +410,23 @@ class WalHandle:
                 c[WAL_PREV] = start
                 sh.insert_words[self.slot] = start
                 c[WAL_RECORDS] += 1
-                c[WAL_FPI] += nimg
+                if nimg:
+                    c[WAL_FPI] += nimg
                 c[WAL_BYTES] += size
             finally:
-                release()
+                hw[hidx] = 0
+                give()
             break
         try:
-            rec.seal(buf, tot, xid, prev, info, rmgr, body_crc)
-            self._copy(start, buf)
+            # record.seal: the CRC continued over header bytes 0..27, the header written
+            _HEADER.pack_into(buf, 0, tot, xid, prev, info, rmgr,
+                              _crc(_HEAD_CRC.pack(tot, xid, prev, info, rmgr), body_crc))
+            R = sh.R
+            roff = start % R
+            if roff + size <= R and c[WAL_WRITTEN] >= start + size - R:
+                sh.ring_mv[roff:roff + size] = buf  # one piece, its ring space free
+            else:
+                self._copy(start, buf)
         finally:
             sh.insert_words[self.slot] = IDLE
         self.last_start = start
