@@ -150,12 +150,17 @@ _CONFLICTS_FROM = {_KEY_SHARE: multixact.NO_KEY_UPDATE + 1, _SHARE: multixact.NO
 # ---------------------------------------------------------------------------------------------
 # small helpers on one tuple (the caller holds the page's content lock)
 def _item(page, off: int, rel: HeapRel, tid) -> memoryview:
-    lp_off, flags, lp_len = pg.get_item_id(page, off)
-    if flags != pg.LP_NORMAL:
+    """The bytes of the version at ``tid`` (offset ``off``), read with one look at the page
+    header and one at the line pointer (``page.item_state``); InternalError when there is
+    no such item or it is not a normal one."""
+    flags, item = pg.item_state(page, off)
+    if item is None:
+        if flags < 0:
+            raise InternalError(f'tuple ({tid[0]},{tid[1]}) of "{rel.name}" does not exist')
         raise InternalError(
             f'tuple ({tid[0]},{tid[1]}) of "{rel.name}" to modify is not a normal item '
             f"(line pointer state {flags}); the caller did not get it from a visible version")
-    return pg.get_item(page, off)
+    return item
 
 
 def _get16(item, at: int) -> int:
@@ -222,10 +227,7 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None,
     while True:
         b = bm.pin_lock(rfn, block, EXCLUSIVE)
         try:
-            page = bm.page(b)
-            if off > pg.max_offset(page):
-                raise InternalError(f'tuple ({block},{off}) of "{rel.name}" does not exist')
-            item = _item(page, off, rel, tid)
+            item = _item(bm.page(b), off, rel, tid)
             h = decode_header(item)
             result, hints = vis.satisfies_update(
                 h["xmin"], h["xmax"], h["cmin"], h["cmax"], h["infomask"], cid, xid,
@@ -235,8 +237,7 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None,
                 h["infomask"] |= hints
                 bm.mark_dirty_hint(b)
         except BaseException:
-            bm.unlock(b)
-            bm.unpin(b)
+            bm.unlock_unpin(b)
             raise
         if result == TM_OK and h["infomask"] & HEAP_XMAX_KEYSHR_LOCK:
             min_mode = _CONFLICTS_FROM.get(op, multixact.KEY_SHARE)
@@ -248,8 +249,7 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None,
                     result, h = TM_BEING_MODIFIED, dict(h, xmax=lockers[0])
         if result == TM_OK:
             return result, b, item, h
-        bm.unlock(b)
-        bm.unpin(b)
+        bm.unlock_unpin(b)
         if result == TM_BEING_MODIFIED:
             if wait_policy == WAIT_NOWAIT:
                 raise LockNotAvailable(
@@ -297,8 +297,7 @@ def heap_delete(backend, rel: HeapRel, tid, snapshot) -> tuple[int, tuple | None
             page, tid[1], redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0)).log(
             RM_HEAP, XLOG_HEAP_DELETE, xid, _OFFNUM.pack(tid[1]))
     finally:
-        bm.unlock(b)
-        bm.unpin(b)
+        bm.unlock_unpin(b)
     backend.pgstat.count(rel.oid, "del")
     return TM_OK, None
 
@@ -325,8 +324,7 @@ def heap_lock_tuple(backend, rel: HeapRel, tid, snapshot, wait_policy: str = WAI
                 page, tid[1], 0, xid, 0, HEAP_XMAX_LOCK_ONLY)).log(
                 RM_HEAP, XLOG_HEAP_LOCK, xid, _OFFNUM.pack(tid[1]))
     finally:
-        bm.unlock(b)
-        bm.unpin(b)
+        bm.unlock_unpin(b)
     return TM_OK, None
 
 
@@ -382,8 +380,9 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
     except BaseException:
         if b is not None:
             if bm.held[b]:
-                bm.unlock(b)
-            bm.unpin(b)
+                bm.unlock_unpin(b)
+            else:
+                bm.unpin(b)
         raise
     if fits:
         _count_update(backend, rel, hot)
@@ -551,19 +550,14 @@ def heap_fetch_raw(backend, rel: HeapRel, tid) -> tuple[dict, tuple] | None:
     block, off = tid
     if off < 1 or not bm.smgr.has_block(rel.relfilenode, block):
         return None
-    b = bm.pin(rel.relfilenode, block)
+    b = bm.pin_lock(rel.relfilenode, block, SHARE)
     try:
-        bm.lock(b, SHARE)
-        try:
-            page = bm.page(b)
-            if off > pg.max_offset(page) or pg.get_item_id(page, off)[1] != pg.LP_NORMAL:
-                return None
-            item = pg.get_item(page, off)
-            return decode_header(item), rel.layout.decode(item)
-        finally:
-            bm.unlock(b)
+        item = pg.item_state(bm.page(b), off)[1]
+        if item is None:
+            return None
+        return decode_header(item), rel.layout.decode(item)
     finally:
-        bm.unpin(b)
+        bm.unlock_unpin(b)
 
 
 def follow_update_chain(backend, rel: HeapRel, tid) -> tuple[int, int] | None:

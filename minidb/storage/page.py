@@ -358,6 +358,26 @@ def get_item(page, off: int) -> memoryview:
     return memoryview(page)[lp_off:lp_off + lp_len]
 
 
+def item_state(page, off: int) -> tuple[int, memoryview | None]:
+    """(lp_flags, the item's bytes as ``get_item`` gives them) of line pointer ``off`` in
+    one read of the header and one of the pointer; (-1, None) when ``off`` is past the
+    last pointer, (flags, None) for a pointer that is not LP_NORMAL.  For a writer that
+    must tell "no such item" from "not a normal item" (``minidb.heap.modify``)."""
+    lower, upper, special = _LOWER_UPPER_SPECIAL.unpack_from(page, _OFF_LOWER)
+    if not 1 <= off <= ((lower - PAGE_HEADER_SIZE) >> 2):
+        return -1, None
+    v = _U32.unpack_from(page, PAGE_HEADER_SIZE + ITEMID_SIZE * (off - 1))[0]
+    flags = (v >> _LP_FLAGS_SHIFT) & 3
+    if flags != LP_NORMAL:
+        return flags, None
+    lp_off = v & _LP_OFF_MASK
+    lp_len = v >> _LP_LEN_SHIFT
+    if lp_len and (lp_off < upper or lp_off + lp_len > special):
+        raise DataCorrupted(f"corrupted line pointer {off}: offset {lp_off}, length {lp_len}, "
+                            f"storage is [{upper}, {special})")
+    return flags, memoryview(page)[lp_off:lp_off + lp_len]
+
+
 def items(page) -> list[tuple[int, int, int, int]]:
     """(offset, lp_off, lp_flags, lp_len) for every line pointer, for page dumps."""
     n = max_offset(page)
