@@ -65,9 +65,10 @@ Cost (one page of an OLTP table, ~55 tuples): the single-page classification
 LIVE and that is not heap-only - most of a page - costs one read of its two infomasks as
 one u32 and one mask test, and takes no part in the chain walk; a tuple whose inserter and
 deleter are hinted committed is DEAD or RECENTLY_DEAD by one comparison with the horizon;
-the others go to ``satisfies_vacuum`` with the proc array wrapped in ``RunningAfter`` (an
-xid older than this prune's ``global_xmin()`` is not running: no scan of the proc array
-for it).  The page change (``pg.prune_items``) rewrites the line pointer array once and
+the others go to ``visibility.VacuumJudge`` (``satisfies_vacuum`` keeping each ended xid's
+commit-log status and hint check for the rest of the page: a chain's xmax is its next
+version's xmin; an xid older than this prune's ``global_xmin()`` is not running: no scan of
+the proc array for it).  The page change (``pg.prune_items``) rewrites the line pointer array once and
 compacts moving only what moves: the items above the highest one that lost its storage
 stay where they are, the ones below it move up as one slice (``page._compact``).  The WAL
 record carries the plan, not a page delta (below).  Replaying the 1,861 prunes of a
@@ -149,7 +150,7 @@ from minidb.storage.xloginsert import PageRecord
 from minidb.wal.record import RM_HEAP2, XLOG_HEAP2_PRUNE
 from minidb.storage.bufmgr import EXCLUSIVE
 from minidb.txn.visibility import (DEAD, DELETE_IN_PROGRESS, INSERT_IN_PROGRESS, LIVE,
-                                   RECENTLY_DEAD, satisfies_vacuum, satisfies_vacuum_batch)
+                                   RECENTLY_DEAD, VacuumJudge, satisfies_vacuum_batch)
 
 # PRUNE main data (xl_heap_prune): latestRemovedXid, nredirected, ndead, nunused; the block
 # data is the page's new pd_prune_xid and the offsets (``_prune_block_data``)
@@ -468,16 +469,14 @@ def _scan_numpy(backend, page, block: int, horizon: int):
 def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0):
     """``_scan_numpy`` tuple by tuple: one ``struct`` read of each line pointer and tuple
     header (from a copy of the page: ``struct`` reads ``bytes`` cheaper than the shared
-    array), the scalar ``satisfies_vacuum`` for a tuple the hint bits do not settle, and
-    the same chain walk.  A tuple whose hint bits say LIVE (inserter committed, no
+    array), ``VacuumJudge`` (the scalar ``satisfies_vacuum``) for a tuple the hint bits do
+    not settle, and the same chain walk.  A tuple whose hint bits say LIVE (inserter committed, no
     deleter) and that is not heap-only is a chain of one that stays: only its infomask
     pair is read, and it takes no part in the walk.  For one page of an OLTP table (~60
     tuples) this costs a fraction of the ~40 numpy steps, whose cost does not shrink with
     the page."""
     inst = backend.instance
-    procarray, clog = inst.procarray, inst.clog
-    if running_from:
-        procarray = RunningAfter(procarray, running_from)
+    judge = VacuumJudge(inst.procarray, inst.clog, running_from)
     data = page.tobytes()
     n = _nline(_U16.unpack_from(data, pg.OFF_LOWER)[0])
     words = struct.unpack_from(f"<{n}I", data, pg.PAGE_HEADER_SIZE)
@@ -511,7 +510,7 @@ def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0)
                 # inserter and deleter known committed: satisfies_vacuum's last test
                 s = RECENTLY_DEAD if x1 >= horizon else DEAD
             else:
-                s, h = satisfies_vacuum(x0, x1, im, horizon, procarray, clog)
+                s, h = judge(x0, x1, im, horizon)
                 if h:
                     im |= h
                     im_pack(page, at + _INFOMASK_OFFSET, im)
@@ -525,6 +524,7 @@ def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0)
         tup[off] = (s, x0, x1, ho, co if hu and cb == block else 0, im)
         if not ho:
             roots.append(off)
+    judge.done()
     removed: set[int] = set()
     redirects: list[tuple[int, int]] = []
     to_dead: list[int] = []

@@ -443,6 +443,26 @@ class CommitLog:
         self._count("hints_deferred")
         return False
 
+    def commit_hint_check(self, xid: int) -> int:
+        """``commit_hints_ok(xid)`` telling also what it counted: 0 = may be set, nothing
+        asked (every commit record flushed), 1 = may be set after a check (one ``hint_checks``), 2 = deferred
+        (``hint_checks`` and ``hints_deferred``).  For a caller that asks about the same
+        xid many times in one go and counts its repeats (``visibility.VacuumJudge``)."""
+        c = self._wal_ctl
+        flushed = c[WAL_FLUSHED]
+        if c[WAL_ASYNC] <= flushed:
+            return 0
+        self._count("hint_checks")
+        page = xid >> PAGE_SHIFT
+        slot = self._find(page)
+        if slot < 0:
+            return 1
+        lsn = self._group_lsn[slot * CLOG_LSNS_PER_PAGE + ((xid & PAGE_MASK) >> GROUP_SHIFT)]
+        if lsn <= flushed or self._pageno[slot] != page:
+            return 1
+        self._count("hints_deferred")
+        return 2
+
     def commit_hints_mask(self, xids):
         """``commit_hints_ok`` for an array of committed xids: True when every commit
         record is flushed, else a bool array."""

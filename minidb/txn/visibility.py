@@ -78,6 +78,9 @@ def _xmax_is_lock_only(infomask: int) -> bool:
     return bool(infomask & HEAP_XMAX_LOCK_ONLY)
 
 
+_LOCK_ONLY_BITS = HEAP_XMAX_LOCK_ONLY   # what _xmax_is_lock_only tests, for inline use
+
+
 # ---------------------------------------------------------------------------------------------
 # MVCC, one tuple
 def satisfies_mvcc(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int, snap,
@@ -309,6 +312,94 @@ def satisfies_vacuum(xmin: int, xmax: int, infomask: int, horizon: int, procarra
     if xmax >= horizon:
         return RECENTLY_DEAD, hints
     return DEAD, hints
+
+
+class VacuumJudge:
+    """``satisfies_vacuum`` for the tuples of one page, one after the other (the scalar
+    prune), with what it learns of each xid kept for the rest of the page: in a HOT chain
+    a version's xmax is the next version's xmin, and under asynchronous commit (hint
+    bits deferred until the commit record is flushed) a long chain stays unhinted, so
+    every xid would be looked up twice in the commit log and twice for its hint.  Kept:
+    that a committed or aborted xid ended so (final), and the answer to its hint check
+    (``clog.commit_hint_check``); a repeat counts the ``hint_checks`` / ``hints_deferred``
+    the check counted, added at ``done()``.  ``running_from``: an xid no running
+    transaction precedes (a ``ProcArray.global_xmin()`` computed before, as
+    ``heap.prune.RunningAfter``): older xids skip the proc array; 0 = not known.  The
+    same states and hint bits as ``satisfies_vacuum`` asked at the first look."""
+
+    __slots__ = ("procarray", "clog", "running_from", "_facts", "_repeats")
+
+    def __init__(self, procarray, clog, running_from: int = 0):
+        self.procarray = procarray
+        self.clog = clog
+        self.running_from = running_from
+        self._facts: dict[int, tuple[int, int]] = {}   # xid -> (status, hint check code)
+        self._repeats: list[int] = []   # the hint check codes of the repeats
+
+    def _ended(self, xid: int) -> tuple[int, int] | None:
+        """A first look at ``xid``: None while it runs, else (its commit-log status, its
+        hint check's code), kept when final."""
+        if xid >= self.running_from and self.procarray.is_in_progress(xid):
+            return None
+        clog = self.clog
+        st = clog.status(xid)
+        f = (st, clog.commit_hint_check(xid) if st == COMMITTED else 0)
+        if st == COMMITTED or st == ABORTED:
+            self._facts[xid] = f
+        return f
+
+    def __call__(self, xmin: int, xmax: int, infomask: int, horizon: int
+                 ) -> tuple[int, int]:
+        hints = 0
+        if not infomask & HEAP_XMIN_COMMITTED:
+            if infomask & HEAP_XMIN_INVALID:
+                return DEAD, 0
+            f = self._facts.get(xmin)
+            if f is None:
+                f = self._ended(xmin)
+                if f is None:
+                    if (infomask & HEAP_XMAX_INVALID or xmax == 0
+                            or infomask & _LOCK_ONLY_BITS):
+                        return INSERT_IN_PROGRESS, 0
+                    return DELETE_IN_PROGRESS if xmax == xmin else INSERT_IN_PROGRESS, 0
+            elif f[1]:
+                self._repeats.append(f[1])
+            if f[0] != COMMITTED:
+                return DEAD, HEAP_XMIN_INVALID
+            if f[1] != 2:
+                hints = HEAP_XMIN_COMMITTED
+        if infomask & HEAP_XMAX_INVALID or xmax == 0:
+            return LIVE, hints
+        if infomask & _LOCK_ONLY_BITS:
+            if not infomask & HEAP_XMAX_COMMITTED and not (
+                    xmax >= self.running_from and self.procarray.is_in_progress(xmax)):
+                hints |= HEAP_XMAX_INVALID
+            return LIVE, hints
+        if not infomask & HEAP_XMAX_COMMITTED:
+            f = self._facts.get(xmax)
+            if f is None:
+                f = self._ended(xmax)
+                if f is None:
+                    return DELETE_IN_PROGRESS, hints
+            elif f[1]:
+                self._repeats.append(f[1])
+            if f[0] != COMMITTED:
+                return LIVE, hints | HEAP_XMAX_INVALID
+            if f[1] != 2:
+                hints |= HEAP_XMAX_COMMITTED
+        if xmax >= horizon:
+            return RECENTLY_DEAD, hints
+        return DEAD, hints
+
+    def done(self) -> None:
+        """Add the repeats' hint-check counts to the commit log's counters."""
+        rep = self._repeats
+        if rep:
+            self.clog._count("hint_checks", len(rep))
+            deferred = rep.count(2)
+            if deferred:
+                self.clog._count("hints_deferred", deferred)
+            rep.clear()
 
 
 _SETTLED_LIVE = HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID

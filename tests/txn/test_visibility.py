@@ -381,6 +381,47 @@ def test_vacuum_scalar_and_batch_agree_on_any_state(world):
         assert (int(state[i]), int(hints[i])) == (s, h), (i, tuples[i], horizon)
 
 
+class DeferringClog(FakeClog):
+    """A commit log whose listed xids' commit records are unflushed (asynchronous commit):
+    their COMMITTED hints are deferred; counts the checks as the real one does."""
+
+    def __init__(self, statuses, unflushed):
+        super().__init__(statuses)
+        self.unflushed = set(unflushed)
+        self.counts = {"hint_checks": 0, "hints_deferred": 0}
+
+    def commit_hints_ok(self, xid=None) -> bool:
+        return self.commit_hint_check(xid) != 2
+
+    def commit_hint_check(self, xid) -> int:
+        self.counts["hint_checks"] += 1
+        if xid in self.unflushed:
+            self.counts["hints_deferred"] += 1
+            return 2
+        return 1
+
+    def _count(self, name, n=1):
+        self.counts[name] += n
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_world(), st.sets(st.sampled_from(POOL)), st.integers(0, 12))
+def test_vacuum_judge_equals_satisfies_vacuum(world, unflushed, running_from):
+    """``VacuumJudge`` (the scalar prune's satisfies_vacuum with each ended xid's facts kept
+    for the page) gives satisfies_vacuum's states and hint bits and the same hint-check
+    counts, given a ``running_from`` below every running xid."""
+    clog, _, tuples, procarray, horizon = world
+    running_from = min([running_from] + sorted(procarray.running))
+    plain = DeferringClog(clog.st, unflushed)
+    judged = DeferringClog(clog.st, unflushed)
+    judge = vis_mod.VacuumJudge(procarray, judged, running_from)
+    for xmin, xmax, _cmin, _cmax, im in tuples:
+        assert judge(xmin, xmax, im, horizon) == satisfies_vacuum(
+            xmin, xmax, im, horizon, procarray, plain), (xmin, xmax, hex(im), horizon)
+    judge.done()
+    assert judged.counts == plain.counts
+
+
 @settings(max_examples=400, deadline=None)
 @given(any_world())
 def test_surely_dead_implies_vacuum_dead_on_any_state(world):
