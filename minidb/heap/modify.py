@@ -23,7 +23,10 @@ TM_INVISIBLE           not visible to the writer at all (inserted   return it (t
 =====================  ===========================================  ==========================
 
 Hint bits that ``satisfies_update`` learned are OR-ed into t_infomask before anything else
-(the page is exclusively locked, so they are always safe to write).
+(the page is exclusively locked, so they are always safe to write).  It asks the proc array
+through ``visibility.RunningAfter`` with the writer's snapshot's xmin: an xid below it had
+ended when the snapshot was taken (an unhinted xmin - its hint deferred until the commit
+record is flushed, under asynchronous commit - costs no scan of the proc array).
 
 **The wait protocol** (XactLockTableWait).  A writer never sleeps holding a content lock
 or a pin: on TM_BEING_MODIFIED it notes xmax, unlocks, unpins and calls
@@ -224,6 +227,9 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None,
     # has_block: an fstat only past the largest size this process saw (heaps never shrink)
     if off < 1 or not bm.smgr.has_block(rfn, block):
         raise InternalError(f'tuple ({block},{off}) of "{rel.name}" does not exist')
+    # every xid below the snapshot's xmin had ended when it was taken: an inserter or
+    # deleter older than that is not looked for in the proc array (RecentXmin's test)
+    running = vis.RunningAfter(procarray, snapshot.xmin)
     while True:
         b = bm.pin_lock(rfn, block, EXCLUSIVE)
         try:
@@ -231,7 +237,7 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None,
             h = decode_header(item)
             result, hints = vis.satisfies_update(
                 h["xmin"], h["xmax"], h["cmin"], h["cmax"], h["infomask"], cid, xid,
-                procarray, clog, ctid_is_self=(h["ctid"] == (block, off)), mine=xact.mine_xids)
+                running, clog, ctid_is_self=(h["ctid"] == (block, off)), mine=xact.mine_xids)
             if hints:
                 _put16(item, _OFF_INFOMASK, h["infomask"] | hints)
                 h["infomask"] |= hints

@@ -150,7 +150,8 @@ from minidb.storage.xloginsert import PageRecord
 from minidb.wal.record import RM_HEAP2, XLOG_HEAP2_PRUNE
 from minidb.storage.bufmgr import EXCLUSIVE
 from minidb.txn.visibility import (DEAD, DELETE_IN_PROGRESS, INSERT_IN_PROGRESS, LIVE,
-                                   RECENTLY_DEAD, VacuumJudge, satisfies_vacuum_batch)
+                                   RECENTLY_DEAD, VacuumJudge,
+                                   satisfies_vacuum_batch)
 
 # PRUNE main data (xl_heap_prune): latestRemovedXid, nredirected, ndead, nunused; the block
 # data is the page's new pd_prune_xid and the offsets (``_prune_block_data``)
@@ -551,24 +552,6 @@ def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0)
                 new_prune_xid = x1
     return (redirects, to_dead, to_unused, len(removed), nhinted, new_prune_xid, kstates,
             latest)
-
-
-class RunningAfter:
-    """The proc array as ``satisfies_vacuum`` asks it, told an xid ``running_from`` that
-    no running transaction precedes - a ``ProcArray.global_xmin()`` computed before: it is
-    at most every running xid and every published xmin, a subtransaction's xid follows its
-    top-level one, and a new xid is newer still.  ``is_in_progress`` of an older xid is
-    then false without the scan of the proc array (TransactionIdIsInProgress's
-    ``RecentXmin`` test)."""
-
-    __slots__ = ("procarray", "running_from")
-
-    def __init__(self, procarray, running_from: int):
-        self.procarray = procarray
-        self.running_from = running_from
-
-    def is_in_progress(self, xid: int) -> bool:
-        return xid >= self.running_from and self.procarray.is_in_progress(xid)
 
 
 def _nline(lower: int) -> int:

@@ -48,7 +48,6 @@ import struct
 from minidb.errors import UniqueViolation
 from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_COMMITTED,
                                  HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED)
-from minidb.heap.prune import RunningAfter
 from minidb.index import btpage as bt
 from minidb.index.rel import IndexRel, count, trace
 from minidb.index.search import release
@@ -139,7 +138,7 @@ def _chain_verdict(page, block: int, off: int, nitems: int, procarray, clog, myx
         if not horizon_box:
             horizon = procarray.global_xmin()
             # no xid older than the horizon runs: is_in_progress without the scan then
-            horizon_box += (horizon, RunningAfter(procarray, horizon))
+            horizon_box += (horizon, vis.RunningAfter(procarray, horizon))
         procarray = horizon_box[1]
         state, hints = vis.satisfies_vacuum(xmin, xmax, im, horizon_box[0], procarray, clog)
         if hints:

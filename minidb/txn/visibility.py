@@ -314,6 +314,25 @@ def satisfies_vacuum(xmin: int, xmax: int, infomask: int, horizon: int, procarra
     return DEAD, hints
 
 
+class RunningAfter:
+    """The proc array as ``satisfies_vacuum`` / ``satisfies_update`` ask it, told an xid
+    ``running_from`` that no running transaction precedes - a ``ProcArray.global_xmin()``
+    computed before (it is at most every running xid and every published xmin, a
+    subtransaction's xid follows its top-level one, and a new xid is newer still), or a
+    snapshot's xmin (every xid below it had ended when the snapshot was taken).  ``is_in_progress`` of an older xid is
+    then false without the scan of the proc array (TransactionIdIsInProgress's
+    ``RecentXmin`` test)."""
+
+    __slots__ = ("procarray", "running_from")
+
+    def __init__(self, procarray, running_from: int):
+        self.procarray = procarray
+        self.running_from = running_from
+
+    def is_in_progress(self, xid: int) -> bool:
+        return xid >= self.running_from and self.procarray.is_in_progress(xid)
+
+
 class VacuumJudge:
     """``satisfies_vacuum`` for the tuples of one page, one after the other (the scalar
     prune), with what it learns of each xid kept for the rest of the page: in a HOT chain
@@ -324,7 +343,7 @@ class VacuumJudge:
     (``clog.commit_hint_check``); a repeat counts the ``hint_checks`` / ``hints_deferred``
     the check counted, added at ``done()``.  ``running_from``: an xid no running
     transaction precedes (a ``ProcArray.global_xmin()`` computed before, as
-    ``heap.prune.RunningAfter``): older xids skip the proc array; 0 = not known.  The
+    ``RunningAfter``): older xids skip the proc array; 0 = not known.  The
     same states and hint bits as ``satisfies_vacuum`` asked at the first look."""
 
     __slots__ = ("procarray", "clog", "running_from", "_facts", "_repeats")
@@ -557,7 +576,7 @@ def satisfies_update(xmin: int, xmax: int, cmin: int, cmax: int, infomask: int,
 
 __all__ = [
     "satisfies_mvcc", "satisfies_mvcc_batch", "satisfies_vacuum", "satisfies_vacuum_batch",
-    "surely_dead", "satisfies_update", "DEAD", "LIVE", "RECENTLY_DEAD", "INSERT_IN_PROGRESS",
-    "DELETE_IN_PROGRESS", "HTSV_NAMES", "TM_OK", "TM_INVISIBLE", "TM_SELF_MODIFIED",
+    "surely_dead", "satisfies_update", "RunningAfter", "VacuumJudge", "DEAD", "LIVE",
+    "RECENTLY_DEAD", "INSERT_IN_PROGRESS", "DELETE_IN_PROGRESS", "HTSV_NAMES", "TM_OK", "TM_INVISIBLE", "TM_SELF_MODIFIED",
     "TM_BEING_MODIFIED", "TM_UPDATED", "TM_DELETED", "ABORTED", "FIRST_NORMAL_XID",
 ]
