@@ -167,6 +167,7 @@ _SHIFT = np.array([0, 2, 4, 6], dtype=np.uint8)
 _ZERO_PAGE = bytes(BLCKSZ)
 _STAT = {name: CLOG_STAT_BASE + i for i, name in enumerate(CLOG_STATS)}
 _BLKS_HIT = _STAT["blks_hit"]
+_HINT_CHECKS, _HINTS_DEFERRED = _STAT["hint_checks"], _STAT["hints_deferred"]
 
 
 def segment_name(segno: int) -> str:
@@ -196,7 +197,8 @@ class CommitLog:
         self.nslots = len(self._pageno)
         self.wal_flush = None          # set by the instance once a WAL exists
         self.wal = None                # its SharedWAL (the ZEROPAGE / TRUNCATE records)
-        self._wal_ctl = seg.wal_ctl    # positions of the WAL (commit_hints_ok)
+        # positions of the WAL (commit_hints_ok), read as plain ints
+        self._wal_ctl = _mv(seg.wal_ctl, "q")
         self._reset_local()
         ref = weakref.ref(self)  # a child forked while a thread held the rows lock
         os.register_at_fork(after_in_child=lambda: (o := ref()) is not None and o._reset_local())
@@ -432,15 +434,18 @@ class CommitLog:
             return True
         if xid is None:
             return False
-        self._count("hint_checks")
+        ctl = self._ctl
+        ctl[_HINT_CHECKS] += 1   # _count, inline
         page = xid >> PAGE_SHIFT
-        slot = self._find(page)
-        if slot < 0:
-            return True
+        slot = self._slot_hint.get(page)   # _find's remembered slot, checked
+        if slot is None or self._pageno[slot] != page:
+            slot = self._find(page)
+            if slot < 0:
+                return True
         lsn = self._group_lsn[slot * CLOG_LSNS_PER_PAGE + ((xid & PAGE_MASK) >> GROUP_SHIFT)]
         if lsn <= flushed or self._pageno[slot] != page:  # (reused meanwhile: written)
             return True
-        self._count("hints_deferred")
+        ctl[_HINTS_DEFERRED] += 1
         return False
 
     def commit_hint_check(self, xid: int) -> int:
@@ -452,15 +457,18 @@ class CommitLog:
         flushed = c[WAL_FLUSHED]
         if c[WAL_ASYNC] <= flushed:
             return 0
-        self._count("hint_checks")
+        ctl = self._ctl
+        ctl[_HINT_CHECKS] += 1
         page = xid >> PAGE_SHIFT
-        slot = self._find(page)
-        if slot < 0:
-            return 1
+        slot = self._slot_hint.get(page)
+        if slot is None or self._pageno[slot] != page:
+            slot = self._find(page)
+            if slot < 0:
+                return 1
         lsn = self._group_lsn[slot * CLOG_LSNS_PER_PAGE + ((xid & PAGE_MASK) >> GROUP_SHIFT)]
         if lsn <= flushed or self._pageno[slot] != page:
             return 1
-        self._count("hints_deferred")
+        ctl[_HINTS_DEFERRED] += 1
         return 2
 
     def commit_hints_mask(self, xids):
