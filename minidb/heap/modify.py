@@ -137,6 +137,7 @@ WAIT_BLOCK, WAIT_NOWAIT, WAIT_SKIP = "block", "nowait", "skip"
 _XMAX = struct.Struct("<Q")      # @8
 _CMAX = struct.Struct("<I")      # @20
 _CTID = struct.Struct("<IH")     # @24
+_CTID_IMS = struct.Struct("<IHHH")   # @24: t_ctid, then t_infomask2 @30 and t_infomask @32
 _U16 = struct.Struct("<H")       # t_infomask2 @30, t_infomask @32
 _OFF_XMAX, _OFF_CMAX, _OFF_CTID, _OFF_INFOMASK2, _OFF_INFOMASK = 8, 20, 24, 30, 32
 
@@ -495,7 +496,6 @@ def _update_on_page(page, block: int, item, h: dict, data: bytearray, xid: int, 
     if hot:
         _put16(data, _OFF_INFOMASK2, _get16(data, _OFF_INFOMASK2) | HEAP_ONLY_TUPLE)
     new_off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
-    new_tid = (block, new_off)
     # the new version starts at the new pd_upper (add_item's placement)
     _CTID.pack_into(page, pg.get_upper(page) + _OFF_CTID, block, new_off)
     im2 = h["infomask2"] & ~(HEAP_HOT_UPDATED | HEAP_KEYS_UPDATED)
@@ -503,11 +503,14 @@ def _update_on_page(page, block: int, item, h: dict, data: bytearray, xid: int, 
         im2 |= HEAP_HOT_UPDATED
     if keys_changed:
         im2 |= HEAP_KEYS_UPDATED
-    _set_xmax(item, xid, cid, 0)
-    _put16(item, _OFF_INFOMASK2, im2)
-    _CTID.pack_into(item, _OFF_CTID, *new_tid)
+    # _set_xmax(item, xid, cid, 0), then t_ctid -> the new version and t_infomask2, with
+    # t_ctid, t_infomask2 and t_infomask (adjacent) written by one pack
+    _XMAX.pack_into(item, _OFF_XMAX, xid)
+    _CMAX.pack_into(item, _OFF_CMAX, cid)
+    _CTID_IMS.pack_into(item, _OFF_CTID, block, new_off, im2,
+                        _get16(item, _OFF_INFOMASK) & ~_XMAX_BITS)
     _set_prune_xid(page, xid)
-    return new_tid
+    return block, new_off
 
 
 def _update_elsewhere(backend, rel: HeapRel, b: int, off: int, data: bytearray, xid: int,
