@@ -475,7 +475,9 @@ def _fetch_chain(bm, rfn: int, tid, snapshot, clog, procarray, prepare_pages, he
             heap_hints[block] = b
     locked = True
     try:
-        page = bm.page_view(b)
+        page = bm._pages[b]       # (page_view, inline: the buffer's kept memoryview)
+        if page is None:
+            page = bm.page_view(b)
         if (prepare_pages is not None and (pxid := pg.get_prune_xid(page))
                 and pxid < procarray.vis_horizon(pxid, slot)):
             bm.unlock(b)          # the hook runs on the pinned, unlocked page
