@@ -451,7 +451,7 @@ class Instance:
         if backend is not None and backend.generation != self.generation:
             raise _stale_error(backend)
         locks = self.locks
-        if locks.holders[H_CRASHED]:   # (the flag read here, check_crash only when set)
+        if locks.holder_words[H_CRASHED]:   # (the flag read here, check_crash only when set)
             locks.check_crash()
         if self.cancel_pending:     # set by a server backend's SIGINT (a CancelRequest)
             self.cancel_pending = False
@@ -832,6 +832,9 @@ class Backend:
                                 lockmgr=self.lockmgr)
         self.xact.wal = self.wal
         self.xact.on_subabort = lambda: at_subxact_abort(self)
+        # this slot's PROC_* flags word, as a memoryview element (read at every transaction
+        # end: ~0.04 us against ~0.15 for a numpy element)
+        self.proc_flags = memoryview(instance.seg.proc_flags)
         self.closed = False
 
     @property

@@ -84,8 +84,12 @@ def at_subxact_abort(backend) -> None:
 def at_xact_end(backend, committed: bool) -> None:
     """The catalog's and the files' part of ending a transaction (see the docstring)."""
     xact = backend.xact
-    pending, xact.pending_deletes = xact.pending_deletes, []
-    changed, xact.catalog_changed = xact.catalog_changed, False
+    pending = xact.pending_deletes
+    if pending:
+        xact.pending_deletes = []
+    changed = xact.catalog_changed
+    if changed:
+        xact.catalog_changed = False
     cat = backend.__dict__.get("_catalog")
     dropped = []
     if cat is not None:
@@ -96,9 +100,10 @@ def at_xact_end(backend, committed: bool) -> None:
     for rfn, at_commit in pending:
         if at_commit == committed:
             drop_relation_storage(backend, rfn)
-    flags = backend.instance.seg.proc_flags
-    if flags[backend.slot] & PROC_CREATED_FILES:   # (a read costs less than the update)
-        flags[backend.slot] &= ~PROC_CREATED_FILES
+    flags = backend.proc_flags    # (a memoryview of seg.proc_flags)
+    slot = backend.slot
+    if flags[slot] & PROC_CREATED_FILES:   # (a read costs less than the update)
+        flags[slot] &= ~PROC_CREATED_FILES
     if committed and dropped:
         from minidb.heap import pgstat
         inst = backend.instance

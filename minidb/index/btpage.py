@@ -292,19 +292,24 @@ _U32_BE = struct.Struct(">I")
 # with k (they differ inside k) or it does and the TID is below the rest of the bound.
 # (k >= bound: k == bound or bound a prefix of k makes key + TID the longer, so greater;
 # a difference inside both decides alone.)  So a probe slices the key once and touches
-# the TID only when the bound extends the key.
+# the TID only when the bound extends the key; a key at least as long as the bound
+# (the item's length - 8 >= len(bound), read from the line pointer) never has the bound
+# extending it, so the prefix test is skipped for it (an equality lookup's keys).
 
 def binsearch_leaf(data, bound: bytes, lo: int, hi: int) -> int:
     """The first offset in [lo, hi] whose leaf sort key is >= ``bound``; hi + 1 if none."""
     hi += 1
     u32 = _U32.unpack_from
     startswith = bound.startswith
+    lb = len(bound) + 8     # an item of this length or longer: bound cannot extend its key
     while lo < hi:
         mid = (lo + hi) >> 1
         w = u32(data, 20 + 4 * mid)[0]
         start = w & 0x7FFF
-        k = data[start + 8:start + (w >> 17)]
-        if k < bound and (not startswith(k) or data[start:start + 6] < bound[len(k):]):
+        n = w >> 17
+        k = data[start + 8:start + n]
+        if k < bound and (n >= lb or not startswith(k)
+                          or data[start:start + 6] < bound[n - 8:]):
             lo = mid + 1
         else:
             hi = mid
@@ -318,11 +323,14 @@ def gallop_leaf(data, bound: bytes, lo: int, hi: int) -> int:
     prev = lo
     u32 = _U32.unpack_from
     startswith = bound.startswith
+    lb = len(bound) + 8
     while lo <= hi:
         w = u32(data, 20 + 4 * lo)[0]
         start = w & 0x7FFF
-        k = data[start + 8:start + (w >> 17)]
-        if not (k < bound and (not startswith(k) or data[start:start + 6] < bound[len(k):])):
+        n = w >> 17
+        k = data[start + 8:start + n]
+        if not (k < bound and (n >= lb or not startswith(k)
+                               or data[start:start + 6] < bound[n - 8:])):
             return binsearch_leaf(data, bound, prev, lo - 1) if lo > prev else lo
         prev = lo + 1
         lo += step

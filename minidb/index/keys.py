@@ -316,6 +316,10 @@ class KeyCodec:
     def encode_prefix(self, values) -> bytes:
         """The bytes of the first ``len(values)`` columns (a search bound on a prefix).
         Values are checked and converted as a stored value would be (``types.coerce``)."""
+        if len(values) == 1 and self.types:     # (a one-column lookup: no list, no join)
+            v = values[0]
+            if v is not None:
+                return self._enc[0](self._conv[0](v))
         if len(values) > len(self.types):
             raise errors.InternalError(f"key has {len(values)} values, index has "
                                        f"{len(self.types)} columns")

@@ -71,6 +71,8 @@ the executor's), array keys, mark/restore, holding the pin for non-MVCC scans.
 
 from __future__ import annotations
 
+import struct
+
 from minidb.errors import DataCorrupted, InternalError
 from minidb.heap.mvcc import heap_hot_search, hot_search_page
 from minidb.heap.prune import heap_page_prune_opt
@@ -87,6 +89,12 @@ __all__ = ["IndexScan", "index_scan", "lookup_visible", "fetch_equal", "kill_ite
 
 FORWARD, BACKWARD = "forward", "backward"
 _ABOVE = b"\xff" * 7
+_OPAQUE = bt.OPAQUE.unpack_from
+_SPECIAL_OFF = bt.SPECIAL_OFF
+_U16 = struct.Struct("<H").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_LOWER = pg.OFF_LOWER
+_HEADER = pg.PAGE_HEADER_SIZE
 _ITEMS_READ, _HEAP_FETCHES = C["index_items_read"], C["index_heap_fetches"]
 _MAX_HEAP_HINTS = 4096     # fetch_equal's heap buffer hints kept per caller's dict
 
@@ -382,14 +390,20 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     settings = backend.settings
     lo = irel.codec.encode_prefix(key) if bound is None else bound
     hi = lo + _ABOVE
-    backend.pgstat.count(irel.table_oid, "idx_scan")
+    stats = backend.pgstat
+    tcounts = stats.counts    # (TableStats.count, inline: one call fewer per count)
+    oid = irel.table_oid
+    if oid:
+        k = (oid, "idx_scan")
+        tcounts[k] = tcounts.get(k, 0) + 1
     b, blk, data, _stack = search(bm, irel, lo)
     bm.unlock_unpin(b)      # (search returns the leaf pinned and share-locked)
-    _prev, nxt, _lvl, flags, _c = bt.opaque(data)
+    # (bt.opaque, nitems, first_data and lp_word below, inline)
+    _prev, nxt, _lvl, flags, _c = _OPAQUE(data, _SPECIAL_OFF)
     if not flags & bt.BTP_LEAF:
         raise DataCorrupted(f'index "{irel.name}": scan reached non-leaf block {blk}')
-    maxoff = bt.nitems(data)
-    start = bt.binsearch_leaf(data, lo, bt.first_data(nxt), maxoff)
+    maxoff = (_U16(data, _LOWER)[0] - _HEADER) >> 2
+    start = bt.binsearch_leaf(data, lo, 1 if nxt == bt.P_NONE else 2, maxoff)
     end = bt.gallop_leaf(data, hi, start, maxoff)
     if nxt != bt.P_NONE and end > maxoff and not bt.pivot_key(data, bt.P_HIKEY) >= hi:
         scan = IndexScan(backend, irel, key, key)   # the key goes on to the right
@@ -400,7 +414,7 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     items = []
     unpack = bt.TID_BE.unpack_from
     for off in range(start, end):
-        w = bt.lp_word(data, off)
+        w = _U32(data, _HEADER - 4 + 4 * off)[0]
         if kill and (w >> 15) & 3 == pg.LP_DEAD:
             continue
         items.append((off, unpack(data, w & 0x7FFF)))
@@ -413,7 +427,7 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     clog, procarray = inst.clog, inst.procarray
     rfn = hrel.relfilenode
     decode = hrel.layout.decode
-    stats = backend.pgstat
+    fetch_key = (hrel.oid, "idx_tup_fetch")
     has_block = bm.smgr.has_block
     chain_cache = backend.chain_cache
     killed = None
@@ -443,7 +457,8 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
                     killed = []
                 killed.append((off, bt.tid_bytes(*tid)))
             if found is not None:
-                stats.count(hrel.oid, "idx_tup_fetch")
+                if fetch_key[0]:
+                    tcounts[fetch_key] = tcounts.get(fetch_key, 0) + 1
                 out.append((found, decode(tdata)))
     finally:
         if killed:
@@ -469,7 +484,9 @@ def _fetch_chain(bm, rfn: int, tid, snapshot, clog, procarray, prepare_pages, he
             heap_hints[block] = b
     locked = True
     try:
-        page = bm.page_view(b)
+        page = bm._pages[b]       # (page_view, inline: the buffer's kept memoryview)
+        if page is None:
+            page = bm.page_view(b)
         if (prepare_pages is not None and (pxid := pg.get_prune_xid(page))
                 and pxid < procarray.vis_horizon(pxid, slot)):
             bm.unlock(b)          # the hook runs on the pinned, unlocked page

@@ -46,7 +46,10 @@ through ``IndexRel.buf_hints``, the buffer each block was last seen in
 (``read_recent``: a buffer whose tag still names the block is pinned and locked without a
 mapping lookup), else ``pin_lock``; locks are released with ``unlock_unpin``.  A cached
 page that needs a move right, or a writer's INCOMPLETE_SPLIT page, takes the general
-path below (a copy of the page, ``moveright``).  Departure: PostgreSQL decodes nothing
+path below (a copy of the page, ``moveright``).  The leaf the parent names (level 0 by
+the downlink's level) is copied once under its lock and returned at once when it is a
+live leaf whose high key is above the bound (``moveright``'s common case, inline); any
+other page goes through ``moveright``.  Departure: PostgreSQL decodes nothing
 ahead; it binary-searches the shared page in C.  Each cache holds at most
 ``CACHE_MAX_PAGES`` pages (emptied when full).
 """
@@ -74,6 +77,10 @@ CACHE_MAX_PAGES = 4096
 _HITS = C["btree_cache_hits"]
 _LSN = struct.Struct("<Q")      # pd_lsn, as BufferManager.page_lsn reads it
 _SKIP = bt.BTP_DELETED | bt.BTP_HALF_DEAD
+_OPAQUE = bt.OPAQUE.unpack_from
+_SPECIAL_OFF = bt.SPECIAL_OFF
+_LEAF = bt.BTP_LEAF
+_P_NONE = bt.P_NONE
 
 
 def release(bm, b: int) -> None:
@@ -246,6 +253,22 @@ def search(bm, irel: IndexRel, bound: bytes, *, write: bool = False, finish=None
                         bm.unlock_unpin(b)
                         blk, expect = children[k], lvl - 1
                         continue
+            elif cached and expect == 0 and not at_root:
+                # the leaf the parent names, moveright's common case inline: the page
+                # copied once, its opaque read once, no move right needed
+                mv = pages[b]
+                if mv is not None:
+                    try:
+                        data = mv.tobytes()
+                        _prev, nxt, lvl, flags, _c = _OPAQUE(data, _SPECIAL_OFF)
+                        if (flags & _LEAF and not flags & _SKIP
+                                and (fin is None or not flags & bt.BTP_INCOMPLETE_SPLIT)
+                                and (nxt == _P_NONE or bound < bt.pivot_key(data, bt.P_HIKEY))
+                                and (not write or mode == EXCLUSIVE)):
+                            return b, blk, data, stack
+                    except BaseException:
+                        release(bm, b)
+                        raise
             b, blk, data = moveright(bm, irel, b, blk, bound, mode, fin, stack, cached)
             _prev, nxt, lvl, flags, _c = bt.opaque(data)
             if at_root:

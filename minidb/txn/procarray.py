@@ -78,6 +78,7 @@ import time
 import numpy as np
 
 from minidb.errors import LockNotAvailable, ProgramLimitExceeded
+from minidb.shmem import CURRENT_PID as _PID
 from minidb.shmem import CTL_LATEST_COMPLETED, CTL_NEXT_XID, CTL_SUBXIDS, CTL_XACT_COMPLETION
 from minidb.txn import deadlock
 from minidb.txn.clog import ABORTED, COMMITTED, FIRST_NORMAL_XID, IN_PROGRESS
@@ -146,6 +147,7 @@ class ProcArray:
         self.seg = seg
         self.locks = locks
         self.lock = locks.procarray
+        self._lock_fast = self.lock.fast()   # (sem_try, sem_give, holder words, index)
         self.clog = clog
         ctl = seg.control
         ctl[CTL_NEXT_XID] = FIRST_NORMAL_XID  # recovery moves it on (see the docstring)
@@ -242,7 +244,14 @@ class ProcArray:
         seg = self.seg
         cv = self._ctl
         last = self._last_snapshot.get(slot)
-        with self.lock:
+        # the ProcArray lock inline (``LWLock.fast``: the same semaphore operations and
+        # holder record as ``with self.lock``, without its two Python frames)
+        try_, give, hw, hidx = self._lock_fast
+        if hw is not None and try_(False):
+            hw[hidx] = _PID[0]
+        else:
+            self.lock.acquire()     # (the blocking path; it records the holder too)
+        try:
             count = cv[CTL_XACT_COMPLETION]
             xmax = cv[CTL_LATEST_COMPLETED] + 1
             # an xid of our own got since (myxid at or past xmax) changes nothing: it is
@@ -287,6 +296,12 @@ class ProcArray:
                     seg.proc_xmin[slot] = xmin
                 own = (frozenset(seg.proc_subxids[slot, :nsub[slot]].tolist())
                        if myxid and nsub[slot] else _NO_SUBXIDS)
+        finally:
+            if hw is not None:
+                hw[hidx] = 0
+                give()
+            else:
+                self.lock.release()
         self.snapshots_taken += 1
         if plain is not None:
             xs = [x for x in plain if x != myxid]

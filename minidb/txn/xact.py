@@ -117,7 +117,8 @@ class Transaction:
         self.cid = 0
         self.isolation = READ_COMMITTED
         self.snapshot: Snapshot | None = None
-        self.start_time: _dt.datetime | None = None
+        self._start_ts: float | None = None   # time.time() at the start (start_time)
+        self._start_dt: _dt.datetime | None = None
         self._statement_snapshot: Snapshot | None = None
         self._on_end = on_end  # callbacks run at commit/abort (statistics, locks)
         self.pending_deletes: list[tuple[int, bool]] = []  # (relfilenode, at_commit)
@@ -145,12 +146,28 @@ class Transaction:
         self.xid = 0
         self.cid = 0
         self.snapshot = None
-        self.levels = []
+        if self.levels:
+            self.levels = []
         self.mine_xids = None
         self._top_aborted = False
-        self.start_time = _dt.datetime.now()  # now() / CURRENT_TIMESTAMP, as PostgreSQL
+        # now() / CURRENT_TIMESTAMP, as PostgreSQL: the clock read here, the datetime made
+        # when first asked for (``start_time``)
+        self._start_ts = _time.time()
+        self._start_dt = None
         if self.settings.trace_xact:   # (formatting the message costs more than the check)
             self._trace(f"begin ({iso})")
+
+    @property
+    def start_time(self) -> _dt.datetime | None:
+        """The local time the transaction started (``datetime.now()`` then; None before
+        the first transaction)."""
+        st = self._start_dt
+        if st is None:
+            ts = self._start_ts
+            if ts is None:
+                return None
+            st = self._start_dt = _dt.datetime.fromtimestamp(ts)
+        return st
 
     @staticmethod
     def _check_isolation(iso: str) -> str:
@@ -403,9 +420,15 @@ class Transaction:
         self.cid = 0
         self.snapshot = None
         self._statement_snapshot = None
-        self.levels = []
+        if self.levels:
+            self.levels = []
         self.mine_xids = None
-        self._after_end(committed)
+        try:        # (_after_end, inline: one call fewer per transaction)
+            if self._on_end is not None:
+                self._on_end(committed)
+        finally:
+            if self.lockmgr is not None:
+                self.lockmgr.release_all()
 
     def _after_end(self, committed: bool) -> None:
         """The end's callbacks (catalog invalidation, pending deletes, statistics), then the
