@@ -280,6 +280,8 @@ COUNTERS = (
     "btree_cache_refreshes",  # cached internal pages re-decoded: the page's LSN had moved
     "buffers_wal_flushed",  # page writes that first had to flush the WAL (WAL before data)
     "wal_rule_violations",  # pages written with an LSN beyond the flushed WAL (must stay 0)
+    "partition_lock_busy",  # mapping partitions a batch found held by another backend
+                            # (done after the free ones: BufferManager._by_partition)
 )
 C = {name: i for i, name in enumerate(COUNTERS)}
 
