@@ -55,7 +55,10 @@ Departures: the descriptor is guarded by the mapping partition lock of its tag i
 a per-buffer header spinlock and atomics (Python has neither; one short critical section
 per pin is what both cost); lookups, pins and share locks of a run of pages are done in
 vectorized batches (``pin_run``, ``lock_share_batch``) so that a scan costs a few
-microseconds per 256 pages; reads of consecutive missing pages are combined into one
+microseconds per 256 pages - a batch tries its partition locks, does the pages of the free
+ones, and only then waits for the busy ones (``_by_partition``: no convoy of two scans
+behind each other's whole batch, where PostgreSQL's share-mode lookups and atomic pins never
+wait at all); reads of consecutive missing pages are combined into one
 ``preadv`` of at most ``io_combine_limit`` blocks (1: one 8 kB read per block, as
 PostgreSQL 16 and older), and the pages of a batch of reads are verified together
 (``start_read_batch`` / ``finish_reads``: a parallel scan's single-block runs are read one
