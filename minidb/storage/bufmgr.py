@@ -89,6 +89,7 @@ UNLOCKED, SHARE, EXCLUSIVE = 0, 1, 2
 
 _HIT = C["buffers_hit"]
 _PART_WAITS = C["partition_lock_busy"]
+_PART_TRIES = 2  # rounds of try-locks a batch makes before it waits for a busy partition
 _LSN = struct.Struct("<Q")  # pd_lsn, at offset 0 of every page
 
 
@@ -204,56 +205,54 @@ class BufferManager:
         Free partitions first, busy ones after (no convoy): every lock is first *tried*;
         when all are free (the usual case) ``work(None)`` runs once under them all.  When
         some are held by another backend, ``work`` runs on the elements of the partitions
-        we got, those are released, and only then do we wait for the busy ones (taken in
+        we got, those are released, the busy ones are tried once more (``_PART_TRIES``
+        rounds in all), and only then do we wait for those still busy (taken in
         ascending order while holding nothing, so no deadlock) and run ``work`` on the
         rest.  Two participants of a parallel scan thus never sleep on each other's whole
         batch: by the time the first has done its free partitions the other has usually
         let the busy ones go.  Elements of different partitions are independent (each
         descriptor and each mapping chain is guarded by one partition), so splitting a
         batch in two critical sections changes nothing a reader can see."""
-        npart = self._npart
-        seen = np.zeros(npart, dtype=bool)
+        seen = np.zeros(self._npart, dtype=bool)
         seen[parts] = True
-        uparts = np.flatnonzero(seen).tolist()
+        pending = np.flatnonzero(seen).tolist()
         psem, hw, pid = self._psem, self._hw, self._pidc[0]
-        got: list[int] = []
-        busy: list[int] = []
-        for p in uparts:
-            try_, give, idx = psem[p]
-            if try_(False):
-                hw[idx] = pid
-                got.append(p)
-            else:
-                busy.append(p)
-        try:
+        for attempt in range(_PART_TRIES + 1):
+            got: list[int] = []
+            busy: list[int] = []
+            if attempt < _PART_TRIES:
+                for p in pending:
+                    try_, give, idx = psem[p]
+                    if try_(False):
+                        hw[idx] = pid
+                        got.append(p)
+                    else:
+                        busy.append(p)
+            try:
+                if attempt == _PART_TRIES:  # still busy after the tries: wait, in order
+                    for p in pending:
+                        try_, give, idx = psem[p]
+                        if not try_(False):
+                            self.part_locks[p].acquire()
+                        hw[idx] = pid
+                        got.append(p)
+                if not busy and attempt == 0:
+                    work(None)  # the usual case: every partition was free
+                    return
+                if got:
+                    seen[:] = False
+                    seen[got] = True
+                    work(np.flatnonzero(seen[parts]))
+            finally:
+                for p in got:
+                    _, give, idx = psem[p]
+                    hw[idx] = 0
+                    give()
             if not busy:
-                work(None)
                 return
-            if got:
-                seen[busy] = False  # seen: the partitions we hold
-                work(np.flatnonzero(seen[parts]))
-        finally:
-            for p in got:
-                _, give, idx = psem[p]
-                hw[idx] = 0
-                give()
-        self.counts[_PART_WAITS] += len(busy)
-        taken: list[int] = []
-        try:
-            for p in busy:
-                try_, give, idx = psem[p]
-                if not try_(False):
-                    self.part_locks[p].acquire()
-                hw[idx] = pid
-                taken.append(p)
-            seen[:] = False
-            seen[busy] = True
-            work(np.flatnonzero(seen[parts]))
-        finally:
-            for p in taken:
-                _, give, idx = psem[p]
-                hw[idx] = 0
-                give()
+            if attempt == 0:
+                self.counts[_PART_WAITS] += len(busy)
+            pending = busy
 
     def _wake(self, mask: int) -> None:
         sem = self.locks.sem
