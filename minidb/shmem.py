@@ -162,8 +162,9 @@ Locks (all created before any fork):
 
 Every lock above is an ``LWLock``: a ``multiprocessing`` lock that records its holder's
 pid in a shared holder table (entry 0 of which is the instance's *crash flag*); the hottest
-callers (the buffer manager's single-buffer calls, the WAL insertion) take it inline through
-``LWLock.fast()``, the same semaphore operations and holder records without its Python frames.  The
+callers (the buffer manager's single-buffer and batch calls, the WAL insertion) take it
+inline through ``LWLock.fast()``, the same semaphore operations and holder records without
+its Python frames.  The
 critical sections they guard last microseconds to milliseconds, and a killed process
 cannot release a semaphore, so a holder that died means shared state may be half-changed:
 PostgreSQL's postmaster answers with a crash restart of every backend, and so does minidb:
@@ -280,6 +281,8 @@ COUNTERS = (
     "btree_cache_refreshes",  # cached internal pages re-decoded: the page's LSN had moved
     "buffers_wal_flushed",  # page writes that first had to flush the WAL (WAL before data)
     "wal_rule_violations",  # pages written with an LSN beyond the flushed WAL (must stay 0)
+    "partition_lock_busy",  # mapping partitions a batch found held by another backend
+                            # (done after the free ones: BufferManager._by_partition)
 )
 C = {name: i for i, name in enumerate(COUNTERS)}
 

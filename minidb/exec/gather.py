@@ -245,6 +245,9 @@ class ParallelSeqScan:
             if st.workers_planned and pool is None:
                 st.reason = "no worker pool (max_worker_processes = 0)"
             elif st.workers_planned and shared.slot >= 0:
+                # the participants a worker can expect (the leader's count is the real one)
+                spec["participants"] = (st.workers_planned
+                                        + bool(s.parallel_leader_participation))
                 self._launch(pool, spec, task_id, active)
             st.workers_launched = len(active)
             st.launched = time.monotonic()
@@ -255,7 +258,8 @@ class ParallelSeqScan:
                 lead = ParticipantStats(who="leader", pid=os.getpid())
                 st.participants.append(lead)
                 local = participant_batches(backend, self.rel, self.cols, self.snapshot,
-                                            shared, spec, lead)
+                                            shared, dict(spec, participants=len(active) + 1),
+                                            lead)
                 mine = PartialAggregates(self.aggregates) if aggregating else None
             while True:
                 yield from self._poll(pool, active, task_id, 0.0, aggregating)

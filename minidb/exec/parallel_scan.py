@@ -202,6 +202,7 @@ def participant_batches(backend, rel: HeapRel, cols, snapshot, shared: SharedSca
     alloc = BlockAllocator(shared, ss, participant=stats.who,
                            trace=trace_printer(settings, stats.who),
                            record=spec.get("record_runs", False))
+    alloc.participants = spec.get("participants", 1)
     stats.start_block = alloc.startblock_init()
     if ss is not None and settings.trace_syncscan:
         print(f"[syncscan pid {os.getpid()}] \"{rel.name}\" (base/{rel.relfilenode}): "

@@ -106,6 +106,7 @@ from minidb.wal.record import (RM_HEAP, RM_HEAP2, XLOG_HEAP2_MULTI_INSERT, XLOG_
 MAX_HEAP_TUPLES_PER_PAGE = (BLCKSZ - pg.PAGE_HEADER_SIZE) // (
     pg.maxalign(HEAP_TUPLE_HEADER_SIZE) + pg.ITEMID_SIZE)
 SCAN_BATCH_PAGES = 1024  # capped by BufferManager.max_batch_pins (a backend's share of the pool)
+TAIL_BATCH_PAGES = 32  # near a shared scan's end, batches shrink down to this (_source_batches)
 EXTEND_BATCH_PAGES = 64
 
 _CTID = struct.Struct("<IH")
@@ -470,7 +471,10 @@ class HeapScan:
         taken but not pinned (a pin limit, or the read budget) are pinned first in the
         next batch; at most one batch's worth is ever held.  A source paced by reads (the
         ``block`` policy) is asked for its next run, cold, only after the I/O model's
-        ``pace``: the previous block's read has completed.
+        ``pace``: the previous block's read has completed.  A source shared with other
+        participants (``participants`` > 1, with ``remaining``): near its end a warm batch
+        takes at most half of what is left, down to ``TAIL_BATCH_PAGES``, so that the
+        participants finish together.
         """
         bm, src, strategy = self.bm, self.block_source, self.strategy
         rfn = self.rel.relfilenode
@@ -480,6 +484,10 @@ class HeapScan:
         stats, reads = bm.stats, _COUNTER["buffers_read"]
         one_block_reads = self.backend.settings.io_combine_limit == 1
         take_runs = getattr(src, "next_runs", None)  # optional: a batch's runs at once
+        # optional: what is left to hand out, when others share the source - near the end a
+        # warm batch takes at most half of it, so that the participants finish together
+        # instead of one idling while another decodes a whole last batch
+        left = getattr(src, "remaining", None) if getattr(src, "participants", 1) > 1 else None
         pages_read = getattr(src, "pages_read", None)  # optional: told what was read
         # paced (the block policy): the next block is taken once the previous read
         # completed - the I/O model's owed time is slept off first (with no model a read
@@ -524,7 +532,12 @@ class HeapScan:
             bm.start_read_batch()
             try:
                 if warm and not done:  # take the whole batch's runs first
-                    done = take_batch(target)
+                    want = target
+                    if left is not None:
+                        rest = left()
+                        if rest < 2 * target:
+                            want = min(target, max(TAIL_BATCH_PAGES, rest // 2))
+                    done = take_batch(want)
                 while have < target:
                     budget = read_cap - (int(stats[reads]) - read_before) - bm.pending_reads()
                     if budget <= 0:

@@ -300,6 +300,17 @@ class BlockAllocator:
         self._pg14 = shared.policy == "pg14"
         self._block_policy = shared.policy == "block"
         self._sync = syncscan_table if (syncscan_table is not None and shared.syncscan) else None
+        # participants expected to share the scan (a hint the reader may use to keep its
+        # batches small enough near the end that they all finish together; 1: alone)
+        self.participants = 1
+
+    def remaining(self) -> int:
+        """Positions not handed out yet (a hint: the shared counter read without the
+        slot's lock; 0 once the slot was reused)."""
+        row = self.shared.row
+        if int(row[F_GEN]) != self.shared.gen:
+            return 0
+        return max(0, self._nblocks - int(row[F_NALLOCATED]))
 
     @property
     def nblocks(self) -> int:

@@ -55,7 +55,10 @@ Departures: the descriptor is guarded by the mapping partition lock of its tag i
 a per-buffer header spinlock and atomics (Python has neither; one short critical section
 per pin is what both cost); lookups, pins and share locks of a run of pages are done in
 vectorized batches (``pin_run``, ``lock_share_batch``) so that a scan costs a few
-microseconds per 256 pages; reads of consecutive missing pages are combined into one
+microseconds per 256 pages - a batch tries its partition locks, does the pages of the free
+ones, and only then waits for the busy ones (``_by_partition``: no convoy of two scans
+behind each other's whole batch, where PostgreSQL's share-mode lookups and atomic pins never
+wait at all); reads of consecutive missing pages are combined into one
 ``preadv`` of at most ``io_combine_limit`` blocks (1: one 8 kB read per block, as
 PostgreSQL 16 and older), and the pages of a batch of reads are verified together
 (``start_read_batch`` / ``finish_reads``: a parallel scan's single-block runs are read one
@@ -85,6 +88,8 @@ from minidb.storage.smgr import MAIN_FORKNUM, Smgr
 UNLOCKED, SHARE, EXCLUSIVE = 0, 1, 2
 
 _HIT = C["buffers_hit"]
+_PART_WAITS = C["partition_lock_busy"]
+_PART_TRIES = 2  # rounds of try-locks a batch makes before it waits for a busy partition
 _LSN = struct.Struct("<Q")  # pd_lsn, at offset 0 of every page
 
 
@@ -191,6 +196,63 @@ class BufferManager:
         _, give, idx = self._psem[p]
         self._hw[idx] = 0
         give()
+
+    def _by_partition(self, parts: np.ndarray, work) -> None:
+        """Run ``work(ix)`` over a batch whose buffers (or tags) fall in partitions
+        ``parts``, each element under its partition's lock: ``ix`` is None for the whole
+        batch, else the indexes of the elements one round covers.
+
+        Free partitions first, busy ones after (no convoy): every lock is first *tried*;
+        when all are free (the usual case) ``work(None)`` runs once under them all.  When
+        some are held by another backend, ``work`` runs on the elements of the partitions
+        we got, those are released, the busy ones are tried once more (``_PART_TRIES``
+        rounds in all), and only then do we wait for those still busy (taken in
+        ascending order while holding nothing, so no deadlock) and run ``work`` on the
+        rest.  Two participants of a parallel scan thus never sleep on each other's whole
+        batch: by the time the first has done its free partitions the other has usually
+        let the busy ones go.  Elements of different partitions are independent (each
+        descriptor and each mapping chain is guarded by one partition), so splitting a
+        batch in two critical sections changes nothing a reader can see."""
+        seen = np.zeros(self._npart, dtype=bool)
+        seen[parts] = True
+        pending = np.flatnonzero(seen).tolist()
+        psem, hw, pid = self._psem, self._hw, self._pidc[0]
+        for attempt in range(_PART_TRIES + 1):
+            got: list[int] = []
+            busy: list[int] = []
+            if attempt < _PART_TRIES:
+                for p in pending:
+                    try_, give, idx = psem[p]
+                    if try_(False):
+                        hw[idx] = pid
+                        got.append(p)
+                    else:
+                        busy.append(p)
+            try:
+                if attempt == _PART_TRIES:  # still busy after the tries: wait, in order
+                    for p in pending:
+                        try_, give, idx = psem[p]
+                        if not try_(False):
+                            self.part_locks[p].acquire()
+                        hw[idx] = pid
+                        got.append(p)
+                if not busy and attempt == 0:
+                    work(None)  # the usual case: every partition was free
+                    return
+                if got:
+                    seen[:] = False
+                    seen[got] = True
+                    work(np.flatnonzero(seen[parts]))
+            finally:
+                for p in got:
+                    _, give, idx = psem[p]
+                    hw[idx] = 0
+                    give()
+            if not busy:
+                return
+            if attempt == 0:
+                self.counts[_PART_WAITS] += len(busy)
+            pending = busy
 
     def _wake(self, mask: int) -> None:
         sem = self.locks.sem
@@ -554,40 +616,68 @@ class BufferManager:
         blocks = np.arange(start, start + max_n, dtype=np.int64)
         tags = blocks | make_tag(rfn, fork, 0)
         buckets, parts = self.table.hash_vec(tags)
-        uparts = np.unique(parts).tolist()
-        locks = self.part_locks
-        for p in uparts:
-            locks[p].acquire()
-        try:
-            bufs = self.table.probe_vec(tags, buckets)
-            hit = bufs >= 0
-            hit[hit] = (self.seg.buf_flags[bufs[hit]] & BM_VALID) != 0
-            miss_idx = np.flatnonzero(~hit)
-            n = max_n
-            if strategy is not None and miss_idx.size > max(1, strategy.nbuffers // 2):
-                n = int(miss_idx[max(1, strategy.nbuffers // 2)])
-                miss_idx = miss_idx[miss_idx < n]
-            hb = bufs[:n][hit[:n]]
-            nlocked = 0
+        seg, pins = self.seg, self.pins
+        half = max(1, strategy.nbuffers // 2) if strategy is not None else 0
+        bufs = np.empty(max_n, dtype=np.int64)
+        hit = np.empty(max_n, dtype=bool)
+        n = max_n
+        nlocked = 0
+
+        def pin_hits(ix) -> None:
+            # under the partition locks of the tags ``ix`` (None: all): look them up, pin
+            # the valid pages found (and share-lock them, if asked)
+            nonlocal n, nlocked
+            if ix is None:
+                found = self.table.probe_vec(tags, buckets)
+            else:
+                found = self.table.probe_vec(tags[ix], buckets[ix])
+            h = found >= 0
+            h[h] = (seg.buf_flags[found[h]] & BM_VALID) != 0
+            if ix is None:
+                bufs[:], hit[:] = found, h
+                # the whole batch in one round: cut it before pinning (see below)
+                if half and max_n - int(np.count_nonzero(h)) > half:
+                    n = int(np.flatnonzero(~h)[half])
+                hb = found[:n][h[:n]]
+            else:
+                bufs[ix], hit[ix] = found, h
+                hb = found[h]
             if hb.size:
-                mine = self.pins[hb]
+                mine = pins[hb]
                 first = hb[mine == 0]
-                self.seg.buf_refcount[first] += 1
-                self.pins[hb] = mine + 1
-                u = self.seg.buf_usage[hb]
+                seg.buf_refcount[first] += 1
+                pins[hb] = mine + 1
+                u = seg.buf_usage[hb]
                 if strategy is None:
-                    self.seg.buf_usage[hb] = np.minimum(u + 1, BM_MAX_USAGE_COUNT)
+                    seg.buf_usage[hb] = np.minimum(u + 1, BM_MAX_USAGE_COUNT)
                 else:
-                    self.seg.buf_usage[hb] = np.maximum(u, 1)
+                    seg.buf_usage[hb] = np.maximum(u, 1)
                 if share:  # lock_share_batch's pass, under the same partition locks
-                    free = self.seg.buf_lock_excl[hb] < 0
+                    free = seg.buf_lock_excl[hb] < 0
                     fb = hb if free.all() else hb[free]
-                    self.seg.buf_lock_shared[fb] += 1
+                    seg.buf_lock_shared[fb] += 1
                     self.held[fb] = SHARE
-                    nlocked = fb.size
-        finally:
-            for p in uparts:
-                locks[p].release()
+                    nlocked += fb.size
+                pinned.append(hb)
+
+        pinned: list[np.ndarray] = []
+        try:
+            self._by_partition(parts, pin_hits)
+        except BaseException:  # a wait for a busy partition failed: undo the first round
+            for hb in pinned:
+                self.release_batch(hb)
+            raise
+        miss_idx = np.flatnonzero(~hit[:n])
+        if n == max_n and half and miss_idx.size > half:
+            # done in two rounds (a partition was busy): every hit got pinned; cut now
+            # and let go of the hits past the cut
+            n = int(miss_idx[half])
+            miss_idx = miss_idx[:half]
+            extra = bufs[n:][hit[n:]]
+            if share:
+                nlocked -= int(np.count_nonzero(self.held[extra] == SHARE))
+            self.release_batch(extra)
+        hb = bufs[:n][hit[:n]]
         self.stats[C["buffers_hit"]] += int(hb.size)
         bufs = bufs[:n]
         if miss_idx.size:
@@ -727,27 +817,28 @@ class BufferManager:
         lb = bufs[last]
         if not lb.size:
             return
-        parts = self.seg.buf_part[lb]
-        uparts = np.unique(parts).tolist()
-        locks = self.part_locks
-        for p in uparts:
-            locks[p].acquire()
-        try:
-            moved = self.seg.buf_part[lb] != parts  # a failed read may have retagged
-            ok = lb[~moved]
-            self.pins[ok] = 0
-            self.seg.buf_refcount[ok] -= 1
-            wakeb = ok[(self.seg.buf_flags[ok] & BM_PIN_COUNT_WAITER) != 0]
-            masks = 0
-            for b in wakeb.tolist():
-                if self._refcount[b] <= 1:
-                    masks |= self._waiters[b]
-                    self._waiters[b] = 0
-                    self._flags[b] &= ~BM_PIN_COUNT_WAITER
-        finally:
-            for p in uparts:
-                locks[p].release()
-        for b in lb[moved].tolist():
+        seg = self.seg
+        parts = seg.buf_part[lb]
+        masks = 0
+        moved: list[np.ndarray] = []
+
+        def unpin_last(ix) -> None:
+            nonlocal masks
+            b, pt = (lb, parts) if ix is None else (lb[ix], parts[ix])
+            mv = seg.buf_part[b] != pt  # a failed read may have retagged
+            if mv.any():
+                moved.append(b[mv])
+                b = b[~mv]
+            self.pins[b] = 0
+            seg.buf_refcount[b] -= 1
+            for w in b[(seg.buf_flags[b] & BM_PIN_COUNT_WAITER) != 0].tolist():
+                if self._refcount[w] <= 1:
+                    masks |= self._waiters[w]
+                    self._waiters[w] = 0
+                    self._flags[w] &= ~BM_PIN_COUNT_WAITER
+
+        self._by_partition(parts, unpin_last)
+        for b in (np.concatenate(moved).tolist() if moved else ()):
             self.unpin(b)
         if masks:
             self._wake(masks)
@@ -857,47 +948,44 @@ class BufferManager:
         bufs = np.asarray(bufs, dtype=np.int64)
         if not bufs.size:
             return
-        parts = self.seg.buf_part[bufs]
-        uparts = np.unique(parts).tolist()
-        locks = self.part_locks
-        for p in uparts:
-            locks[p].acquire()
-        try:
-            free = self.seg.buf_lock_excl[bufs] < 0
-            fb = bufs[free]
-            self.seg.buf_lock_shared[fb] += 1
-            self.held[fb] = SHARE
-        finally:
-            for p in uparts:
-                locks[p].release()
-        for b in bufs[~free].tolist():
+        seg = self.seg
+        taken: list[np.ndarray] = []  # exclusively locked by another: one by one after
+
+        def share_lock(ix) -> None:
+            b = bufs if ix is None else bufs[ix]
+            free = seg.buf_lock_excl[b] < 0
+            if not free.all():
+                taken.append(b[~free])
+                b = b[free]
+            seg.buf_lock_shared[b] += 1
+            self.held[b] = SHARE
+
+        self._by_partition(seg.buf_part[bufs], share_lock)
+        for b in (np.concatenate(taken).tolist() if taken else ()):
             self.lock(b, SHARE)
 
     def unlock_batch(self, bufs: np.ndarray) -> None:
         bufs = np.asarray(bufs, dtype=np.int64)
         if not bufs.size:
             return
-        parts = self.seg.buf_part[bufs]
-        uparts = np.unique(parts).tolist()
-        locks = self.part_locks
+        seg = self.seg
         masks = 0
-        for p in uparts:
-            locks[p].acquire()
-        try:
-            mode = self.held[bufs]
-            sb, xb = bufs[mode == SHARE], bufs[mode == EXCLUSIVE]
-            assert sb.size + xb.size == bufs.size, "unlock of a buffer not locked"
-            self.seg.buf_lock_shared[sb] -= 1
-            self.seg.buf_lock_excl[xb] = -1
-            self.held[bufs] = UNLOCKED
-            w = self.seg.buf_waiters[bufs]
-            wb = bufs[(w != 0) & (self.seg.buf_lock_shared[bufs] == 0)]
-            for b in wb.tolist():
+
+        def unlock(ix) -> None:
+            nonlocal masks
+            bb = bufs if ix is None else bufs[ix]
+            mode = self.held[bb]
+            sb, xb = bb[mode == SHARE], bb[mode == EXCLUSIVE]
+            assert sb.size + xb.size == bb.size, "unlock of a buffer not locked"
+            seg.buf_lock_shared[sb] -= 1
+            seg.buf_lock_excl[xb] = -1
+            self.held[bb] = UNLOCKED
+            w = seg.buf_waiters[bb]
+            for b in bb[(w != 0) & (seg.buf_lock_shared[bb] == 0)].tolist():
                 masks |= self._waiters[b]
                 self._waiters[b] = 0
-        finally:
-            for p in uparts:
-                locks[p].release()
+
+        self._by_partition(seg.buf_part[bufs], unlock)
         if masks:
             self._wake(masks)
 
@@ -907,34 +995,33 @@ class BufferManager:
         bufs = np.asarray(bufs, dtype=np.int64)
         if not bufs.size:
             return
-        parts = self.seg.buf_part[bufs]
-        uparts = np.unique(parts).tolist()
-        locks = self.part_locks
+        seg = self.seg
         masks = 0
-        for p in uparts:
-            locks[p].acquire()
-        try:
+
+        def unlock_unpin(ix) -> None:
             # locked and pinned buffers hold valid pages: nothing retags them meanwhile
-            mode = self.held[bufs]
+            nonlocal masks
+            bb = bufs if ix is None else bufs[ix]
+            mode = self.held[bb]
             share = mode == SHARE
             if share.all():
-                self.seg.buf_lock_shared[bufs] -= 1
+                seg.buf_lock_shared[bb] -= 1
             else:
-                xb = bufs[mode == EXCLUSIVE]
-                assert share.sum() + xb.size == bufs.size, "unlock of a buffer not locked"
-                self.seg.buf_lock_shared[bufs[share]] -= 1
-                self.seg.buf_lock_excl[xb] = -1
-            self.held[bufs] = UNLOCKED
-            mine = self.pins[bufs]
+                xb = bb[mode == EXCLUSIVE]
+                assert share.sum() + xb.size == bb.size, "unlock of a buffer not locked"
+                seg.buf_lock_shared[bb[share]] -= 1
+                seg.buf_lock_excl[xb] = -1
+            self.held[bb] = UNLOCKED
+            mine = self.pins[bb]
             assert mine.min() > 0, "unpin of a buffer not pinned"
-            self.pins[bufs] = mine - 1
+            self.pins[bb] = mine - 1
             last = mine == 1
-            lb = bufs if last.all() else bufs[last]
-            self.seg.buf_refcount[lb] -= 1
+            seg.buf_refcount[bb if last.all() else bb[last]] -= 1
             # as unlock_unpin, buffer by buffer, for those with someone waiting
-            w = self.seg.buf_waiters[bufs] != 0
-            pw = (self.seg.buf_flags[bufs] & BM_PIN_COUNT_WAITER) != 0
-            for b, was_last in zip(bufs[w | pw].tolist(), last[w | pw].tolist()):
+            w = (seg.buf_waiters[bb] != 0) | ((seg.buf_flags[bb] & BM_PIN_COUNT_WAITER) != 0)
+            if not w.any():
+                return
+            for b, was_last in zip(bb[w].tolist(), last[w].tolist()):
                 wake = 0
                 if self._waiters[b] and self._shared[b] == 0:
                     wake = self._waiters[b]
@@ -945,9 +1032,8 @@ class BufferManager:
                     self._waiters[b] = 0
                     self._flags[b] &= ~BM_PIN_COUNT_WAITER
                 masks |= wake
-        finally:
-            for p in uparts:
-                locks[p].release()
+
+        self._by_partition(seg.buf_part[bufs], unlock_unpin)
         if masks:
             self._wake(masks)
 

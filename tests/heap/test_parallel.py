@@ -1197,3 +1197,64 @@ def test_a_paced_scan_takes_each_block_after_its_previous_read_completed(tmp_pat
         assert waits >= nblocks // 4, waits
         assert batches == got["fixed"][1] == nblocks // 16
         assert got["fixed"][0] == 0
+
+
+def _lockstep_batches(inst, rel, nblocks: int, participants: int) -> list[list[int]]:
+    """Two participants' warm scans through one pg14 allocator, one batch each in turn
+    (equal speeds): the pages of every batch each decoded, per participant."""
+    from minidb.heap.heapam import HeapScan
+    shared = SharedScan.acquire(inst.seg, inst.locks)
+    shared.initialize(rel.relfilenode, nblocks, policy="pg14")
+    sizes: list[list[int]] = [[], []]
+    bes = [inst.connect(), inst.connect()]
+    try:
+        scans, its = [], []
+        for be in bes:
+            alloc = BlockAllocator(shared, None)
+            alloc.participants = participants
+            alloc.startblock_init()
+            hs = HeapScan(be, rel, [0], syncscan=False, block_source=alloc)
+            scans.append(hs)
+            its.append(iter(hs))
+        live = [0, 1]
+        while live:
+            for i in list(live):
+                before = scans[i].pages_scanned
+                if next(its[i], None) is None:
+                    live.remove(i)
+                else:
+                    sizes[i].append(scans[i].pages_scanned - before)
+    finally:
+        for be in bes:
+            be.close()
+        shared.release()
+    assert sum(map(sum, sizes)) == nblocks
+    return sizes
+
+
+def test_shared_warm_scan_batches_shrink_near_the_end(tmp_path):
+    """With others sharing the block source, a participant's warm batch takes at most half
+    of what is left near the end (down to TAIL_BATCH_PAGES): in lockstep the two last
+    batches are small, so neither participant idles while the other decodes a whole
+    batch.  Alone (participants 1), batches stay whole."""
+    from minidb.heap.heapam import TAIL_BATCH_PAGES
+    with Instance(tmp_path / "d", shared_buffers=2400, max_connections=4,
+                  max_worker_processes=1) as inst:
+        rel = create_table(inst, "t", [("id", "integer"), ("pad", "character(200)")])
+        with inst.connect() as be:
+            n = 32 * 2000
+            heap_bulk_insert(be, rel, {"id": np.arange(n, dtype=np.int32), "pad": [""] * n},
+                             n, xmin=2)
+            nblocks = be.bufmgr.smgr.nblocks(rel.relfilenode)
+            target = be.bufmgr.max_batch_pins
+            assert nblocks >= 4 * target > 8 * TAIL_BATCH_PAGES
+            assert sum(len(b) for b in seq_scan(be, rel, ["id"], use_ring=False)) == n
+        whole = _lockstep_batches(inst, rel, nblocks, participants=1)
+        shared = _lockstep_batches(inst, rel, nblocks, participants=2)
+    # alone: every batch but the very last of the scan is a whole one
+    assert sorted(s for p in whole for s in p[:-1]) [0] == target
+    # shared: both end on a small batch, and the two ends are close
+    ends = [p[-1] for p in shared]
+    assert max(ends) <= 2 * TAIL_BATCH_PAGES, shared
+    assert abs(sum(shared[0]) - sum(shared[1])) <= 2 * TAIL_BATCH_PAGES + target // 2, shared
+    assert sum(len(p) for p in shared) <= sum(len(p) for p in whole) + 12

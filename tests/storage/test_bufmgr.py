@@ -1006,3 +1006,111 @@ def test_free_list_hands_out_never_used_buffers_in_order(tmp_path, make_table):
             assert b.counters()["buffers_evicted"] > 0
             for blk in range(33):
                 assert read_value(bm, rfn, blk) == blk
+
+
+# -- batches: free partitions first, busy ones after (no convoy) --------------------------------
+
+
+def _group_parts(bm, rfn: int, ngroups: int) -> list[int]:
+    """The mapping partition of each group of 16 consecutive blocks."""
+    return [bm.table.hash(make_tag(rfn, MAIN_FORKNUM, 16 * g))[1] for g in range(ngroups)]
+
+
+def _held_elsewhere(instance, p: int, fn, bm):
+    """Run ``fn`` in a thread while partition ``p``'s lock is held here; wait until the
+    batch found it busy (counter), check what ``check`` says meanwhile, then let it go."""
+    busy0 = bm.counters()["partition_lock_busy"]
+    lock = instance.locks.partition[p]
+    lock.acquire()
+    try:
+        r = Runner(fn)
+        r.start()
+        wait_until(lambda: bm.counters()["partition_lock_busy"] > busy0,
+                   "the batch found the partition busy")
+        snapshot = instance.seg.buf_refcount.copy(), instance.seg.buf_lock_shared.copy()
+    finally:
+        lock.release()
+    return r.finish(), snapshot
+
+
+@pytest.fixture
+def roomy(tmp_path):
+    """An instance whose backends may pin 64 pages at once (max_batch_pins), and a backend."""
+    inst = Instance(tmp_path / "roomy", shared_buffers=1024, max_connections=4,
+                    max_worker_processes=2)
+    b = inst.connect()
+    assert b.bufmgr.max_batch_pins >= 64
+    try:
+        yield inst, b
+    finally:
+        b.close()
+        inst.close()
+
+
+def test_batches_do_free_partitions_first_and_wait_for_busy_ones(roomy, make_table,
+                                                                 assert_no_pins):
+    instance, backend = roomy
+    rel = make_table(instance, "t64", [("a", "integer")])
+    rfn, bm, seg = rel.relfilenode, backend.bufmgr, instance.seg
+    add_pages(bm, rfn, 64)
+    parts = _group_parts(bm, rfn, 4)
+    busy = parts[0]
+    free_groups = [g for g in range(4) if parts[g] != busy]
+    assert free_groups, "all four groups hash to one partition"
+    hits = bm.counters()["buffers_hit"]
+    bufs, (refc, shared) = _held_elsewhere(
+        instance, busy, lambda: bm.pin_run(rfn, 0, 64, share=True), bm)
+    # while the busy partition was held, the other groups were pinned and locked already
+    for g in free_groups:
+        b = buffer_of(instance, rfn, 16 * g)
+        assert refc[b] == 1 and shared[b] == 1
+    b0 = buffer_of(instance, rfn, 0)
+    assert refc[b0] == 0 and shared[b0] == 0
+    # and the result is what one round gives
+    assert len(bufs) == 64 and bm.counters()["buffers_hit"] == hits + 64
+    assert [int(bm.page(b)[VALUE_OFFSET:VALUE_OFFSET + 8].view("<i8")[0])
+            for b in bufs.tolist()] == list(range(64))
+    assert (seg.buf_refcount[bufs] == 1).all() and (bm.held[bufs] == SHARE).all()
+    assert (seg.buf_lock_shared[bufs] == 1).all()
+    # the releases split the same way
+    _held_elsewhere(instance, busy, lambda: bm.unlock_unpin_batch(bufs), bm)
+    assert_no_pins(instance)
+    bufs = bm.pin_run(rfn, 0, 64)
+    _held_elsewhere(instance, busy, lambda: bm.lock_share_batch(bufs), bm)
+    assert (bm.held[bufs] == SHARE).all() and (seg.buf_lock_shared[bufs] == 1).all()
+    bm.unlock_batch(bufs)
+    _held_elsewhere(instance, busy, lambda: bm.unpin_batch(bufs), bm)
+    assert_no_pins(instance)
+
+
+def test_ring_cut_of_a_batch_done_in_two_rounds(roomy, make_table, assert_no_pins):
+    """A ring batch with more misses than half its ring stops before them (pin_run's cut);
+    done in two rounds (a busy partition), the hits past the cut are let go again: the same
+    batch, pins and counters as one round gives."""
+    instance, backend = roomy
+    rel = make_table(instance, "t64", [("a", "integer")])
+    rfn, bm, seg = rel.relfilenode, backend.bufmgr, instance.seg
+    add_pages(bm, rfn, 64)
+    parts = _group_parts(bm, rfn, 4)
+    strategy = AccessStrategy("bulkread", 128, bm.nbuffers)  # 16 buffers: cut after 8 misses
+    results = []
+    for contended in (False, True):
+        bm.flush_buffers(rfn)
+        bm.drop_relation_buffers(rfn, from_block=16)
+        for block in range(32, 64):  # blocks 16..31 cold, the rest warm
+            read_value(bm, rfn, block)
+        c0 = bm.counters()
+        if contended:
+            bufs, _ = _held_elsewhere(
+                instance, parts[0], lambda: bm.pin_run(rfn, 0, 64, strategy=strategy), bm)
+        else:
+            bufs = bm.pin_run(rfn, 0, 64, strategy=strategy)
+        c1 = bm.counters()
+        assert len(bufs) == 24  # 16 hits, then 8 reads
+        assert (seg.buf_refcount[bufs] == 1).all()
+        assert int(seg.buf_refcount.sum()) == 24  # nothing past the cut stays pinned
+        results.append((c1["buffers_hit"] - c0["buffers_hit"],
+                        c1["buffers_read"] - c0["buffers_read"]))
+        bm.unpin_batch(bufs)
+        assert_no_pins(instance)
+    assert results == [(16, 8), (16, 8)]
