@@ -328,5 +328,7 @@ class LongCrashMachine(CrashMachine):
     pass
 
 
-TestCrashMachineLong = pytest.mark.long(LongCrashMachine.TestCase)
+# 60 examples of 60 steps take ~110 s alone on this machine, more under load: the default
+# 120 s of pytest-timeout cut it off in its teardown at load 4-5
+TestCrashMachineLong = pytest.mark.timeout(600)(pytest.mark.long(LongCrashMachine.TestCase))
 TestCrashMachineLong.settings = LONG
