@@ -128,41 +128,35 @@ def _chain_verdict(page, block: int, off: int, nitems: int, procarray, clog, myx
             # satisfies_vacuum says (DELETE_IN_PROGRESS, no hints) and the rules below make
             # of it - a committed xmin is no longer running - without the horizon
             all_dead = False  # deleted by me: not a conflict, not dead either
-            if not im2 & HEAP_HOT_UPDATED or cblk != block or not 1 <= coff <= nitems:
-                break
-            off = coff
-            lp_off, flags, _len = pg.get_item_id(page, off)
-            prev_xmax = xmax
-            at_start = False
-            continue
-        if not horizon_box:
-            horizon = procarray.global_xmin()
-            # no xid older than the horizon runs: is_in_progress without the scan then
-            horizon_box += (horizon, vis.RunningAfter(procarray, horizon))
-        procarray = horizon_box[1]
-        state, hints = vis.satisfies_vacuum(xmin, xmax, im, horizon_box[0], procarray, clog)
-        if hints:
-            _U16.pack_into(page, lp_off + _T_INFOMASK, im | hints)
-            hinted[0] = True
-        if state == vis.LIVE:
-            return True, 0, False
-        if state == vis.INSERT_IN_PROGRESS:
-            if xmin in myxid:
-                if (xmax in myxid and xmax != xmin and not im & HEAP_XMAX_LOCK_ONLY
-                        and not im & HEAP_XMAX_INVALID):
-                    all_dead = False  # inserted and deleted by my subtransactions
+        else:
+            if not horizon_box:
+                horizon = procarray.global_xmin()
+                # no xid older than the horizon runs: is_in_progress without the scan then
+                horizon_box += (horizon, vis.RunningAfter(procarray, horizon))
+            procarray = horizon_box[1]
+            state, hints = vis.satisfies_vacuum(xmin, xmax, im, horizon_box[0], procarray, clog)
+            if hints:
+                _U16.pack_into(page, lp_off + _T_INFOMASK, im | hints)
+                hinted[0] = True
+            if state == vis.LIVE:
+                return True, 0, False
+            if state == vis.INSERT_IN_PROGRESS:
+                if xmin in myxid:
+                    if (xmax in myxid and xmax != xmin and not im & HEAP_XMAX_LOCK_ONLY
+                            and not im & HEAP_XMAX_INVALID):
+                        all_dead = False  # inserted and deleted by my subtransactions
+                    else:
+                        return True, 0, False
                 else:
-                    return True, 0, False
-            else:
-                return False, xmin, False
-        if state == vis.DELETE_IN_PROGRESS:
-            if xmin not in myxid and procarray.is_in_progress(xmin):
-                return False, xmin, False
-            if xmax not in myxid or im & HEAP_XMAX_LOCK_ONLY:
-                return False, xmax, False
-            all_dead = False  # deleted by me: not a conflict, not dead either
-        elif state == vis.RECENTLY_DEAD:
-            all_dead = False
+                    return False, xmin, False
+            if state == vis.DELETE_IN_PROGRESS:
+                if xmin not in myxid and procarray.is_in_progress(xmin):
+                    return False, xmin, False
+                if xmax not in myxid or im & HEAP_XMAX_LOCK_ONLY:
+                    return False, xmax, False
+                all_dead = False  # deleted by me: not a conflict, not dead either
+            elif state == vis.RECENTLY_DEAD:
+                all_dead = False
         if not im2 & HEAP_HOT_UPDATED or cblk != block or not 1 <= coff <= nitems:
             break
         off = coff
