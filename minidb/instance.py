@@ -864,18 +864,26 @@ class Backend:
             # files (an aborted CREATE's pending delete) that recovery has since restored
             return
         try:
-            self.xact.rollback()
-            try:
-                self.catalog.drop_temp_tables(own=True)   # the session's temporary tables
-            except Exception:  # noqa: BLE001 - closing goes on
-                pass            # left for the next open (or the slot's next session)
-        finally:
-            try:
-                self.lockmgr.release_all()
-            finally:
-                self.bufmgr.release_all()
-                self.pgstat.close()
-        self.instance._free_slot(self.slot)
+            if self.instance.locks.crashed() is None:
+                try:
+                    self.xact.rollback()
+                    try:
+                        self.catalog.drop_temp_tables(own=True)   # the session's temp tables
+                    except Exception:  # noqa: BLE001 - closing goes on
+                        pass            # left for the next open (or the slot's next session)
+                finally:
+                    try:
+                        self.lockmgr.release_all()
+                    finally:
+                        self.bufmgr.release_all()
+                        self.pgstat.close()
+                self.instance._free_slot(self.slot)
+        except CrashShutdown:
+            # another process died inside a critical section (before this close or during
+            # it): shared memory is not trusted, so nothing more is undone through it - as a
+            # PostgreSQL backend quits without cleanup then; the instance must be reopened
+            # (recovery replays the WAL), and closing it must not fail on this backend
+            pass
         with self.instance._local:
             self.instance._backends.discard(self)
 
