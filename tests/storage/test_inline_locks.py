@@ -65,6 +65,19 @@ def _check_sections(events, holders, pid) -> list[int]:
     return idx
 
 
+
+def _recording(try_, give, i, events, holders):
+    """A semaphore's try and give that append ("take", lock) and ("give", lock, the holder
+    word when given back) to ``events``."""
+    def t(block):
+        events.append(("take", i))
+        return try_(block)
+
+    def g():
+        events.append(("give", i, int(holders[i])))
+        return give()
+    return t, g
+
 def test_buffer_calls_take_their_partition_lock_with_the_holder_recorded(instance, make_table):
     rfn = make_table(instance, "t", [("a", "integer")]).relfilenode
     holders = instance.locks.holders
@@ -74,17 +87,8 @@ def test_buffer_calls_take_their_partition_lock_with_the_holder_recorded(instanc
         events: list = []
         orig_psem, orig_hw = bm._psem, bm._hw
 
-        def wrap(try_, give, i):
-            def t(block):
-                events.append(("take", i))
-                return try_(block)
-
-            def g():
-                events.append(("give", i, int(holders[i])))
-                return give()
-            return t, g, i
-
-        bm._psem = [wrap(*e) for e in orig_psem]
+        bm._psem = [(*_recording(try_, give, i, events, holders), i)
+                    for try_, give, i in orig_psem]
         bm._hw = _Recorder(orig_hw, events)
         try:
             x = bm.pin_lock(rfn, 0, SHARE)
@@ -118,14 +122,7 @@ def test_with_lock_and_wal_insertion_record_the_holder(instance):
         events: list = []
         try_, give, hw, i = sh.insert_fast
         assert hw is instance.locks.holder_words and i == instance.locks.wal_insert._index
-
-        def t(block):
-            events.append(("take", i))
-            return try_(block)
-
-        def g():
-            events.append(("give", i, int(holders[i])))
-            return give()
+        t, g = _recording(try_, give, i, events, holders)
         orig = sh.insert_fast
         sh.insert_fast = (t, g, _Recorder(hw, events), i)
         try:
