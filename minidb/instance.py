@@ -35,9 +35,11 @@ dies, as PostgreSQL's backends do when the postmaster dies:
 
 * the death pipe: the owner creates a pipe at open and keeps its write end; a fork hook
   closes the write end in every child, so the read end reads EOF once the owner is gone.
-  Children look at it (``check_interrupts``) when they connect, at each statement, in every
-  blocked LWLock wait and transaction wait; on EOF they close their copy of the lock file
-  (detach) and raise ``AdminShutdown`` (57P01) - every later call does the same;
+  Children look at it (``check_interrupts``) when they connect, at a statement when
+  ``OWNER_CHECK_S`` has passed since they last looked (a periodic check, as PostgreSQL's
+  backends make, not a system call per statement), in every blocked LWLock wait and
+  transaction wait; on EOF they close their copy of the lock file (detach) and raise
+  ``AdminShutdown`` (57P01) - every later call does the same;
 * ``PR_SET_PDEATHSIG`` (Linux): a child forked by the owner's main thread asks the kernel
   for SIGTERM when its parent dies (the pool's processes for SIGKILL), so even a child
   busy elsewhere ends.  The kernel ties the signal to the forking *thread*, hence the
@@ -134,6 +136,7 @@ from minidb.wal.control import control_path
 
 REAPER_INTERVAL_S = 0.1
 ORPHAN_WAIT_S = 2.0  # an opener waits this long for a dead owner's children to exit
+OWNER_CHECK_S = 0.05  # a forked child's statements read the death pipe at most this often
 
 # data directories this process holds the lock of: (st_dev, st_ino) -> pid (a forked
 # child inherits the dict, but not the locks: the pid tells them apart)
@@ -167,6 +170,7 @@ class Instance:
         self._lock_fd = self._take_lock()
         self._death_r = self._death_w = None
         self._orphaned = False  # set in a forked child that saw the owner die
+        self._owner_check_at = 0.0  # check_interrupts' next read of the death pipe
         self.cancel_pending = False  # a server backend's CancelRequest (check_interrupts)
         self.owner_pid = os.getpid()
         self._closed = False
@@ -443,11 +447,18 @@ class Instance:
 
     def check_interrupts(self, backend: "Backend | None" = None) -> None:
         """CHECK_FOR_INTERRUPTS, at connect and at each statement: AdminShutdown (57P01) in
-        a forked child whose owner died, CrashShutdown (57P02) once the crash flag is set,
+        a forked child whose owner died (the pipe read at most every ``OWNER_CHECK_S``),
+        CrashShutdown (57P02) once the crash flag is set,
         and for a ``backend`` made before the last crash restart (stale: its shared memory
         is gone)."""
         if current_pid() != self.owner_pid:   # (os.getpid() is a system call)
-            self._check_owner()
+            # the death pipe is read at most every OWNER_CHECK_S (a read is a system call
+            # and a BlockingIOError each time: two a statement were ~3 us of a forked
+            # client's statement); an orphan refuses every call at once
+            now = time.monotonic()
+            if now >= self._owner_check_at or self._orphaned:
+                self._owner_check_at = now + OWNER_CHECK_S
+                self._check_owner()
         if backend is not None and backend.generation != self.generation:
             raise _stale_error(backend)
         locks = self.locks
@@ -512,6 +523,7 @@ class Instance:
             raise InterfaceError("the instance is closed")
         if self._restarting or self.locks.crashed() is not None:
             self._await_restart()
+        self._owner_check_at = 0.0      # (a connect always reads the death pipe)
         self.check_interrupts()
         settings = self.settings.copy()
         for k, v in session_settings.items():

@@ -35,7 +35,7 @@ import pytest
 import minidb.instance
 from minidb import shmem
 from minidb.catalog import ColumnDef
-from minidb.errors import CrashShutdown, DatabaseInUse, LWLockHolderDied
+from minidb.errors import AdminShutdown, CrashShutdown, DatabaseInUse, LWLockHolderDied
 from minidb.heap.check import check_heap
 from minidb.instance import Instance, attached_pids
 from minidb.session import Session
@@ -158,6 +158,45 @@ def test_owner_killed_children_exit_and_opener_refused_until_then(tmp_path, monk
         owner.wait(30)
         owner.stdout.close()
         owner.stderr.close()
+
+
+# -- the death pipe is read periodically, not per statement ---------------------------------------
+
+def test_forked_client_reads_the_death_pipe_periodically(tmp_path, monkeypatch):
+    """A forked client's statements read the death pipe at most every OWNER_CHECK_S (a
+    connect always reads it): 200 statements with a check interval of an hour read it once,
+    at connect; an orphan (the owner seen dead) refuses every later statement."""
+    monkeypatch.setattr(minidb.instance, "OWNER_CHECK_S", 3600.0)
+    inst = _fresh(tmp_path)
+    try:
+        r, w = os.pipe()
+
+        def child():
+            reads = [0]
+            real = inst.owner_alive
+
+            def counted():
+                reads[0] += 1
+                return real()
+            inst.owner_alive = counted
+            s = Session(inst)
+            at_connect = reads[0]
+            for _ in range(200):
+                s.select("t")
+            steady = reads[0] - at_connect
+            inst._orphaned = True           # as if the pipe had read EOF
+            try:
+                s.select("t")
+                refused = "no"
+            except AdminShutdown as e:
+                refused = e.sqlstate
+            os.write(w, f"{at_connect} {steady} {refused}".encode())
+        pid = _fork(child)
+        got = os.read(r, 100).decode().split()
+        os.waitpid(pid, 0)
+        assert got == ["1", "0", "57P01"]
+    finally:
+        inst.close()
 
 
 # -- a process that dies holding an LWLock ----------------------------------------------------------
