@@ -66,6 +66,7 @@ __all__ = ["Plan", "client_entry", "P_WIDTH", "P_COMMITTED", "P_FAILED", "P_RETR
            "LOG_SERIALIZATION", "LOG_DEADLOCK"]
 
 _NOW = "\x00now"                   # pseudo-variable: the current time (CURRENT_TIMESTAMP)
+_MISSING = object()                # no such variable (yet): ask _value
 
 # per-client progress counters in shared memory
 P_COMMITTED, P_FAILED, P_RETRIED, P_RETRIES, P_LAT, P_LAT2, P_LAG, P_SKIPPED = range(8)
@@ -233,11 +234,17 @@ class _Client:
         engine = self.engine
         mode = self.plan.mode
         if mode == "simple":
+            first, pairs = fragments[0], list(zip(params, fragments[1:]))
+
             def run_simple(vs):
-                out = [fragments[0]]
-                for i, name in enumerate(params):
-                    out.append(_literal(_value(vs, name)))
-                    out.append(fragments[i + 1])
+                out = [first]
+                for name, frag in pairs:
+                    v = vs.get(name, _MISSING)
+                    if v is _MISSING:        # CURRENT_TIMESTAMP, or an undefined variable
+                        v = _value(vs, name)
+                    # (an integer, the usual value, written as to_sql_text writes it)
+                    out.append(str(v) if type(v) is int else _literal(v))
+                    out.append(frag)
                 return engine.execute("".join(out))
             return run_simple
         qmark = "?".join(fragments)
