@@ -98,16 +98,22 @@ class Session:
         crash restart included."""
         self.instance.check_interrupts(self._backend)
 
-    def begin(self, isolation: str | None = None) -> None:
-        self.check_interrupts()
+    def begin(self, isolation: str | None = None, *, checked: bool = False) -> None:
+        """BEGIN.  ``checked``: the caller has just checked for interrupts for this very
+        statement (the SQL layer's ``Engine._run`` does, before any statement): not again."""
+        if not checked:
+            self.check_interrupts()
         self.xact.begin(isolation)
 
-    def commit(self) -> bool:
-        """COMMIT; False if the block had failed (it is rolled back instead)."""
+    def commit(self, *, checked: bool = False) -> bool:
+        """COMMIT; False if the block had failed (it is rolled back instead).  ``checked``
+        as at ``begin``; whether a crash restart made this backend stale is still checked
+        here, inside the call (``enter_call``), as ``rollback`` does."""
         inst = self.instance
         inst.enter_call()
         try:
-            inst.check_interrupts(self._backend)
+            if not checked or self._backend.generation != inst.generation:
+                inst.check_interrupts(self._backend)   # (stale after a crash restart)
             ok = self.xact.commit()
         finally:
             inst.leave_call()

@@ -91,7 +91,7 @@ def _begin(engine, st: ast.BeginStmt):
     if xact.state != "idle":
         # an implicit transaction cannot be open between statements; be safe
         xact.commit()
-    engine.session.begin(st.isolation)
+    engine.session.begin(st.isolation, checked=True)   # (Engine._run checked)
     return _result("BEGIN")
 
 
@@ -102,7 +102,7 @@ def _commit(engine, st):
         if xact.state != "idle":
             xact.commit()
         return _result("COMMIT", messages=msgs)
-    ok = engine.session.commit()
+    ok = engine.session.commit(checked=True)   # (Engine._run checked)
     return _result("COMMIT" if ok else "ROLLBACK")
 
 
