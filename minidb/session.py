@@ -105,15 +105,14 @@ class Session:
             self.check_interrupts()
         self.xact.begin(isolation)
 
-    def commit(self, *, checked: bool = False) -> bool:
-        """COMMIT; False if the block had failed (it is rolled back instead).  ``checked``
-        as at ``begin``; whether a crash restart made this backend stale is still checked
-        here, inside the call (``enter_call``), as ``rollback`` does."""
+    def commit(self) -> bool:
+        """COMMIT; False if the block had failed (it is rolled back instead).  Interrupts
+        are checked inside the call (``enter_call``): a crash noticed between the SQL
+        layer's check and this point must still stop the commit."""
         inst = self.instance
         inst.enter_call()
         try:
-            if not checked or self._backend.generation != inst.generation:
-                inst.check_interrupts(self._backend)   # (stale after a crash restart)
+            inst.check_interrupts(self._backend)
             ok = self.xact.commit()
         finally:
             inst.leave_call()

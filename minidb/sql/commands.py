@@ -102,7 +102,7 @@ def _commit(engine, st):
         if xact.state != "idle":
             xact.commit()
         return _result("COMMIT", messages=msgs)
-    ok = engine.session.commit(checked=True)   # (Engine._run checked)
+    ok = engine.session.commit()
     return _result("COMMIT" if ok else "ROLLBACK")
 
 
