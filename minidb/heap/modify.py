@@ -368,9 +368,9 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
         fits = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE) >= size
         if fits:
             hot = bool(backend.settings.hot_updates) and not keys_changed
-            new_tid = _update_on_page(page, block, item, h, data, xid, cid, hot, keys_changed)
-            PageRecord(bm).add(b, data=redo.xmax_data(
-                page, off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0, new_tid[1], item)).log(
+            new_tid, wal = _update_on_page(page, block, off, item, h, data, xid, cid, hot,
+                                           keys_changed)
+            PageRecord(bm).add(b, data=wal).log(
                 RM_HEAP, XLOG_HEAP_HOT_UPDATE if hot else XLOG_HEAP_UPDATE, xid,
                 _UPDATE_MAIN.pack(off, new_tid[1]))
             bm.unlock_unpin(b)
@@ -486,18 +486,19 @@ def _new_version(rel: HeapRel, new_values, xid: int, cid: int) -> bytearray:
     return data
 
 
-def _update_on_page(page, block: int, item, h: dict, data: bytearray, xid: int, cid: int,
-                    hot: bool, keys_changed: bool) -> tuple[int, int]:
+def _update_on_page(page, block: int, off: int, item, h: dict, data: bytearray, xid: int,
+                    cid: int, hot: bool, keys_changed: bool) -> tuple[tuple[int, int], bytes]:
     """Put the new version on the old version's (exclusively locked) page and make the old
-    one (``item``: its bytes in the page) point at it: HOT (HEAP_HOT_UPDATED /
-    HEAP_ONLY_TUPLE) if ``hot``.  Returns the new TID; the caller marks the buffer dirty.
-    ``pg.add_item`` moves no stored item (it writes the new one at the new pd_upper and a
-    line pointer), so ``item`` still shows the old version afterwards."""
+    one (``item``: its bytes in the page, at offset ``off``) point at it: HOT
+    (HEAP_HOT_UPDATED / HEAP_ONLY_TUPLE) if ``hot``.  Returns the new TID and the WAL
+    block data of the change (``redo.hot_update_data``: the bytes ``redo.xmax_data`` reads
+    back from the page, built from the values written); the caller logs it, which marks
+    the buffer dirty.  ``pg.add_heap_tuple`` moves no stored item (it writes the new one at
+    the new pd_upper and a line pointer), so ``item`` still shows the old version
+    afterwards."""
     if hot:
         _put16(data, _OFF_INFOMASK2, _get16(data, _OFF_INFOMASK2) | HEAP_ONLY_TUPLE)
-    new_off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
-    # the new version starts at the new pd_upper (add_item's placement)
-    _CTID.pack_into(page, pg.get_upper(page) + _OFF_CTID, block, new_off)
+    new_off, start, pd_flags = pg.add_heap_tuple(page, data, block, MAX_HEAP_TUPLES_PER_PAGE)
     im2 = h["infomask2"] & ~(HEAP_HOT_UPDATED | HEAP_KEYS_UPDATED)
     if hot:
         im2 |= HEAP_HOT_UPDATED
@@ -510,7 +511,10 @@ def _update_on_page(page, block: int, item, h: dict, data: bytearray, xid: int, 
     _CTID_IMS.pack_into(item, _OFF_CTID, block, new_off, im2,
                         _get16(item, _OFF_INFOMASK) & ~_XMAX_BITS)
     _set_prune_xid(page, xid)
-    return block, new_off
+    wal = redo.hot_update_data(off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, im2, block,
+                               new_off, pd_flags,
+                               memoryview(page)[start:start + len(data)])
+    return (block, new_off), wal
 
 
 def _update_elsewhere(backend, rel: HeapRel, b: int, off: int, data: bytearray, xid: int,
