@@ -263,6 +263,9 @@ class RowLayout:
         self.fixed_size = pos
         self.var_columns = [i for i, c in enumerate(columns) if not c.type.fixed]
         self._index = {c.name: i for i, c in enumerate(columns)}
+        # per set of indexed columns, how an update compares them on the stored bytes
+        # (``minidb.heap.modify._byte_plan``'s cache, kept with the layout it describes)
+        self.key_byte_plans: dict = {}
         self._full_bits = (1 << n) - 1
         self._base_infomask = HEAP_XMAX_INVALID | (HEAP_HASVARWIDTH if self.var_columns else 0)
 
@@ -336,8 +339,9 @@ class RowLayout:
     # -- one row -------------------------------------------------------------------------------
 
     def encode(self, values: Sequence, *, xmin: int = 0, cmin: int = 0,
-               ctid: tuple[int, int] = (0, 0)) -> bytes:
-        """The tuple bytes (unpadded) of one row of Python values."""
+               ctid: tuple[int, int] = (0, 0), infomask: int = 0) -> bytes:
+        """The tuple bytes (unpadded) of one row of Python values; ``infomask``: bits to
+        set in t_infomask besides those the row implies (an update's HEAP_UPDATED)."""
         if len(values) != self.natts:
             raise self._arity_error(len(values))
         args = self._template.copy()
@@ -364,8 +368,8 @@ class RowLayout:
             bit <<= 1
         if pos > MAX_TUPLE_SIZE:
             raise _too_big(pos)
-        args[7] = self._base_infomask if bits == self._full_bits else (
-            self._base_infomask | HEAP_HASNULL)
+        args[7] = (self._base_infomask if bits == self._full_bits else (
+            self._base_infomask | HEAP_HASNULL)) | infomask
         args[9] = bits.to_bytes(self.bitmap_size, "little")
         data = self._struct.pack(*args)
         return data + b"".join(tail) if tail else data

@@ -102,7 +102,6 @@ from __future__ import annotations
 
 import struct
 import sys
-import weakref
 
 from minidb.errors import InternalError, LockNotAvailable, SerializationFailure
 from minidb.heap import redo
@@ -234,7 +233,9 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None,
     while True:
         b = bm.pin_lock(rfn, block, EXCLUSIVE)
         try:
-            item = _item(bm.page(b), off, rel, tid)
+            item = pg.item_state(bm.page(b), off)[1]
+            if item is None:
+                _item(bm.page(b), off, rel, tid)   # raises the error that fits
             h = decode_header(item)
             result, hints = vis.satisfies_update(
                 h["xmin"], h["xmax"], h["cmin"], h["cmax"], h["infomask"], cid, xid,
@@ -349,7 +350,7 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
     xid = backend.xact.xid_for_write()
     cid = snapshot.curcid
     data = _new_version(rel, new_values, xid, cid)
-    size = pg.maxalign(len(data))
+    size = (len(data) + (pg.MAXALIGN - 1)) & ~(pg.MAXALIGN - 1)   # pg.maxalign
 
     block, off = tid = (int(tid[0]), int(tid[1]))
     result, b, item, h = _acquire(
@@ -393,7 +394,8 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
         raise
     if fits:
         _count_update(backend, rel, hot)
-        _carry_key_share(backend, rel, tid, h, new_tid, xid)
+        if h["infomask"] & HEAP_XMAX_KEYSHR_LOCK:
+            _carry_key_share(backend, rel, tid, h, new_tid, xid)
         return TM_OK, new_tid, hot
     new_tid = _update_elsewhere(backend, rel, b, off, data, xid, cid, keys_changed)
     _count_update(backend, rel, False)
@@ -438,16 +440,13 @@ def _keys_changed(rel: HeapRel, item, data, new_values) -> bool:
 _BYTES_DECIDE = frozenset({"smallint", "integer", "bigint", "boolean", "text", "varchar",
                            "char", "bytea", "uuid"})
 _VARLENA = struct.Struct("<HH")        # a variable-length column's (offset, length)
-_byte_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _byte_plan(layout, cols) -> tuple | None:
     """Per indexed column (null-bitmap byte, bit, fixed-part offset, size or -1 for a
     variable-length column), or None if some column's type is not in _BYTES_DECIDE; kept
     per layout and column set."""
-    per = _byte_plans.get(layout)
-    if per is None:
-        per = _byte_plans[layout] = {}
+    per = layout.key_byte_plans
     plan = per.get(cols, False)
     if plan is False:
         plan = []
@@ -481,9 +480,7 @@ def _same_bytes(plan: tuple, old, new) -> bool:
 
 def _new_version(rel: HeapRel, new_values, xid: int, cid: int) -> bytearray:
     """The new version's tuple bytes: the row encoded with this xid / cid, HEAP_UPDATED."""
-    data = bytearray(rel.layout.encode(new_values, xmin=xid, cmin=cid))
-    _put16(data, _OFF_INFOMASK, _get16(data, _OFF_INFOMASK) | HEAP_UPDATED)
-    return data
+    return bytearray(rel.layout.encode(new_values, xmin=xid, cmin=cid, infomask=HEAP_UPDATED))
 
 
 def _update_on_page(page, block: int, off: int, item, h: dict, data: bytearray, xid: int,
