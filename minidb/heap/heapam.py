@@ -142,7 +142,7 @@ def _save_free_space(settings) -> int:
 def heap_insert(backend, rel: HeapRel, values, *, xmin: int, cmin: int = 0
                 ) -> tuple[int, int]:
     """Insert one row; returns its TID (block, offset)."""
-    return insert_tuple(backend, rel, rel.layout.encode(values, xmin=xmin, cmin=cmin))
+    return insert_tuple(backend, rel, rel.layout.encode_row(values, xmin, cmin, 0, 0, 0))
 
 
 def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:

@@ -47,8 +47,8 @@ its change to that version if it still qualifies (``minidb.heap.epq`` does this)
 REPEATABLE READ the same situation is a serialization failure (SQLSTATE 40001): the
 transaction's snapshot cannot see the newer version, so it cannot base a write on it.
 
-**Update placement and HOT.**  The new version is ``layout.encode(new_values, xmin=xid,
-cmin=cid)`` with HEAP_UPDATED set.  As in PostgreSQL's heap_update it goes on the old
+**Update placement and HOT.**  The new version is ``layout.encode_row(new_values, xid,
+cid, 0, 0, HEAP_UPDATED)`` (``encode``'s bytes, HEAP_UPDATED set).  As in PostgreSQL's heap_update it goes on the old
 version's page whenever it fits there (``page.heap_free_space``; fillfactor is *not*
 applied to this check: the space fillfactor keeps free exists precisely for such updates,
 and ``RelationGetBufferForTuple`` is only consulted when the old page is full).  It is a
@@ -480,7 +480,7 @@ def _same_bytes(plan: tuple, old, new) -> bool:
 
 def _new_version(rel: HeapRel, new_values, xid: int, cid: int) -> bytearray:
     """The new version's tuple bytes: the row encoded with this xid / cid, HEAP_UPDATED."""
-    return bytearray(rel.layout.encode(new_values, xmin=xid, cmin=cid, infomask=HEAP_UPDATED))
+    return bytearray(rel.layout.encode_row(new_values, xid, cid, 0, 0, HEAP_UPDATED))
 
 
 def _update_on_page(page, block: int, off: int, item, h: dict, data: bytearray, xid: int,
