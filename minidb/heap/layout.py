@@ -144,6 +144,7 @@ HEADER_FIELDS = (
     ("t_hoff", "u1", 34),
 )
 _HEADER_STRUCT = struct.Struct("<QQIIIHHHB")
+HEADER_STRUCT = _HEADER_STRUCT   # a header's fields in decode_header's order (for writers)
 assert _HEADER_STRUCT.size == HEAP_TUPLE_HEADER_SIZE
 
 _STRUCT_CODE = {"integer": "i", "bigint": "q", "double precision": "d", "boolean": "?",

@@ -106,8 +106,9 @@ import sys
 from minidb.errors import InternalError, LockNotAvailable, SerializationFailure
 from minidb.heap import redo
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel, insert_tuple
-from minidb.heap.layout import BITMAP_OFFSET, decode_header
-from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_ONLY_TUPLE, HEAP_UPDATED,
+from minidb.heap.layout import BITMAP_OFFSET, HEADER_STRUCT, decode_header
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_NATTS_MASK,
+                                 HEAP_ONLY_TUPLE, HEAP_UPDATED,
                                  HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_KEYSHR_LOCK,
                                  HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
 from minidb.storage import page as pg
@@ -236,14 +237,18 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None,
             item = pg.item_state(bm.page(b), off)[1]
             if item is None:
                 _item(bm.page(b), off, rel, tid)   # raises the error that fits
-            h = decode_header(item)
+            # decode_header's fields, used before they are put in its dict
+            xmin, xmax, cmin, cmax, cblk, coff, im2, im, hoff = HEADER_STRUCT.unpack_from(item)
             result, hints = vis.satisfies_update(
-                h["xmin"], h["xmax"], h["cmin"], h["cmax"], h["infomask"], cid, xid,
-                running, clog, ctid_is_self=(h["ctid"] == (block, off)), mine=xact.mine_xids)
+                xmin, xmax, cmin, cmax, im, cid, xid, running, clog,
+                ctid_is_self=(cblk == block and coff == off), mine=xact.mine_xids)
             if hints:
-                _put16(item, _OFF_INFOMASK, h["infomask"] | hints)
-                h["infomask"] |= hints
+                im |= hints
+                _put16(item, _OFF_INFOMASK, im)
                 bm.mark_dirty_hint(b)
+            h = {"xmin": xmin, "xmax": xmax, "cmin": cmin, "cmax": cmax, "ctid": (cblk, coff),
+                 "infomask2": im2, "infomask": im, "natts": im2 & HEAP_NATTS_MASK,
+                 "t_hoff": hoff}
         except BaseException:
             bm.unlock_unpin(b)
             raise
