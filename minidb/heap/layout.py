@@ -77,7 +77,8 @@ adding a column can grow the bitmap and t_hoff and so move every column), droppe
 Interface
 - `Column(name, type, not_null=False)`; `RowLayout(columns)`: .natts .bitmap_size .t_hoff
   .offsets .fixed_size .var_columns .dtype, .column_index(name)
-- `RowLayout.encode(values, xmin=, cmin=, ctid=, infomask=)` -> bytes;  `RowLayout.decode(buf, start)`
+- `RowLayout.encode(values, xmin=, cmin=, ctid=, infomask=)` -> bytes;
+  `RowLayout.decode(buf, start)`
 - `RowLayout.encode_row(values, xmin, cmin, ctid_block, ctid_offset, infomask)`: the same
   bytes from a function written for the layout (the per-column loop unrolled)
 - `RowLayout.encode_batch(columns, nrows, xmin=, cmin=)` -> (data, lengths), ctid left 0

@@ -48,16 +48,16 @@ REPEATABLE READ the same situation is a serialization failure (SQLSTATE 40001): 
 transaction's snapshot cannot see the newer version, so it cannot base a write on it.
 
 **Update placement and HOT.**  The new version is ``layout.encode_row(new_values, xid,
-cid, 0, 0, HEAP_UPDATED)`` (``encode``'s bytes, HEAP_UPDATED set).  As in PostgreSQL's heap_update it goes on the old
-version's page whenever it fits there (``page.heap_free_space``; fillfactor is *not*
-applied to this check: the space fillfactor keeps free exists precisely for such updates,
-and ``RelationGetBufferForTuple`` is only consulted when the old page is full).  It is a
-heap-only tuple (HOT) iff it stays on the page, ``hot_updates`` is on and no column of
-``rel.indexed_columns`` changed (compared on the stored bytes where equal bytes mean
-equal values, else on the decoded stored values: ``_keys_changed``): then the old
-version gets HEAP_HOT_UPDATED and the new one HEAP_ONLY_TUPLE.  Otherwise the old page gets
-PD_PAGE_FULL (a hint to prune it) and the new version is placed by
-``heapam.insert_tuple`` (free-space map, new page).
+cid, 0, 0, HEAP_UPDATED)`` (``encode``'s bytes, HEAP_UPDATED set).  As in PostgreSQL's
+heap_update it goes on the old version's page whenever it fits there
+(``page.heap_free_space``; fillfactor is *not* applied to this check: the space fillfactor
+keeps free exists precisely for such updates, and ``RelationGetBufferForTuple`` is only
+consulted when the old page is full).  It is a heap-only tuple (HOT) iff it stays on the
+page, ``hot_updates`` is on and no column of ``rel.indexed_columns`` changed (compared on
+the stored bytes where equal bytes mean equal values, else on the decoded stored values:
+``_keys_changed``): then the old version gets HEAP_HOT_UPDATED and the new one
+HEAP_ONLY_TUPLE.  Otherwise the old page gets PD_PAGE_FULL (a hint to prune it) and the
+new version is placed by ``heapam.insert_tuple`` (free-space map, new page).
 
 **Lock ordering.**  Never two content locks at once.  An update that must place its new
 version on another page does it in three steps, as PostgreSQL does when it has to release
