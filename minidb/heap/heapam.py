@@ -109,7 +109,6 @@ SCAN_BATCH_PAGES = 1024  # capped by BufferManager.max_batch_pins (a backend's s
 TAIL_BATCH_PAGES = 32  # near a shared scan's end, batches shrink down to this (_source_batches)
 EXTEND_BATCH_PAGES = 64
 
-_CTID = struct.Struct("<IH")
 _XMIN = struct.Struct("<Q")     # t_xmin, at offset 0 of the tuple header
 _OFFNUM = struct.Struct("<H")   # INSERT's main data: the offset number (MULTI_INSERT: count)
 _CTID_OFFSET = 24  # t_ctid's offset inside the tuple header
@@ -143,7 +142,7 @@ def _save_free_space(settings) -> int:
 def heap_insert(backend, rel: HeapRel, values, *, xmin: int, cmin: int = 0
                 ) -> tuple[int, int]:
     """Insert one row; returns its TID (block, offset)."""
-    return insert_tuple(backend, rel, rel.layout.encode(values, xmin=xmin, cmin=cmin))
+    return insert_tuple(backend, rel, rel.layout.encode_row(values, xmin, cmin, 0, 0, 0))
 
 
 def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
@@ -179,9 +178,10 @@ def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
             page = bm.page(b)
             avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
             if avail >= need:
-                off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
-                _set_ctid(page, off, target)
-                PageRecord(bm).add(b, data=redo.insert_data(page, off)).log(
+                off, start, flags = pg.add_heap_tuple(page, data, target,
+                                                      MAX_HEAP_TUPLES_PER_PAGE)
+                PageRecord(bm).add(b, data=redo.insert_data(
+                    off, flags, memoryview(page)[start:start + len(data)])).log(
                     RM_HEAP, XLOG_HEAP_INSERT, _XMIN.unpack_from(data, 0)[0], _OFFNUM.pack(off))
                 targets[rfn] = target
                 return target, off
@@ -198,10 +198,10 @@ def _insert_on_new_page(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
     try:
         page = bm.page(b)
         pg.init_page(page)
-        off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
-        _set_ctid(page, off, block)
+        off, start, flags = pg.add_heap_tuple(page, data, block, MAX_HEAP_TUPLES_PER_PAGE)
         avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
-        PageRecord(bm).add(b, new=True, data=redo.insert_data(page, off)).log(
+        PageRecord(bm).add(b, new=True, data=redo.insert_data(
+            off, flags, memoryview(page)[start:start + len(data)])).log(
             RM_HEAP, XLOG_HEAP_INSERT | XLOG_HEAP_INIT_PAGE, _XMIN.unpack_from(data, 0)[0],
             _OFFNUM.pack(off))
     finally:
@@ -209,11 +209,6 @@ def _insert_on_new_page(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
     freespace.record(bm, rel.relfilenode, block, avail)
     backend.heap_targets[rel.relfilenode] = block
     return block, off
-
-
-def _set_ctid(page: np.ndarray, off: int, block: int) -> None:
-    lp_off, _, _ = pg.get_item_id(page, off)
-    _CTID.pack_into(page, lp_off + _CTID_OFFSET, block, off)
 
 
 def heap_bulk_insert(backend, rel: HeapRel, columns: dict, nrows: int, *,

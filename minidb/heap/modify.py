@@ -47,17 +47,17 @@ its change to that version if it still qualifies (``minidb.heap.epq`` does this)
 REPEATABLE READ the same situation is a serialization failure (SQLSTATE 40001): the
 transaction's snapshot cannot see the newer version, so it cannot base a write on it.
 
-**Update placement and HOT.**  The new version is ``layout.encode(new_values, xmin=xid,
-cmin=cid)`` with HEAP_UPDATED set.  As in PostgreSQL's heap_update it goes on the old
-version's page whenever it fits there (``page.heap_free_space``; fillfactor is *not*
-applied to this check: the space fillfactor keeps free exists precisely for such updates,
-and ``RelationGetBufferForTuple`` is only consulted when the old page is full).  It is a
-heap-only tuple (HOT) iff it stays on the page, ``hot_updates`` is on and no column of
-``rel.indexed_columns`` changed (compared on the stored bytes where equal bytes mean
-equal values, else on the decoded stored values: ``_keys_changed``): then the old
-version gets HEAP_HOT_UPDATED and the new one HEAP_ONLY_TUPLE.  Otherwise the old page gets
-PD_PAGE_FULL (a hint to prune it) and the new version is placed by
-``heapam.insert_tuple`` (free-space map, new page).
+**Update placement and HOT.**  The new version is ``layout.encode_row(new_values, xid,
+cid, 0, 0, HEAP_UPDATED)`` (``encode``'s bytes, HEAP_UPDATED set).  As in PostgreSQL's
+heap_update it goes on the old version's page whenever it fits there
+(``page.heap_free_space``; fillfactor is *not* applied to this check: the space fillfactor
+keeps free exists precisely for such updates, and ``RelationGetBufferForTuple`` is only
+consulted when the old page is full).  It is a heap-only tuple (HOT) iff it stays on the
+page, ``hot_updates`` is on and no column of ``rel.indexed_columns`` changed (compared on
+the stored bytes where equal bytes mean equal values, else on the decoded stored values:
+``_keys_changed``): then the old version gets HEAP_HOT_UPDATED and the new one
+HEAP_ONLY_TUPLE.  Otherwise the old page gets PD_PAGE_FULL (a hint to prune it) and the
+new version is placed by ``heapam.insert_tuple`` (free-space map, new page).
 
 **Lock ordering.**  Never two content locks at once.  An update that must place its new
 version on another page does it in three steps, as PostgreSQL does when it has to release
@@ -102,13 +102,13 @@ from __future__ import annotations
 
 import struct
 import sys
-import weakref
 
 from minidb.errors import InternalError, LockNotAvailable, SerializationFailure
 from minidb.heap import redo
 from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel, insert_tuple
-from minidb.heap.layout import BITMAP_OFFSET, decode_header
-from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_ONLY_TUPLE, HEAP_UPDATED,
+from minidb.heap.layout import BITMAP_OFFSET, HEADER_STRUCT, decode_header
+from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_NATTS_MASK,
+                                 HEAP_ONLY_TUPLE, HEAP_UPDATED,
                                  HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_KEYSHR_LOCK,
                                  HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
 from minidb.storage import page as pg
@@ -234,15 +234,21 @@ def _acquire(backend, rel: HeapRel, tid, snapshot, op: str, keys_changed=None,
     while True:
         b = bm.pin_lock(rfn, block, EXCLUSIVE)
         try:
-            item = _item(bm.page(b), off, rel, tid)
-            h = decode_header(item)
+            item = pg.item_state(bm.page(b), off)[1]
+            if item is None:
+                _item(bm.page(b), off, rel, tid)   # raises the error that fits
+            # decode_header's fields, used before they are put in its dict
+            xmin, xmax, cmin, cmax, cblk, coff, im2, im, hoff = HEADER_STRUCT.unpack_from(item)
             result, hints = vis.satisfies_update(
-                h["xmin"], h["xmax"], h["cmin"], h["cmax"], h["infomask"], cid, xid,
-                running, clog, ctid_is_self=(h["ctid"] == (block, off)), mine=xact.mine_xids)
+                xmin, xmax, cmin, cmax, im, cid, xid, running, clog,
+                ctid_is_self=(cblk == block and coff == off), mine=xact.mine_xids)
             if hints:
-                _put16(item, _OFF_INFOMASK, h["infomask"] | hints)
-                h["infomask"] |= hints
+                im |= hints
+                _put16(item, _OFF_INFOMASK, im)
                 bm.mark_dirty_hint(b)
+            h = {"xmin": xmin, "xmax": xmax, "cmin": cmin, "cmax": cmax, "ctid": (cblk, coff),
+                 "infomask2": im2, "infomask": im, "natts": im2 & HEAP_NATTS_MASK,
+                 "t_hoff": hoff}
         except BaseException:
             bm.unlock_unpin(b)
             raise
@@ -349,7 +355,7 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
     xid = backend.xact.xid_for_write()
     cid = snapshot.curcid
     data = _new_version(rel, new_values, xid, cid)
-    size = pg.maxalign(len(data))
+    size = (len(data) + (pg.MAXALIGN - 1)) & ~(pg.MAXALIGN - 1)   # pg.maxalign
 
     block, off = tid = (int(tid[0]), int(tid[1]))
     result, b, item, h = _acquire(
@@ -368,9 +374,9 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
         fits = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE) >= size
         if fits:
             hot = bool(backend.settings.hot_updates) and not keys_changed
-            new_tid = _update_on_page(page, block, item, h, data, xid, cid, hot, keys_changed)
-            PageRecord(bm).add(b, data=redo.xmax_data(
-                page, off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0, new_tid[1], item)).log(
+            new_tid, wal = _update_on_page(page, block, off, item, h, data, xid, cid, hot,
+                                           keys_changed)
+            PageRecord(bm).add(b, data=wal).log(
                 RM_HEAP, XLOG_HEAP_HOT_UPDATE if hot else XLOG_HEAP_UPDATE, xid,
                 _UPDATE_MAIN.pack(off, new_tid[1]))
             bm.unlock_unpin(b)
@@ -393,7 +399,8 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
         raise
     if fits:
         _count_update(backend, rel, hot)
-        _carry_key_share(backend, rel, tid, h, new_tid, xid)
+        if h["infomask"] & HEAP_XMAX_KEYSHR_LOCK:
+            _carry_key_share(backend, rel, tid, h, new_tid, xid)
         return TM_OK, new_tid, hot
     new_tid = _update_elsewhere(backend, rel, b, off, data, xid, cid, keys_changed)
     _count_update(backend, rel, False)
@@ -438,16 +445,13 @@ def _keys_changed(rel: HeapRel, item, data, new_values) -> bool:
 _BYTES_DECIDE = frozenset({"smallint", "integer", "bigint", "boolean", "text", "varchar",
                            "char", "bytea", "uuid"})
 _VARLENA = struct.Struct("<HH")        # a variable-length column's (offset, length)
-_byte_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _byte_plan(layout, cols) -> tuple | None:
     """Per indexed column (null-bitmap byte, bit, fixed-part offset, size or -1 for a
     variable-length column), or None if some column's type is not in _BYTES_DECIDE; kept
     per layout and column set."""
-    per = _byte_plans.get(layout)
-    if per is None:
-        per = _byte_plans[layout] = {}
+    per = layout.key_byte_plans
     plan = per.get(cols, False)
     if plan is False:
         plan = []
@@ -481,23 +485,22 @@ def _same_bytes(plan: tuple, old, new) -> bool:
 
 def _new_version(rel: HeapRel, new_values, xid: int, cid: int) -> bytearray:
     """The new version's tuple bytes: the row encoded with this xid / cid, HEAP_UPDATED."""
-    data = bytearray(rel.layout.encode(new_values, xmin=xid, cmin=cid))
-    _put16(data, _OFF_INFOMASK, _get16(data, _OFF_INFOMASK) | HEAP_UPDATED)
-    return data
+    return bytearray(rel.layout.encode_row(new_values, xid, cid, 0, 0, HEAP_UPDATED))
 
 
-def _update_on_page(page, block: int, item, h: dict, data: bytearray, xid: int, cid: int,
-                    hot: bool, keys_changed: bool) -> tuple[int, int]:
+def _update_on_page(page, block: int, off: int, item, h: dict, data: bytearray, xid: int,
+                    cid: int, hot: bool, keys_changed: bool) -> tuple[tuple[int, int], bytes]:
     """Put the new version on the old version's (exclusively locked) page and make the old
-    one (``item``: its bytes in the page) point at it: HOT (HEAP_HOT_UPDATED /
-    HEAP_ONLY_TUPLE) if ``hot``.  Returns the new TID; the caller marks the buffer dirty.
-    ``pg.add_item`` moves no stored item (it writes the new one at the new pd_upper and a
-    line pointer), so ``item`` still shows the old version afterwards."""
+    one (``item``: its bytes in the page, at offset ``off``) point at it: HOT
+    (HEAP_HOT_UPDATED / HEAP_ONLY_TUPLE) if ``hot``.  Returns the new TID and the WAL
+    block data of the change (``redo.hot_update_data``: the bytes ``redo.xmax_data`` reads
+    back from the page, built from the values written); the caller logs it, which marks
+    the buffer dirty.  ``pg.add_heap_tuple`` moves no stored item (it writes the new one at
+    the new pd_upper and a line pointer), so ``item`` still shows the old version
+    afterwards."""
     if hot:
         _put16(data, _OFF_INFOMASK2, _get16(data, _OFF_INFOMASK2) | HEAP_ONLY_TUPLE)
-    new_off = pg.add_item(page, data, max_items=MAX_HEAP_TUPLES_PER_PAGE)
-    # the new version starts at the new pd_upper (add_item's placement)
-    _CTID.pack_into(page, pg.get_upper(page) + _OFF_CTID, block, new_off)
+    new_off, start, pd_flags = pg.add_heap_tuple(page, data, block, MAX_HEAP_TUPLES_PER_PAGE)
     im2 = h["infomask2"] & ~(HEAP_HOT_UPDATED | HEAP_KEYS_UPDATED)
     if hot:
         im2 |= HEAP_HOT_UPDATED
@@ -510,7 +513,10 @@ def _update_on_page(page, block: int, item, h: dict, data: bytearray, xid: int, 
     _CTID_IMS.pack_into(item, _OFF_CTID, block, new_off, im2,
                         _get16(item, _OFF_INFOMASK) & ~_XMAX_BITS)
     _set_prune_xid(page, xid)
-    return block, new_off
+    wal = redo.hot_update_data(off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, im2, block,
+                               new_off, pd_flags,
+                               memoryview(page)[start:start + len(data)])
+    return (block, new_off), wal
 
 
 def _update_elsewhere(backend, rel: HeapRel, b: int, off: int, data: bytearray, xid: int,

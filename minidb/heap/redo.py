@@ -71,10 +71,22 @@ _OFF_XMAX, _OFF_CMAX, _OFF_CTID, _OFF_INFOMASK2, _OFF_INFOMASK = 8, 20, 24, 30, 
 
 
 # -- what the writers log --------------------------------------------------------------------
-def insert_data(page, off: int) -> bytes:
-    """INSERT's block data for the tuple just placed at ``off`` of ``page``."""
-    flags = F_FREE_LINES if pg.get_flags(page) & pg.PD_HAS_FREE_LINES else 0
-    return INSERT.pack(off, flags) + bytes(pg.get_item(page, off))
+def insert_data(off: int, pd_flags: int, tup) -> bytes:
+    """INSERT's block data for a tuple just placed at ``off`` by ``page.add_heap_tuple``:
+    from what that returned (pd_flags after the placement, where the tuple starts) and the
+    placed bytes (t_ctid set), so nothing is read back from the page."""
+    return INSERT.pack(off, F_FREE_LINES if pd_flags & pg.PD_HAS_FREE_LINES else 0) + tup
+
+
+def hot_update_data(off: int, flags: int, xmax: int, cmax: int, im2: int, block: int,
+                    new_off: int, pd_flags: int, tup) -> bytes:
+    """``xmax_data(page, off, flags, xmax, cmax, 0, new_off)`` from values the writer has
+    at hand: the old version's new infomask2, its t_ctid (``block``, ``new_off``: the new
+    version on the same page), pd_flags after the placement and the placed tuple's bytes."""
+    if pd_flags & pg.PD_HAS_FREE_LINES:
+        flags |= F_FREE_LINES
+    return b"".join((XMAX.pack(off, flags | F_NEW_TUPLE, xmax, cmax, 0, im2, block, new_off),
+                     NEW_OFF.pack(new_off), tup))
 
 
 def xmax_data(page, off: int, flags: int, xmax: int, cmax: int, infomask_set: int,

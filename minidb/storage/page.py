@@ -11,6 +11,7 @@ batch routines (checksums, header decoding) are vectorized over ``(n, BLCKSZ)``.
 Interface routines (PostgreSQL's bufpage.c name in brackets):
 
   init_page [PageInit]            add_item [PageAddItemExtended]
+  add_heap_tuple (add_item of a heap tuple + its t_ctid, one header read in the usual case)
   repair_fragmentation            delete_items [PageIndexMultiDelete]
     [PageRepairFragmentation]     free_space [PageGetFreeSpace]
   prune_items (a heap prune's line pointer changes + repair_fragmentation)
@@ -103,9 +104,9 @@ Invariants (``check_page`` verifies 1-4 and the padding of 5; tests check all of
   4. If some line pointer is LP_UNUSED, PD_HAS_FREE_LINES is set.  The converse
      need not hold: the flag is a hint, cleared lazily by add_item.
   4a. On a heap page with PD_NO_NULLS set no tuple has HEAP_HASNULL.  Only a bulk
-     load's freshly built page sets it (``heapam._fill_page``); ``add_item`` of a
-     heap tuple with HEAP_HASNULL clears it, so every insert, update and redo that
-     places a tuple through ``add_item`` keeps it true, and pruning, vacuum and
+     load's freshly built page sets it (``heapam._fill_page``); ``add_item`` (and
+     ``add_heap_tuple``) of a heap tuple with HEAP_HASNULL clears it, so every insert,
+     update and redo that places a tuple through them keeps it true, and pruning, vacuum and
      compaction only remove tuples.  A scan then knows a batch of such pages has no
      NULL without reading every tuple's t_infomask (losing the bit costs only that).
   5. The free space [pd_lower, pd_upper) is all zero, and so is every item's alignment
@@ -506,6 +507,42 @@ def add_item(page, data, *, offset: int | None = None, heap: bool = True,
     if new_flags != flags:
         _U16.pack_into(page, _OFF_FLAGS, new_flags)
     return offset
+
+
+_FLAGS_LOWER_UPPER_SPECIAL = struct.Struct("<HHHH")   # pd_flags @10, then @12, @14, @16
+_CTID_AT = 24                                          # t_ctid's place in a heap tuple
+_CTID = struct.Struct("<IH")
+_LP_NORMAL_BITS = LP_NORMAL << _LP_FLAGS_SHIFT
+
+
+def add_heap_tuple(page, data, block: int, max_items: int) -> tuple[int, int, int]:
+    """``add_item(page, data, max_items=max_items)`` for a heap tuple (``data``: bytes or
+    bytearray of at least a tuple header), then its t_ctid set to (``block``, offset) in
+    the page, as heap_insert and heap_update place a new version.  Returns (offset, its
+    start (the new pd_upper), pd_flags after), so the caller can log the placed bytes
+    without reading the page header and line pointer back.  The common case - no
+    LP_UNUSED pointer to reuse, room for a new one - is done here with one read of the
+    header; every other case goes through ``add_item`` (same result, same errors)."""
+    size = len(data)
+    flags, lower, upper, special = _FLAGS_LOWER_UPPER_SPECIAL.unpack_from(page, _OFF_FLAGS)
+    aligned = (size + (MAXALIGN - 1)) & ~(MAXALIGN - 1)
+    n = (lower - PAGE_HEADER_SIZE) >> 2 if lower > PAGE_HEADER_SIZE else 0
+    new_upper = upper - aligned
+    if (flags & PD_HAS_FREE_LINES or n >= max_items or size <= _OFF_INFOMASK
+            or lower < PAGE_HEADER_SIZE or lower + ITEMID_SIZE > new_upper or upper > special):
+        off = add_item(page, data, max_items=max_items)
+        new_upper = _U16.unpack_from(page, _OFF_UPPER)[0]
+        flags = _U16.unpack_from(page, _OFF_FLAGS)[0]
+    else:
+        off = n + 1
+        memoryview(page)[new_upper:new_upper + size] = data
+        _U32.pack_into(page, lower, new_upper | _LP_NORMAL_BITS | (size << _LP_LEN_SHIFT))
+        _LOWER_UPPER.pack_into(page, _OFF_LOWER, lower + ITEMID_SIZE, new_upper)
+        if flags & PD_NO_NULLS and data[_OFF_INFOMASK] & HEAP_HASNULL:
+            flags &= ~PD_NO_NULLS  # invariant 4a
+            _U16.pack_into(page, _OFF_FLAGS, flags)
+    _CTID.pack_into(page, new_upper + _CTID_AT, block, off)
+    return off, new_upper, flags
 
 
 def overwrite_item(page, off: int, data) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from minidb.config import BLCKSZ
 from minidb.heap.check import check_heap
@@ -221,3 +222,12 @@ def test_record_and_search_is_record_then_search(backend, rfn, two_pages):
         same_page = min(start // SLOTS, (nblocks - 1) // SLOTS) == full // SLOTS
         assert fused == plain - (1 if same_page else 0), (trial, fused, plain)
         assert bm.holds_nothing()
+
+
+@settings(max_examples=200, deadline=None)
+@given(cats=st.lists(st.integers(0, 255), max_size=64), a=st.integers(0, 70),
+       z=st.integers(0, 70), want=st.integers(0, 255))
+def test_first_at_least_is_the_first_hit(cats, a, z, want):
+    arr = np.array(cats, dtype=np.uint8)
+    hits = [i for i in range(a, min(z, len(cats))) if cats[i] >= want]
+    assert fsm._first_at_least(arr, a, z, want) == (hits[0] if hits else -1)

@@ -825,3 +825,49 @@ def test_check_page_sees_nonzero_padding():
     pg[lp_off + lp_len] = 1
     with pytest.raises(DataCorrupted, match="padding"):
         P.check_page(pg, "test page")
+
+
+# -- add_heap_tuple: add_item + t_ctid, byte for byte --------------------------------------------
+
+def _heap_tuple(rng: random.Random, size: int, hasnull: bool) -> bytearray:
+    t = bytearray(rng.randbytes(size))
+    t[32] = (t[32] & ~0x1) | (0x1 if hasnull else 0)   # HEAP_HASNULL in t_infomask's low byte
+    return t
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n_before=st.integers(0, 60),
+       unused=st.lists(st.integers(0, 59), max_size=4), no_nulls=st.booleans(),
+       hasnull=st.booleans(), size=st.integers(33, 400), max_items=st.sampled_from([8, 40, 291]))
+def test_add_heap_tuple_equals_add_item_then_ctid(seed, n_before, unused, no_nulls, hasnull,
+                                                  size, max_items):
+    """Whatever the page's state (free lines, PD_NO_NULLS, full, at max_items), the page
+    bytes, the result and the error are those of add_item followed by a t_ctid write."""
+    rng = random.Random(seed)
+    pg = new_page()
+    for _ in range(n_before):
+        try:
+            P.add_item(pg, _heap_tuple(rng, rng.randint(33, 200), False))
+        except ProgramLimitExceeded:
+            break
+    for off in sorted(set(unused)):
+        if off < P.max_offset(pg) and P.get_item_id(pg, off + 1)[1] == P.LP_NORMAL:
+            P.set_item_unused(pg, off + 1)
+    if no_nulls:
+        P.set_flags(pg, P.get_flags(pg) | P.PD_NO_NULLS)
+    tup = _heap_tuple(rng, size, hasnull)
+    ref = pg.copy()
+    try:
+        off = P.add_item(ref, tup, max_items=max_items)
+    except ProgramLimitExceeded as e:
+        with pytest.raises(ProgramLimitExceeded, match=str(e)[:20]):
+            P.add_heap_tuple(pg, tup, 7, max_items)
+        assert bytes(pg) == bytes(ref)
+        return
+    start = P.get_item_id(ref, off)[0]
+    ref[start + 24:start + 30] = np.frombuffer((7).to_bytes(4, "little")
+                                               + off.to_bytes(2, "little"), dtype=np.uint8)
+    got = P.add_heap_tuple(pg, tup, 7, max_items)
+    assert got == (off, start, P.get_flags(ref))
+    assert start == P.get_upper(ref)
+    assert bytes(pg) == bytes(ref)
