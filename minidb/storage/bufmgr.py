@@ -92,6 +92,7 @@ _READ = C["buffers_read"]
 _PART_WAITS = C["partition_lock_busy"]
 _PART_TRIES = 2  # rounds of try-locks a batch makes before it waits for a busy partition
 _LSN = struct.Struct("<Q")  # pd_lsn, at offset 0 of every page
+_CKS = struct.Struct("<H")  # pd_checksum, at offset 8
 
 
 class BufferManager:
@@ -1346,11 +1347,14 @@ class BufferManager:
         the relation is named only in an error): the same checks, outcome and counts."""
         b = bufs[0]
         try:
-            page = self.seg.buf_pages[b]
+            page = self._page_mv(b)
+            # the checksum compared first; ``verify_page_checksum`` (which also accepts an
+            # all-zero page) only when it differs
             if (self._settings.verify_checksums
+                    and pg.page_checksum(page, block) != _CKS.unpack_from(page, 8)[0]
                     and not pg.verify_page_checksum(page, block)):
                 if fork != MAIN_FORKNUM:
-                    page.fill(0)
+                    self.seg.buf_pages[b].fill(0)
                 else:
                     raise DataCorrupted(
                         f"invalid page in block {block} of relation "
