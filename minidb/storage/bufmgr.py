@@ -1274,12 +1274,14 @@ class BufferManager:
         except BaseException:
             self._fail_run(bufs)
             raise
-        run = (rfn, first_block, bufs, fork)
         if self._pending is not None:
-            self._pending.append(run)
+            self._pending.append((rfn, first_block, bufs, fork))
             return
         try:
-            self._verify_runs([run])
+            if len(bufs) == 1:   # _verify_runs of one page, directly
+                self._verify_one(rfn, first_block, bufs, fork)
+            else:
+                self._verify_runs([(rfn, first_block, bufs, fork)])
         except BaseException:
             for b in bufs:
                 self.unpin(b)
