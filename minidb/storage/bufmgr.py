@@ -47,9 +47,13 @@ remembered, checked against the tag, without a mapping lookup.  Counts are those
 pairs.  These and ``pin`` / ``unpin`` / ``lock`` / ``unlock`` are written out inline: the
 tag hashed and looked up in place, the partition lock taken through ``LWLock.fast()`` (the
 semaphore's try and post, the holder recorded and cleared between them as ``acquire`` /
-``release`` do), so a hit spends no Python frame on the lock, the hash or the lookup.  Cold reads: a buffer never handed out comes from the free list before the clock
-sweep runs (``freelist.next_never_used``), and a single page read is verified in scalar
-code (``_verify_one``: the same checks and outcome as a batch of one).
+``release`` do), so a hit spends no Python frame on the lock, the hash or the lookup.
+Cold reads: a buffer never handed out comes from the free list before the clock sweep runs
+(``freelist.next_never_used``); a miss seen by ``pin``'s inline lookup goes straight to a
+victim (``_install`` looks the tag up again under the lock); the partition locks of
+``_claim``, ``_install`` and ``_finish_io`` are taken inline too; and a single page read is
+verified in scalar code (``_verify_one``: the same checks and outcome as a batch of one, the
+checksum compared with pd_checksum first).
 
 Departures: the descriptor is guarded by the mapping partition lock of its tag instead of
 a per-buffer header spinlock and atomics (Python has neither; one short critical section
