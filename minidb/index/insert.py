@@ -359,7 +359,7 @@ def _insert_on_page(backend, irel: IndexRel, b: int, blk: int, itup: bytes, pos:
     bm = backend.bufmgr
     rb = -1
     try:
-        page = bm.page(b)
+        page = bm.page_view(b)   # struct reads and writes cost less on the memoryview
         need = pg.maxalign(len(itup))
         flags = bt.get_flags(page)
         leaf = bool(flags & bt.BTP_LEAF)

@@ -86,7 +86,7 @@ def heap_dirty_check_block(bm, hrel, block: int, offsets: list, procarray, clog,
     b = bm.pin_lock(hrel.relfilenode, block, SHARE)
     hinted = [False]
     try:
-        page = bm.page(b)
+        page = bm.page_view(b)   # struct reads cost less on the memoryview
         nitems = pg.max_offset(page)
         return [_chain_verdict(page, block, off, nitems, procarray, clog, myxid,
                                horizon_box, hinted) for off in offsets]

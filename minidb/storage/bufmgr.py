@@ -47,9 +47,13 @@ remembered, checked against the tag, without a mapping lookup.  Counts are those
 pairs.  These and ``pin`` / ``unpin`` / ``lock`` / ``unlock`` are written out inline: the
 tag hashed and looked up in place, the partition lock taken through ``LWLock.fast()`` (the
 semaphore's try and post, the holder recorded and cleared between them as ``acquire`` /
-``release`` do), so a hit spends no Python frame on the lock, the hash or the lookup.  Cold reads: a buffer never handed out comes from the free list before the clock
-sweep runs (``freelist.next_never_used``), and a single page read is verified in scalar
-code (``_verify_one``: the same checks and outcome as a batch of one).
+``release`` do), so a hit spends no Python frame on the lock, the hash or the lookup.
+Cold reads: a buffer never handed out comes from the free list before the clock sweep runs
+(``freelist.next_never_used``); a miss seen by ``pin``'s inline lookup goes straight to a
+victim (``_install`` looks the tag up again under the lock); the partition locks of
+``_claim``, ``_install`` and ``_finish_io`` are taken inline too; and a single page read is
+verified in scalar code (``_verify_one``: the same checks and outcome as a batch of one, the
+checksum compared with pd_checksum first).
 
 Departures: the descriptor is guarded by the mapping partition lock of its tag instead of
 a per-buffer header spinlock and atomics (Python has neither; one short critical section
@@ -88,9 +92,11 @@ from minidb.storage.smgr import MAIN_FORKNUM, Smgr
 UNLOCKED, SHARE, EXCLUSIVE = 0, 1, 2
 
 _HIT = C["buffers_hit"]
+_READ = C["buffers_read"]
 _PART_WAITS = C["partition_lock_busy"]
 _PART_TRIES = 2  # rounds of try-locks a batch makes before it waits for a busy partition
 _LSN = struct.Struct("<Q")  # pd_lsn, at offset 0 of every page
+_CKS = struct.Struct("<H")  # pd_checksum, at offset 8
 
 
 class BufferManager:
@@ -297,6 +303,7 @@ class BufferManager:
         h = ((tag >> 4) * _GOLDEN) & _M64         # BufTable.hash, inline
         g = (h ^ (h >> 29)) & self._gmask
         bucket, p = (g << 4) | (tag & 15), g % self._npart
+        missed = False
         if strategy is None:
             # the usual case, a valid page in the pool, inline: the loop below does the
             # same (``_pin_locked``) through the helpers
@@ -324,15 +331,22 @@ class BufferManager:
                 return b
             hw[idx] = 0
             give()
+            # not in the pool a moment ago: straight to a victim (``_install`` looks the
+            # tag up again under the lock, and pins the buffer another backend put it in)
+            missed = b < 0
         deadline = None
         while True:
-            lk = self.part_locks[p]
-            lk.acquire()
-            b = self.table.lookup(tag, bucket)
-            if b >= 0:
-                self._pin_locked(b, strategy)
-                flags = self._flags[b]
-            lk.release()
+            if missed:
+                missed = False
+                b = -1
+            else:
+                lk = self.part_locks[p]
+                lk.acquire()
+                b = self.table.lookup(tag, bucket)
+                if b >= 0:
+                    self._pin_locked(b, strategy)
+                    flags = self._flags[b]
+                lk.release()
             if b >= 0:
                 if flags & BM_VALID:
                     self.stats[C["buffers_hit"]] += 1
@@ -1123,7 +1137,9 @@ class BufferManager:
         if ok:
             self._refcount[b] = 1
             self._pins[b] = 1
-        self.part_locks[p].release()
+        _, give, idx = self._psem[p]   # _unlock_part, inline
+        self._hw[idx] = 0
+        give()
         return ok
 
     def _get_victim(self, strategy: AccessStrategy | None) -> int:
@@ -1171,10 +1187,22 @@ class BufferManager:
         """
         oldp = self._part[b]
         first, second = (oldp, p) if oldp <= p else (p, oldp)
-        locks = self.part_locks
-        locks[first].acquire()
+        # both partition locks, in ascending order, taken inline (``LWLock.fast``)
+        locks, psem, hw = self.part_locks, self._psem, self._hw
+        try1, give1, idx1 = psem[first]
+        if not try1(False):
+            locks[first].acquire()
+        hw[idx1] = self._pidc[0]
         if second != first:
-            locks[second].acquire()
+            try2, give2, idx2 = psem[second]
+            if not try2(False):
+                try:
+                    locks[second].acquire()
+                except BaseException:
+                    hw[idx1] = 0
+                    give1()
+                    raise
+            hw[idx2] = self._pidc[0]
         try:
             if self._refcount[b] != 1 or self._flags[b] & BM_DIRTY:
                 return -1
@@ -1195,8 +1223,10 @@ class BufferManager:
             return b
         finally:
             if second != first:
-                locks[second].release()
-            locks[first].release()
+                hw[idx2] = 0
+                give2()
+            hw[idx1] = 0
+            give1()
 
     def _finish_io(self, b: int, ok: bool) -> None:
         p = self._lock_buf_part(b)
@@ -1208,7 +1238,9 @@ class BufferManager:
             wake = self._waiters[b]
             self._waiters[b] = 0
         finally:
-            self.part_locks[p].release()
+            _, give, idx = self._psem[p]   # _unlock_part, inline
+            self._hw[idx] = 0
+            give()
         if wake:
             self._wake(wake)
 
@@ -1246,12 +1278,14 @@ class BufferManager:
         except BaseException:
             self._fail_run(bufs)
             raise
-        run = (rfn, first_block, bufs, fork)
         if self._pending is not None:
-            self._pending.append(run)
+            self._pending.append((rfn, first_block, bufs, fork))
             return
         try:
-            self._verify_runs([run])
+            if len(bufs) == 1:   # _verify_runs of one page, directly
+                self._verify_one(rfn, first_block, bufs, fork)
+            else:
+                self._verify_runs([(rfn, first_block, bufs, fork)])
         except BaseException:
             for b in bufs:
                 self.unpin(b)
@@ -1319,11 +1353,14 @@ class BufferManager:
         the relation is named only in an error): the same checks, outcome and counts."""
         b = bufs[0]
         try:
-            page = self.seg.buf_pages[b]
+            page = self._page_mv(b)
+            # the checksum compared first; ``verify_page_checksum`` (which also accepts an
+            # all-zero page) only when it differs
             if (self._settings.verify_checksums
+                    and pg.page_checksum(page, block) != _CKS.unpack_from(page, 8)[0]
                     and not pg.verify_page_checksum(page, block)):
                 if fork != MAIN_FORKNUM:
-                    page.fill(0)
+                    self.seg.buf_pages[b].fill(0)
                 else:
                     raise DataCorrupted(
                         f"invalid page in block {block} of relation "
@@ -1341,7 +1378,7 @@ class BufferManager:
             self._finish_io(b, False)
             raise
         self._finish_io(b, True)
-        self.stats[C["buffers_read"]] += 1
+        self.counts[_READ] += 1
 
     def _fail_run(self, bufs: list[int]) -> None:
         for b in bufs:
