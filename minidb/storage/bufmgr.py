@@ -85,7 +85,8 @@ from minidb.storage import page as pg
 from minidb.storage.buf_internals import (BM_DIRTY, BM_IO_IN_PROGRESS, BM_MAX_USAGE_COUNT,
                                           BM_PIN_COUNT_WAITER, BM_TAG_VALID, BM_VALID)
 from minidb.storage.buf_table import _GOLDEN, _M64, BufTable, make_tag, tag_parts
-from minidb.storage.freelist import SWEEP_STEP, AccessStrategy, next_never_used, sweep_slice
+from minidb.storage.freelist import SWEEP_STEP, AccessStrategy, next_never_used, sweep_slice, \
+    sweep_views
 from minidb.storage.smgr import MAIN_FORKNUM, Smgr
 
 # content lock modes (also the values stored in backend_locks)
@@ -129,6 +130,7 @@ class BufferManager:
         self._part = memoryview(seg.buf_part)
         self._tag = memoryview(seg.buf_tag)
         self._usage = memoryview(seg.buf_usage)
+        self._sweep_views = sweep_views(seg)
         self._shared = memoryview(seg.buf_lock_shared)
         self._excl = memoryview(seg.buf_lock_excl)
         self._waiters = memoryview(seg.buf_waiters)
@@ -1165,7 +1167,7 @@ class BufferManager:
                 return b
         trycounter = self.nbuffers
         while True:
-            cand, pinned, decremented = sweep_slice(self.seg, self.locks.strategy,
+            cand, pinned, decremented = sweep_slice(self._sweep_views, self.locks.strategy,
                                                     self.nbuffers, SWEEP_STEP)
             if cand >= 0 and self._claim(cand, 0):
                 self._trace(f"clock sweep chose buffer {cand}")
