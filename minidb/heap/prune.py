@@ -482,7 +482,8 @@ def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0,
     deleter) and that is not heap-only is a chain of one that stays: only its infomask
     pair is read, and it takes no part in the walk.  For one page of an OLTP table (~60
     tuples) this costs a fraction of the ~40 numpy steps, whose cost does not shrink with
-    the page."""
+    the page.  ``census`` False (an opportunistic prune): the states of the tuples that
+    stay are not collected (None in their place)."""
     inst = backend.instance
     judge = VacuumJudge(inst.procarray, inst.clog, running_from)
     data = page.tobytes()
@@ -497,20 +498,17 @@ def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0,
     flags_bits, normal_bits, off_mask, im2_at, plain_mask, plain_live = (
         _LP_FLAGS_BITS, _LP_NORMAL_BITS, _LP_OFF_MASK, _INFOMASK2_OFFSET, _PLAIN_MASK,
         _PLAIN_LIVE)
-    # The settled LIVE tuples that are not heap-only (most of a page) are passed over in
-    # one comprehension (t_infomask2 | t_infomask << 16 read as one u32); the rest - the
-    # other LP_NORMAL tuples and the pointers that are not LP_NORMAL - are looked at below.
-    rest = [(off, v) for off, v in enumerate(words, 1)
-            if v & flags_bits != normal_bits
-            or im_unpack(data, (v & off_mask) + im2_at)[0] & plain_mask != plain_live]
-    for off, v in rest:
+    for off, v in enumerate(words, 1):
         if v & flags_bits != normal_bits:
             if v & flags_bits == _LP_REDIRECT_BITS:
                 roots.append(off)
                 chains = True
             continue
+        # t_infomask2 | t_infomask << 16, read as one u32
+        ims = im_unpack(data, (v & off_mask) + im2_at)[0]
+        if ims & plain_mask == plain_live:
+            continue  # settled LIVE, not heap-only: a chain of one that stays (counted below)
         at = v & off_mask
-        ims = im_unpack(data, at + im2_at)[0]
         im2 = ims & 0xFFFF
         im = ims >> 16
         ho = im2 & HEAP_ONLY_TUPLE != 0
