@@ -193,7 +193,13 @@ def prune_stats(backend) -> dict[str, int]:
     return st
 
 
-@dataclass
+# PruneResult's default dead_offsets: one shared empty array, read-only (a new array per
+# opportunistic prune, which never fills it in, cost as much as the rest of the result)
+_NO_OFFSETS = np.empty(0, np.int64)
+_NO_OFFSETS.flags.writeable = False
+
+
+@dataclass(slots=True)
 class PruneResult:
     """What ``_prune`` did to one page, and what it left there (``live`` ..
     ``dead_offsets`` only when asked for the census: VACUUM, ``prune_page``)."""
@@ -205,7 +211,7 @@ class PruneResult:
     recently_dead: int = 0      # remaining versions some snapshot may still see
     insert_in_progress: int = 0
     delete_in_progress: int = 0
-    dead_offsets: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    dead_offsets: np.ndarray = field(default_factory=lambda: _NO_OFFSETS)
     free_space: int = 0         # heap free space afterwards
     changed: bool = False       # line pointers or storage changed
 
@@ -366,8 +372,9 @@ def _prune(backend, rel: HeapRel, buf: int, horizon: int, *, block: int | None =
     old_prune_xid, old_flags, _lower, upper = pg.prune_hints(page)
     if upper == 0:  # a new page
         return res
+    trace = backend.settings.trace_pruning
     redirects, to_dead, to_unused, ndeleted, nhinted, new_prune_xid, kstates, latest = (
-        _scan_scalar(backend, page, block, horizon, running_from) if scalar
+        _scan_scalar(backend, page, block, horizon, running_from, census or trace) if scalar
         else _scan_numpy(backend, page, block, horizon))
     changed = _execute(page, redirects, to_dead, to_unused, new_prune_xid)
     if changed:
@@ -382,7 +389,6 @@ def _prune(backend, rel: HeapRel, buf: int, horizon: int, *, block: int | None =
     res.nredirected = len(redirects)
     res.nunused = len(to_unused)
     res.ndead = len(to_dead)
-    trace = backend.settings.trace_pruning
     if census or trace:
         _census(res, page, np.asarray(kstates, dtype=np.uint8))
     res.free_space = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
@@ -412,7 +418,7 @@ def _execute(page, redirects, to_dead, to_unused, new_prune_xid: int) -> bool:
     if changed:
         pg.prune_items(page, redirects, to_dead, to_unused)
     pg.set_prune_xid(page, new_prune_xid)
-    flags = pg.get_flags(page)
+    flags = _U16.unpack_from(page, pg.OFF_FLAGS)[0]
     if flags & pg.PD_PAGE_FULL:
         pg.set_flags(page, flags & ~pg.PD_PAGE_FULL)
     return changed
@@ -467,7 +473,8 @@ def _scan_numpy(backend, page, block: int, horizon: int):
             kstates, latest)
 
 
-def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0):
+def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0,
+                 census: bool = True):
     """``_scan_numpy`` tuple by tuple: one ``struct`` read of each line pointer and tuple
     header (from a copy of the page: ``struct`` reads ``bytes`` cheaper than the shared
     array), ``VacuumJudge`` (the scalar ``satisfies_vacuum``) for a tuple the hint bits do
@@ -475,7 +482,8 @@ def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0)
     deleter) and that is not heap-only is a chain of one that stays: only its infomask
     pair is read, and it takes no part in the walk.  For one page of an OLTP table (~60
     tuples) this costs a fraction of the ~40 numpy steps, whose cost does not shrink with
-    the page."""
+    the page.  ``census`` False (an opportunistic prune): the states of the tuples that
+    stay are not collected (None in their place)."""
     inst = backend.instance
     judge = VacuumJudge(inst.procarray, inst.clog, running_from)
     data = page.tobytes()
@@ -484,21 +492,23 @@ def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0)
     # offset -> (state, xmin, xmax, heap-only, HOT successor on this page or 0, infomask)
     tup: dict[int, tuple] = {}
     roots: list[int] = []   # chain roots that need a walk, ascending
-    nplain = 0              # settled LIVE tuples that are not heap-only
     nhinted = 0
     chains = False
     im_unpack, hdr_unpack, im_pack = _U32.unpack_from, _XIDS_CTID.unpack_from, _U16.pack_into
+    flags_bits, normal_bits, off_mask, im2_at, plain_mask, plain_live = (
+        _LP_FLAGS_BITS, _LP_NORMAL_BITS, _LP_OFF_MASK, _INFOMASK2_OFFSET, _PLAIN_MASK,
+        _PLAIN_LIVE)
     for off, v in enumerate(words, 1):
-        if v & _LP_FLAGS_BITS != _LP_NORMAL_BITS:
-            if v & _LP_FLAGS_BITS == _LP_REDIRECT_BITS:
+        if v & flags_bits != normal_bits:
+            if v & flags_bits == _LP_REDIRECT_BITS:
                 roots.append(off)
                 chains = True
             continue
-        at = v & _LP_OFF_MASK
-        ims = im_unpack(data, at + _INFOMASK2_OFFSET)[0]  # t_infomask2 | t_infomask << 16
-        if ims & _PLAIN_MASK == _PLAIN_LIVE:  # settled LIVE, not heap-only: a chain of one
-            nplain += 1
-            continue
+        # t_infomask2 | t_infomask << 16, read as one u32
+        ims = im_unpack(data, (v & off_mask) + im2_at)[0]
+        if ims & plain_mask == plain_live:
+            continue  # settled LIVE, not heap-only: a chain of one that stays (counted below)
+        at = v & off_mask
         im2 = ims & 0xFFFF
         im = ims >> 16
         ho = im2 & HEAP_ONLY_TUPLE != 0
@@ -537,7 +547,12 @@ def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0)
                 removed.add(off)
     else:
         _walk_chains(n, words, tup, roots, redirects, to_dead, to_unused, removed)
-    kstates = [LIVE] * nplain
+    if census:
+        # settled LIVE tuples that are not heap-only: the LP_NORMAL ones not looked at
+        nplain = sum(1 for v in words if v & flags_bits == normal_bits) - len(tup)
+        kstates = [LIVE] * nplain
+    else:
+        kstates = None
     new_prune_xid = 0
     latest = 0
     for off, (s, x0, x1, _ho, _nx, im) in tup.items():
@@ -546,7 +561,8 @@ def _scan_scalar(backend, page, block: int, horizon: int, running_from: int = 0)
             if s == DEAD and not im & HEAP_XMIN_INVALID and x1 != x0 and x1 > latest:
                 latest = x1
             continue
-        kstates.append(s)
+        if census:
+            kstates.append(s)
         if s == RECENTLY_DEAD or s == DELETE_IN_PROGRESS:
             if new_prune_xid == 0 or x1 < new_prune_xid:
                 new_prune_xid = x1

@@ -149,7 +149,7 @@ are 15 bits, enough for BLCKSZ 8192 only); page-level compression.
 from __future__ import annotations
 
 import struct
-from itertools import repeat
+from itertools import chain, repeat
 from operator import and_ as _and
 
 import numpy as np
@@ -638,7 +638,11 @@ def _compact(page, words: list[int], lower: int, upper: int, special: int) -> in
     included.  That relies on invariant 5 - alignment padding is zero, as every writer
     leaves it and ``check_page`` verifies; the rebuild would write those zeros.  The
     pass takes the items in offset order when their lp_off run monotonically that way
-    (add_item fills a heap page downwards, a bulk load upwards), else sorted.  A page that
+    (add_item fills a heap page downwards, a bulk load upwards), or, on a bulk-loaded
+    page to which add_item appended items below the others (a pgbench_accounts page
+    after its first HOT updates), the loaded ones in reverse and then the appended ones;
+    else sorted (a page whose freed line pointers were reused).  Any order the pass
+    accepts is the descending one, so the guess changes only the cost.  A page that
     fails a check goes to ``_compact_rebuild``, which raises the error naming the
     problem."""
     given = words[:]
@@ -652,7 +656,27 @@ def _compact(page, words: list[int], lower: int, upper: int, special: int) -> in
     if n and (words[first] & _LP_OFF_MASK) < (words[last] & _LP_OFF_MASK):
         order = zip(range(n - 1, -1, -1), reversed(given))
     else:
-        order = enumerate(given)
+        second = first + 1
+        while second < last and not words[second] >> _LP_LEN_SHIFT:
+            second += 1
+        if second < last and (words[first] & _LP_OFF_MASK) < (words[second] & _LP_OFF_MASK):
+            # upwards, then downwards: a bulk-loaded page (stored upwards) whose later
+            # items were added below the others (add_item).  From the last item back to
+            # the highest one (``peak``) the storage rises; the items up to the peak,
+            # in reverse, then the rest in order (the pass checks that this descends)
+            peak = last
+            top = words[last] & _LP_OFF_MASK
+            for i in range(last - 1, first, -1):
+                v = words[i]
+                if v >> _LP_LEN_SHIFT:
+                    if (v & _LP_OFF_MASK) < top:
+                        break
+                    top = v & _LP_OFF_MASK
+                    peak = i
+            order = chain(zip(range(peak, -1, -1), reversed(given[:peak + 1])),
+                          zip(range(peak + 1, n), given[peak + 1:]))
+        else:
+            order = enumerate(given)
     done = _compact_moves(words, order, upper, special)
     if done is None:
         words[:] = given
@@ -679,36 +703,55 @@ def _compact_moves(words: list[int], order, upper: int, special: int):
     ``words``, pointer word) that must come in descending lp_off (those without storage
     anywhere): (new pd_upper, runs to move as (source start, source end, shift)), lp_off
     rewritten in ``words`` for the items that move; None if the order is not descending
-    or a check fails (``words`` then partly rewritten: the caller restores it)."""
-    pos = low = special  # next item's new end; the lowest start so far
-    shift = run_lo = run_hi = 0
-    runs = []
+    or a check fails (``words`` then partly rewritten: the caller restores it).
+
+    Two loops: the items already in place (from pd_special down to the first gap), where
+    the lowest start so far is the next item's new end, then the items that move.  An
+    item's shift never shrinks going down (starts are aligned, so the gap above an item
+    is at least its padded length), so once one moves, every later one does."""
+    pos = special  # next item's new end
+    # module constants as locals: these loops run once per item of the page
+    len_shift, off_mask, stored_aligned, has_storage, pad, unpad = (
+        _LP_LEN_SHIFT, _LP_OFF_MASK, _STORED_ALIGNED, _LP_HAS_STORAGE_BIT, MAXALIGN - 1,
+        ~(MAXALIGN - 1))
+    order = iter(order)
     for i, v in order:
-        ln = v >> _LP_LEN_SHIFT
+        ln = v >> len_shift
         if not ln:
             continue
-        off = v & _LP_OFF_MASK
-        if off + ln > low or v & _STORED_ALIGNED != _LP_HAS_STORAGE_BIT:
+        off = v & off_mask
+        if off + ln > pos or v & stored_aligned != has_storage:
             return None  # overlap, out of order, not NORMAL / DEAD, or an unaligned start
-        a = (ln + (MAXALIGN - 1)) & ~(MAXALIGN - 1)
+        pos -= (ln + pad) & unpad
+        if pos != off:  # the first item that moves
+            shift = pos - off
+            words[i] = v + shift
+            run_lo, run_hi = off, off + ((ln + pad) & unpad)
+            break
+    else:
+        return (pos, []) if pos >= upper else None
+    runs = []
+    low = off      # the lowest start so far
+    for i, v in order:
+        ln = v >> len_shift
+        if not ln:
+            continue
+        off = v & off_mask
+        if off + ln > low or v & stored_aligned != has_storage:
+            return None
+        a = (ln + pad) & unpad
         pos -= a
         low = off
-        if pos != off:
-            d = pos - off
-            words[i] = v + d
-            if d != shift:
-                if shift:
-                    runs.append((run_lo, run_hi, shift))
-                shift = d
-                run_hi = off + a
-            run_lo = off
-        elif shift:
+        d = pos - off
+        words[i] = v + d
+        if d != shift:
             runs.append((run_lo, run_hi, shift))
-            shift = 0
+            shift = d
+            run_hi = off + a
+        run_lo = off
     if low < upper:
         return None
-    if shift:
-        runs.append((run_lo, run_hi, shift))
+    runs.append((run_lo, run_hi, shift))
     return pos, runs
 
 

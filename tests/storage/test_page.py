@@ -729,7 +729,9 @@ def test_prune_items_equals_item_by_item_then_repair():
 
 def _random_layout(rng, order: str):
     """A page whose items are stored in the given order of lp_off by offset number
-    (``down``: as add_item fills a page, ``up``: as a bulk load does, ``mixed``), with
+    (``down``: as add_item fills a page, ``up``: as a bulk load does, ``up_down``: a
+    bulk load and then add_item below it, ``up_down_mixed``: the same with a line pointer
+    of the load reused below, ``mixed``), with
     random gaps between them (storage that lost its pointer) and some pointers without
     storage; padding and free space zero.  Returns (page, words, lower, upper, special)."""
     special_size = rng.choice([0, 0, 16])
@@ -741,6 +743,11 @@ def _random_layout(rng, order: str):
     slots = list(range(n))
     if order == "up":
         slots.reverse()
+    elif order.startswith("up_down"):
+        m = rng.randint(1, n)
+        slots = slots[m - 1::-1] + slots[m:]
+        if order == "up_down_mixed" and m > 1:
+            slots.append(slots.pop(rng.randrange(m)))
     elif order == "mixed":
         rng.shuffle(slots)
     pos = special
@@ -759,7 +766,7 @@ def _random_layout(rng, order: str):
     return pg, words, lower, upper, special
 
 
-@pytest.mark.parametrize("order", ["down", "up", "mixed"])
+@pytest.mark.parametrize("order", ["down", "up", "up_down", "up_down_mixed", "mixed"])
 def test_compact_moves_equal_rebuild(order):
     """``_compact`` (moves only what moves, runs as one slice) leaves the bytes and line
     pointers ``_compact_rebuild`` (the whole area rebuilt) leaves."""
