@@ -54,7 +54,6 @@ import traceback
 from array import array
 from dataclasses import dataclass
 
-import numpy as np
 
 import minidb.errors as errors
 from minidb.pgbench.conn import BenchError, connect
@@ -161,8 +160,10 @@ class _Client:
         self.rng = random.Random(f"{plan.seed}:{cid}")
         self.vars = dict(plan.variables)
         self.vars.update(scale=plan.scale, client_id=cid, random_seed=plan.seed)
-        self.progress = np.frombuffer(shared, dtype=np.float64)[cid * P_WIDTH:
-                                                               (cid + 1) * P_WIDTH]
+        # (a memoryview of doubles: an element's += is ~0.05 us where a numpy view's is
+        # ~0.17, and a committed transaction bumps three of them)
+        self.progress = memoryview(shared).cast("B").cast("d")[cid * P_WIDTH:
+                                                              (cid + 1) * P_WIDTH]
         self.weights = [s.weight for s in plan.scripts]
         self.stats = [ScriptStats(s.desc, s.weight, s.builtin) for s in plan.scripts]
         self.cmd_stats = [[[0, 0.0, 0, 0] for _ in s.commands] for s in plan.scripts]

@@ -584,6 +584,18 @@ def _compile(node):
                         return r
                 return _arith("+", x, y)
             return add
+        if op == "*" and node[2][0] == "const" and type(node[2][1]) is int:
+            # ``100000 * :scale`` of the built-in scripts: the constant bound, one call less
+            c = node[2][1]
+
+            def mul_const(vs, rng):
+                y = b(vs, rng)
+                if type(y) is int:
+                    r = c * y
+                    if INT64_MIN <= r <= INT64_MAX:
+                        return r
+                return _arith("*", c, y)
+            return mul_const
         if op == "*":
             def mul(vs, rng):
                 x, y = a(vs, rng), b(vs, rng)
@@ -661,11 +673,24 @@ def _compile(node):
         passes_null = name in _NULL_PASSING
         if name == "random":  # the hot path of the built-in scripts
             f0, f1 = fns
+            if args[0][0] == "const" and type(args[0][1]) is int:
+                lb = args[0][1]     # random(1, ...): the constant lower bound as is
+
+                def random_lb(vs, rng):
+                    ub = f1(vs, rng)
+                    if type(ub) is int and lb <= ub:
+                        return lb + rng._randbelow(ub - lb + 1)   # (rng.randint's draw)
+                    if ub is None:
+                        return None
+                    return impl([lb, ub], rng)
+                return random_lb
 
             def random_(vs, rng):
                 lb, ub = f0(vs, rng), f1(vs, rng)
                 if type(lb) is int and type(ub) is int and lb <= ub:
-                    return rng.randint(lb, ub)
+                    # what rng.randint(lb, ub) returns, by the same draw, without its
+                    # randrange argument checks (~0.4 of its ~0.65 us)
+                    return lb + rng._randbelow(ub - lb + 1)
                 if lb is None or ub is None:
                     return None
                 return impl([lb, ub], rng)
