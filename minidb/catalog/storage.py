@@ -94,7 +94,8 @@ def at_xact_end(backend, committed: bool) -> None:
     dropped = []
     if cat is not None:
         dropped = cat.dropped_oids
-        cat.end_of_xact()
+        if dropped or cat._local is not None:   # (else nothing to reset)
+            cat.end_of_xact()
     if changed and committed:
         backend.instance.catalog_cache.bump()
     for rfn, at_commit in pending:

@@ -343,7 +343,8 @@ class Engine:
         before its validity is checked, so a statement that waited for a DROP or
         TRUNCATE to commit plans again against the catalog that committed; a new plan is
         made with its locks held (``_plan``)."""
-        sig = tuple(map(type, params))
+        # (one parameter, the usual prepared point statement: its 1-tuple directly)
+        sig = (type(params[0]),) if len(params) == 1 else tuple(map(type, params))
         backend = self.session.backend
         xact = backend.xact
         if xact.state == IDLE:
