@@ -147,3 +147,30 @@ def test_zipfian_frequencies_follow_the_power_law():
 
 def test_same_seed_same_values():
     assert draws("random(1, 1000000)", 100, seed=5) == draws("random(1, 1000000)", 100, seed=5)
+
+
+@pytest.mark.parametrize("text, lo, hi", [
+    ("random(1, 100000 * :scale)", 1, 1_000_000),   # constant lower bound (select-only's)
+    ("random(-5000, 5000)", -5000, 5000),            # both constant
+    ("random(:lo, :hi)", -3, 7),                     # both from variables
+    ("random(1, :one)", 1, 1),                       # a one-value range
+])
+def test_uniform_draws_are_randints_draws(text, lo, hi):
+    """random(lb, ub) on integers is exactly Random.randint(lb, ub), draw for draw (the
+    compiled closure takes its draw without randint's argument checks)."""
+    e = compile_expression(text)
+    rng, ref = random.Random(11), random.Random(11)
+    vs = {"scale": 10, "lo": lo, "hi": hi, "one": 1}
+    assert [e.eval(vs, rng) for _ in range(2000)] == [ref.randint(lo, hi) for _ in range(2000)]
+
+
+@pytest.mark.parametrize("text, value", [
+    ("random(1, null)", None), ("random(null, 3)", None), ("random(2, 2.0)", 2),
+])
+def test_uniform_null_and_double_bounds(text, value):
+    assert ev(text) == value
+
+
+def test_uniform_constant_lower_bound_above_the_upper():
+    with pytest.raises(ExprError, match="empty range given to random"):
+        ev("random(5, :x)", x=1)
