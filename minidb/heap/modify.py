@@ -89,7 +89,8 @@ to another page logs LOCK, then one UPDATE whose block 0 is the new page with IN
 and block 1 the old page): the offset, xmax, cmax, the infomask bits set, infomask2 and
 t_ctid as written, from which redo rebuilds the page byte for byte.
 
-Statistics: 'del', 'upd', 'hot_upd' through ``backend.pgstat`` on success.
+Statistics: 'del', 'upd', 'hot_upd' through ``backend.pgstat`` on success (an update's
+'upd' and 'hot_upd' in one ``count_update`` call).
 
 **FOR KEY SHARE / FOR SHARE / FOR NO KEY UPDATE** (``minidb.heap.multixact``): a version
 with HEAP_XMAX_KEYSHR_LOCK has lockers listed in ``minidb.txn.multixact``'s shared table,
@@ -405,13 +406,13 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
                 bm.unpin(b)
         raise
     if fits:
-        _count_update(backend, rel, hot)
+        backend.pgstat.count_update(rel.oid, hot)
         if h["infomask"] & HEAP_XMAX_KEYSHR_LOCK:
             _carry_key_share(backend, rel, tid, h, new_tid, xid)
         return TM_OK, new_tid, hot
     new_tid = _update_elsewhere(backend, rel, b, block, off, avail, data, xid, cid,
                                 keys_changed)
-    _count_update(backend, rel, False)
+    backend.pgstat.count_update(rel.oid, False)
     _carry_key_share(backend, rel, tid, h, new_tid, xid)
     return TM_OK, new_tid, False
 
@@ -573,12 +574,6 @@ def _update_elsewhere(backend, rel: HeapRel, b: int, block: int, off: int, avail
     if fresh:
         freespace.record(bm, rel.relfilenode, nblock, free)
     return nblock, new_off
-
-
-def _count_update(backend, rel: HeapRel, hot: bool) -> None:
-    backend.pgstat.count(rel.oid, "upd")
-    if hot:
-        backend.pgstat.count(rel.oid, "hot_upd")
 
 
 # ---------------------------------------------------------------------------------------------
