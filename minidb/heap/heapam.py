@@ -18,6 +18,12 @@ An insert is logged as a logical Heap INSERT (``minidb.heap.redo``: the offset a
 tuple; INSERT+INIT when it starts a new page, whose redo formats the page instead of
 restoring an image).
 
+The new version of an update that does not fit on its old page gets its page from
+``buffer_for_update`` (RelationGetBufferForTuple with the other buffer): chosen as an
+insert's page, never the old page, and returned exclusively locked together with the old
+page, the lower block first; ``minidb.heap.modify`` places the tuple itself and logs one
+Heap UPDATE for both pages.
+
 Bulk insert (``heap_bulk_insert``).  For loading many rows: the rows are encoded by numpy
 in one go, cut into page-sized groups, and each new page is built with three array copies
 (tuple bytes, line pointers, ctids) through the bulk-write ring, so a load does not evict
