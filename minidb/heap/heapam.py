@@ -18,6 +18,12 @@ An insert is logged as a logical Heap INSERT (``minidb.heap.redo``: the offset a
 tuple; INSERT+INIT when it starts a new page, whose redo formats the page instead of
 restoring an image).
 
+The new version of an update that does not fit on its old page gets its page from
+``buffer_for_update`` (RelationGetBufferForTuple with the other buffer): chosen as an
+insert's page, never the old page, and returned exclusively locked together with the old
+page, the lower block first; ``minidb.heap.modify`` places the tuple itself and logs one
+Heap UPDATE for both pages.
+
 Bulk insert (``heap_bulk_insert``).  For loading many rows: the rows are encoded by numpy
 in one go, cut into page-sized groups, and each new page is built with three array copies
 (tuple bytes, line pointers, ctids) through the bulk-write ring, so a load does not evict
@@ -89,7 +95,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from minidb.config import BLCKSZ
-from minidb.errors import ProgramLimitExceeded
+from minidb.errors import InternalError, ProgramLimitExceeded
 from minidb.heap import redo
 from minidb.heap.layout import FlatViews, HEAP_TUPLE_HEADER_SIZE, RowLayout
 from minidb.heap.syncscan import SyncScanTable
@@ -145,21 +151,28 @@ def heap_insert(backend, rel: HeapRel, values, *, xmin: int, cmin: int = 0
     return insert_tuple(backend, rel, rel.layout.encode_row(values, xmin, cmin, 0, 0, 0))
 
 
+def _room_wanted(backend, data_len: int) -> tuple[int, int]:
+    """(maxaligned size, free space wanted on a page) for a tuple of ``data_len`` bytes:
+    the row plus what fillfactor keeps free, but never more than a nearly empty page has
+    (PostgreSQL's nearlyEmptyFreeSpace): else an empty page would be refused by the check
+    yet recommended by the FSM forever.  ProgramLimitExceeded for a row that fits on no
+    page."""
+    size = pg.maxalign(data_len)
+    if size > BLCKSZ - pg.PAGE_HEADER_SIZE - pg.ITEMID_SIZE:
+        raise ProgramLimitExceeded(f"row is too big: size {data_len}, maximum size "
+                                   f"{BLCKSZ - pg.PAGE_HEADER_SIZE - pg.ITEMID_SIZE}")
+    need = size + _save_free_space(backend.settings)
+    if need > _NEARLY_EMPTY_FREE_SPACE:
+        need = max(size, _NEARLY_EMPTY_FREE_SPACE)
+    return size, need
+
+
 def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
     """Place encoded tuple bytes on a page with room; sets t_ctid; returns the TID."""
     bm: BufferManager = backend.bufmgr
     targets = backend.heap_targets
     rfn = rel.relfilenode
-    size = pg.maxalign(len(data))
-    if size > BLCKSZ - pg.PAGE_HEADER_SIZE - pg.ITEMID_SIZE:
-        raise ProgramLimitExceeded(f"row is too big: size {len(data)}, maximum size "
-                                   f"{BLCKSZ - pg.PAGE_HEADER_SIZE - pg.ITEMID_SIZE}")
-    # Free space wanted on a page: the row plus what fillfactor keeps free, but never more
-    # than a nearly empty page has (PostgreSQL's nearlyEmptyFreeSpace): else an empty page
-    # would be refused by the check below yet recommended by the FSM forever.
-    need = size + _save_free_space(backend.settings)
-    if need > _NEARLY_EMPTY_FREE_SPACE:
-        need = max(size, _NEARLY_EMPTY_FREE_SPACE)
+    need = _room_wanted(backend, len(data))[1]
     target = targets.get(rfn, -1)
     full = -1   # a page just found too full: recorded in the FSM by the next search
     while True:
@@ -189,6 +202,100 @@ def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
             bm.unlock_unpin(b)
         full = target
         target = -1
+
+
+def buffer_for_update(backend, rel: HeapRel, data_len: int, other: int, other_block: int,
+                      other_avail: int) -> tuple[int, int, bool]:
+    """A page for the new version of an update that does not fit on its old page
+    (PostgreSQL's RelationGetBufferForTuple with ``otherBuffer``): returns (block, buffer,
+    fresh) with the chosen page pinned and BOTH it and ``other`` (the old page's buffer:
+    pinned, unlocked on entry) exclusively locked, lower block first.  The page is chosen
+    as for an insert (the backend's target block, the free-space map, else a new page at
+    the end), never the old page itself (``other_block``: it was found with
+    ``other_avail`` bytes free, too few, and cannot gain any while our pin keeps pruning
+    away).  ``fresh``: a page this call added, still all zeros - the caller formats it and
+    logs the record with XLOG_HEAP_INIT_PAGE.
+
+    A page found fuller than the map said (another backend filled it between the search
+    and the lock) is recorded in the map and the search goes on, both locks released
+    first.  A new page is added and exclusively locked by ``bm.extend``; its block is above
+    the old page's, so the old page's lock is then taken conditionally, and when that
+    fails the new page's lock is given up while waiting for it (no lock held on a higher
+    block while waiting for a lower one); nobody else places a tuple on a page the map and
+    their target blocks do not know yet, so the page is still empty once relocked (checked
+    all the same).  On an error ``other`` is left pinned and unlocked."""
+    bm: BufferManager = backend.bufmgr
+    targets = backend.heap_targets
+    rfn = rel.relfilenode
+    need = _room_wanted(backend, data_len)[1]
+    target = targets.get(rfn, -1)
+    full, avail = -1, 0
+    while True:
+        if target == other_block:
+            full, avail, target = target, other_avail, -1
+        if target < 0 or not bm.smgr.has_block(rfn, target):
+            if full >= 0:
+                target = freespace.record_and_search(bm, rfn, full, avail, need,
+                                                     bm.smgr.nblocks(rfn), start=full + 1)
+            else:
+                target = freespace.search(bm, rfn, need, bm.smgr.nblocks(rfn))
+            if target == other_block:
+                continue
+            if target < 0:
+                return _new_page_for_update(backend, rel, other, need)
+        if target < other_block:
+            b = bm.pin_lock(rfn, target, EXCLUSIVE)
+            try:
+                bm.lock(other, EXCLUSIVE)
+            except BaseException:
+                bm.unlock_unpin(b)
+                raise
+        else:
+            b = bm.pin(rfn, target)
+            try:
+                bm.lock(other, EXCLUSIVE)
+                bm.lock(b, EXCLUSIVE)
+            except BaseException:
+                _release_pair(bm, b, other)
+                raise
+        avail = pg.heap_free_space(bm.page(b), MAX_HEAP_TUPLES_PER_PAGE)
+        if avail >= need:
+            targets[rfn] = target
+            return target, b, False
+        _release_pair(bm, b, other)
+        full = target
+        target = -1
+
+
+def _release_pair(bm, b: int, other: int) -> None:
+    """Undo ``buffer_for_update``'s locks: both pages unlocked, ``b`` unpinned."""
+    if bm.held[other]:
+        bm.unlock(other)
+    if bm.held[b]:
+        bm.unlock(b)
+    bm.unpin(b)
+
+
+def _new_page_for_update(backend, rel: HeapRel, other: int, need: int
+                         ) -> tuple[int, int, bool]:
+    bm: BufferManager = backend.bufmgr
+    block, bufs = bm.extend(rel.relfilenode, 1)
+    b = bufs[0]   # pinned and exclusively locked, all zeros
+    try:
+        if not bm.conditional_lock(other, EXCLUSIVE):
+            bm.unlock(b)
+            bm.lock(other, EXCLUSIVE)
+            bm.lock(b, EXCLUSIVE)
+        page = bm.page(b)
+        fresh = pg.page_is_new(page)
+        if not fresh and pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE) < need:
+            raise InternalError(   # pragma: no cover - nobody else knows the page yet
+                f'page {block} just added to "{rel.name}" was filled by another backend')
+    except BaseException:
+        _release_pair(bm, b, other)
+        raise
+    backend.heap_targets[rel.relfilenode] = block
+    return block, b, fresh
 
 
 def _insert_on_new_page(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:

@@ -56,19 +56,24 @@ consulted when the old page is full).  It is a heap-only tuple (HOT) iff it stay
 page, ``hot_updates`` is on and no column of ``rel.indexed_columns`` changed (compared on
 the stored bytes where equal bytes mean equal values, else on the decoded stored values:
 ``_keys_changed``): then the old version gets HEAP_HOT_UPDATED and the new one
-HEAP_ONLY_TUPLE.  Otherwise the old page gets PD_PAGE_FULL (a hint to prune it) and the
-new version is placed by ``heapam.insert_tuple`` (free-space map, new page).
+HEAP_ONLY_TUPLE.  Otherwise the new version goes to another page, chosen as an insert's
+(``heapam.buffer_for_update``: the backend's target block, the free-space map, a new page).
 
-**Lock ordering.**  Never two content locks at once.  An update that must place its new
-version on another page does it in three steps, as PostgreSQL does when it has to release
-the old buffer's lock (heap_update's "temporarily mark it locked"):
+**Lock ordering.**  Two content locks only in PostgreSQL's order, the lower block first.  An
+update whose new version must go to another page does it in two steps, as PostgreSQL's
+heap_update does when it has to release the old buffer's lock to look for room ("temporarily
+mark it locked"):
 
   1. under the old page's lock: xmax = my xid with HEAP_XMAX_LOCK_ONLY (and cmax), so any
      other writer now waits for me, while readers still see the old version as live; set
-     PD_PAGE_FULL; unlock, keep the pin (so pruning cannot touch the page);
-  2. ``insert_tuple`` places the new version, locking only its own target page;
-  3. re-lock the old page: clear LOCK_ONLY (xmax becomes a real deleter), set cmax and
-     t_ctid -> the new TID, set pd_prune_xid; unlock, unpin.
+     PD_PAGE_FULL; log LOCK; unlock, keep the pin (so pruning cannot touch the page);
+  2. ``heapam.buffer_for_update`` chooses the new page (never the old one: it holds too
+     little, and the pin keeps pruning from freeing any) and returns it with both pages
+     exclusively locked, the lower block first (a page it adds is above the old one: the
+     old page's lock is then tried conditionally, and on failure the new page's lock is
+     let go while waiting); with both locked the new version is placed, the old one
+     finished (LOCK_ONLY cleared: xmax becomes a real deleter; cmax, t_ctid -> the new TID,
+     pd_prune_xid) and ONE UPDATE record logged with both pages; unlock both, unpin.
 
 If step 2 fails (row too big, I/O error), the old version is left locked by a transaction
 that will abort: harmless, an aborted locker is ignored by everyone.
@@ -78,13 +83,14 @@ and reset a stale forward link (t_ctid of an aborted update) to the tuple's own 
 heap_delete does.  A row lock (SELECT FOR UPDATE) sets xmax = my xid with XMAX_LOCK_ONLY,
 leaves pd_prune_xid alone (a lock leaves nothing to prune) and never writes cmax.
 
-WAL: each writer logs, after changing the page, one logical record per page it changed
-(``minidb.heap.redo``: DELETE, LOCK, UPDATE / HOT_UPDATE with the new version when it stays
-on the page; the three steps of an update to another page are LOCK, INSERT, UPDATE): the
-offset, xmax, cmax, the infomask bits set, infomask2 and t_ctid as written, from which redo
-rebuilds the page byte for byte.
+WAL: each writer logs, after changing the page, one logical record (``minidb.heap.redo``:
+DELETE, LOCK, UPDATE / HOT_UPDATE with the new version when it stays on the page; an update
+to another page logs LOCK, then one UPDATE whose block 0 is the new page with INSERT's data
+and block 1 the old page): the offset, xmax, cmax, the infomask bits set, infomask2 and
+t_ctid as written, from which redo rebuilds the page byte for byte.
 
-Statistics: 'del', 'upd', 'hot_upd' through ``backend.pgstat`` on success.
+Statistics: 'del', 'upd', 'hot_upd' through ``backend.pgstat`` on success (an update's
+'upd' and 'hot_upd' in one ``count_update`` call).
 
 **FOR KEY SHARE / FOR SHARE / FOR NO KEY UPDATE** (``minidb.heap.multixact``): a version
 with HEAP_XMAX_KEYSHR_LOCK has lockers listed in ``minidb.txn.multixact``'s shared table,
@@ -105,12 +111,13 @@ import sys
 
 from minidb.errors import InternalError, LockNotAvailable, SerializationFailure
 from minidb.heap import redo
-from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel, insert_tuple
+from minidb.heap.heapam import MAX_HEAP_TUPLES_PER_PAGE, HeapRel, buffer_for_update
 from minidb.heap.layout import BITMAP_OFFSET, HEADER_STRUCT, decode_header
 from minidb.storage.htup import (HEAP_HOT_UPDATED, HEAP_KEYS_UPDATED, HEAP_NATTS_MASK,
                                  HEAP_ONLY_TUPLE, HEAP_UPDATED,
                                  HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_KEYSHR_LOCK,
                                  HEAP_XMAX_LOCK_ONLY, HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID)
+from minidb.storage import freespace
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import EXCLUSIVE, SHARE
 from minidb.storage.xloginsert import PageRecord
@@ -120,8 +127,8 @@ from minidb.txn.clog import COMMITTED
 from minidb.txn.visibility import (TM_BEING_MODIFIED, TM_DELETED, TM_INVISIBLE, TM_OK,
                                    TM_SELF_MODIFIED, TM_UPDATED)
 from minidb.txn.xact import REPEATABLE_READ
-from minidb.wal.record import (RM_HEAP, XLOG_HEAP_DELETE, XLOG_HEAP_HOT_UPDATE, XLOG_HEAP_LOCK,
-                               XLOG_HEAP_UPDATE)
+from minidb.wal.record import (RM_HEAP, XLOG_HEAP_DELETE, XLOG_HEAP_HOT_UPDATE,
+                               XLOG_HEAP_INIT_PAGE, XLOG_HEAP_LOCK, XLOG_HEAP_UPDATE)
 
 _OFFNUM = struct.Struct("<H")         # main data of DELETE / LOCK: the offset number
 _UPDATE_MAIN = struct.Struct("<HH")   # UPDATE / HOT_UPDATE: old and new offset numbers
@@ -383,6 +390,7 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
             b = None
         else:
             # step 1: lock the old version for myself, mark the page full, let go of it
+            avail = pg.heap_free_space(page, MAX_HEAP_TUPLES_PER_PAGE)
             _set_xmax(item, xid, cid, HEAP_XMAX_LOCK_ONLY)
             pg.set_flags(page, pg.get_flags(page) | pg.PD_PAGE_FULL)
             PageRecord(bm).add(b, data=redo.xmax_data(
@@ -398,12 +406,13 @@ def heap_update(backend, rel: HeapRel, tid, new_values, snapshot
                 bm.unpin(b)
         raise
     if fits:
-        _count_update(backend, rel, hot)
+        backend.pgstat.count_update(rel.oid, hot)
         if h["infomask"] & HEAP_XMAX_KEYSHR_LOCK:
             _carry_key_share(backend, rel, tid, h, new_tid, xid)
         return TM_OK, new_tid, hot
-    new_tid = _update_elsewhere(backend, rel, b, off, data, xid, cid, keys_changed)
-    _count_update(backend, rel, False)
+    new_tid = _update_elsewhere(backend, rel, b, block, off, avail, data, xid, cid,
+                                keys_changed)
+    backend.pgstat.count_update(rel.oid, False)
     _carry_key_share(backend, rel, tid, h, new_tid, xid)
     return TM_OK, new_tid, False
 
@@ -519,42 +528,52 @@ def _update_on_page(page, block: int, off: int, item, h: dict, data: bytearray, 
     return (block, new_off), wal
 
 
-def _update_elsewhere(backend, rel: HeapRel, b: int, off: int, data: bytearray, xid: int,
-                      cid: int, keys_changed: bool) -> tuple[int, int]:
-    """Steps 2 and 3 of an update whose new version does not fit on the old page (``b``:
-    pinned, unlocked, the old version locked by step 1).  Returns the new TID; unpins
-    ``b`` in every case."""
+def _update_elsewhere(backend, rel: HeapRel, b: int, block: int, off: int, avail: int,
+                      data: bytearray, xid: int, cid: int, keys_changed: bool
+                      ) -> tuple[int, int]:
+    """Step 2 of an update whose new version does not fit on the old page (``b``: pinned,
+    unlocked, the old version locked by step 1; ``avail``: the free space it had).
+    ``heapam.buffer_for_update`` chooses the new version's page and locks both pages,
+    lower block first; then, with both locked, the new version is placed, the old one
+    finished (a real deleter: LOCK_ONLY cleared, cmax, t_ctid -> the new TID,
+    pd_prune_xid) and ONE Heap UPDATE logged: block 0 the new page (its INSERT data;
+    ``XLOG_HEAP_INIT_PAGE`` when the page was just added), block 1 the old page (its xmax
+    data).  Returns the new TID; unpins ``b`` in every case."""
     bm = backend.bufmgr
     try:
-        # step 2: place the new version elsewhere (only its page is locked meanwhile)
-        new_tid = insert_tuple(backend, rel, bytes(data))
-        # step 3: finish the old version
-        bm.lock(b, EXCLUSIVE)
+        nblock, nb, fresh = buffer_for_update(backend, rel, len(data), b, block, avail)
     except BaseException:
         bm.unpin(b)
         raise
     try:
+        npage = bm.page(nb)
+        if fresh:
+            pg.init_page(npage)
+        new_off, start, pd_flags = pg.add_heap_tuple(npage, data, nblock,
+                                                     MAX_HEAP_TUPLES_PER_PAGE)
+        if fresh:
+            free = pg.heap_free_space(npage, MAX_HEAP_TUPLES_PER_PAGE)
         page = bm.page(b)
         item = pg.get_item(page, off)
         im2 = _get16(item, _OFF_INFOMASK2) & ~(HEAP_HOT_UPDATED | HEAP_KEYS_UPDATED)
         if keys_changed:
             im2 |= HEAP_KEYS_UPDATED
         _set_xmax(item, xid, cid, 0)
-        _put16(item, _OFF_INFOMASK2, im2)
-        _CTID.pack_into(item, _OFF_CTID, *new_tid)
+        _CTID_IMS.pack_into(item, _OFF_CTID, nblock, new_off, im2,
+                            _get16(item, _OFF_INFOMASK))
         _set_prune_xid(page, xid)
-        PageRecord(bm).add(b, data=redo.xmax_data(
-            page, off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0, item=item)).log(
-            RM_HEAP, XLOG_HEAP_UPDATE, xid, _UPDATE_MAIN.pack(off, new_tid[1]))
+        PageRecord(bm).add(nb, new=fresh, data=redo.insert_data(
+            new_off, pd_flags, memoryview(npage)[start:start + len(data)])).add(
+            b, data=redo.XMAX.pack(off, redo.F_CMAX | redo.F_PRUNE_XID, xid, cid, 0, im2,
+                                   nblock, new_off)).log(
+            RM_HEAP, XLOG_HEAP_UPDATE | XLOG_HEAP_INIT_PAGE if fresh else XLOG_HEAP_UPDATE,
+            xid, _UPDATE_MAIN.pack(off, new_off))
     finally:
+        bm.unlock_unpin(nb)
         bm.unlock_unpin(b)
-    return new_tid
-
-
-def _count_update(backend, rel: HeapRel, hot: bool) -> None:
-    backend.pgstat.count(rel.oid, "upd")
-    if hot:
-        backend.pgstat.count(rel.oid, "hot_upd")
+    if fresh:
+        freespace.record(bm, rel.relfilenode, nblock, free)
+    return nblock, new_off
 
 
 # ---------------------------------------------------------------------------------------------

@@ -97,6 +97,17 @@ class TableStats:
             k = (oid, what)
             counts[k] = counts.get(k, 0) + n
 
+    def count_update(self, oid: int, hot: bool) -> None:
+        """Count one updated row: 'upd', and 'hot_upd' too when the update was HOT (one
+        call for both)."""
+        if oid:
+            counts = self.counts
+            k = (oid, "upd")
+            counts[k] = counts.get(k, 0) + 1
+            if hot:
+                k = (oid, "hot_upd")
+                counts[k] = counts.get(k, 0) + 1
+
     @property
     def pending(self) -> dict[int, dict[str, int]]:
         """The running transaction's counts so far: oid -> {event: n} (tests)."""

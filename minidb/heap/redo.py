@@ -2,7 +2,8 @@
 as block data, and the redo routines that replay them (heapam.c's heap_xlog_* routines).
 
 The hot-path writers (``heapam.insert_tuple``, ``modify.heap_delete`` / ``heap_lock_tuple``
-/ ``heap_update``) register their page with ``PageRecord.add(buf, data=...)``: the record
+/ ``heap_update``) register their page (an update to another page: both pages) with
+``PageRecord.add(buf, data=...)``: the record
 carries the operation, not a byte delta of the page, so no before-image is copied and no
 delta computed.  Recovery calls the routines registered in ``minidb.recovery.LOGICAL_REDO``
 by (rmgr, opcode); each must leave the page byte for byte as the operation left it on the
@@ -29,9 +30,13 @@ Block data layouts (little-endian):
     ``F_PRUNE_XID`` and sets ``PD_PAGE_FULL`` with ``F_PAGE_FULL`` (the first step of an
     update whose new version goes to another page).
 
-An update whose new version goes to another page stays three records, as its three steps
-are (``minidb.heap.modify``): LOCK of the old version, INSERT of the new one, UPDATE of the
-old one.  PostgreSQL logs one record with both pages; the content of each page is the same.
+``UPDATE`` whose new version goes to another page: two blocks in one record, as
+PostgreSQL's: block 0 is the new version's page with INSERT's data (and the record's
+``XLOG_HEAP_INIT_PAGE`` bit when the update added that page: the block is then
+``WILL_INIT``), block 1 the old version's page with the xmax data above (no
+``F_NEW_TUPLE``; t_ctid names the new page).  ``redo_update`` tells them apart by the block
+id.  The LOCK record that the writer logs before it lets go of the old page to look for
+room (``minidb.heap.modify``) comes before it, as in PostgreSQL.
 
 Departures: the tuple header goes in whole (PostgreSQL's xl_heap_header keeps only
 t_infomask2, t_infomask and t_hoff and rebuilds the rest); cmax is logged because redo must
@@ -119,7 +124,8 @@ def _place(page, off: int, tup, flags: int, what: str) -> None:
 
 
 def redo_insert(page, blk, r) -> None:
-    """Heap INSERT (and INSERT | INIT_PAGE: the page is formatted first)."""
+    """Heap INSERT (and INSERT | INIT_PAGE: the page is formatted first); also block 0 of
+    a two-block UPDATE."""
     if r.info & XLOG_HEAP_INIT_PAGE:
         pg.init_page(page)
     off, flags = INSERT.unpack_from(blk.data, 0)
@@ -152,10 +158,20 @@ def redo_xmax(page, blk, r) -> None:
         pg.set_flags(page, pg.get_flags(page) | pg.PD_PAGE_FULL)
 
 
+def redo_update(page, blk, r) -> None:
+    """Heap UPDATE: in a two-block record (the new version on another page) block 0 is
+    that page (INSERT's data, INIT_PAGE honoured) and block 1 the old version's page;
+    a one-block record is the update on one page (``redo_xmax`` with the new tuple)."""
+    if blk.id == 0 and len(r.blocks) > 1:
+        redo_insert(page, blk, r)
+    else:
+        redo_xmax(page, blk, r)
+
+
 def redo_routines() -> dict:
     """(rmgr, opcode) -> routine, for ``minidb.recovery.LOGICAL_REDO``."""
     return {(rec.RM_HEAP, rec.XLOG_HEAP_INSERT): redo_insert,
             (rec.RM_HEAP, rec.XLOG_HEAP_DELETE): redo_xmax,
             (rec.RM_HEAP, rec.XLOG_HEAP_LOCK): redo_xmax,
-            (rec.RM_HEAP, rec.XLOG_HEAP_UPDATE): redo_xmax,
+            (rec.RM_HEAP, rec.XLOG_HEAP_UPDATE): redo_update,
             (rec.RM_HEAP, rec.XLOG_HEAP_HOT_UPDATE): redo_xmax}

@@ -127,15 +127,19 @@ class PageRecord:
             return lsn
         blocks = []
         views = []   # each page as a memoryview (struct reads and writes cost less there)
+        pages, tags = bm._pages, bm._tag
         for b, before in zip(self.bufs, self.befores):
-            rfn, fork, blk = bm.buffer_tag(b)
-            view = bm.page_view(b)
+            view = pages[b] or bm.page_view(b)
             views.append(view)
+            if type(before) is tuple:
+                # a logical block (a two-page heap UPDATE's): its tag read inline
+                tag = tags[b]
+                blocks.append((tag >> 34, (tag >> 32) & 3, tag & 0xFFFFFFFF, view,
+                               before[1], before[0]))
+                continue
+            rfn, fork, blk = bm.buffer_tag(b)
             if before is None:
                 blocks.append((rfn, fork, blk, view, rec.REGBUF_FORCE_IMAGE, b""))
-                continue
-            if type(before) is tuple:
-                blocks.append((rfn, fork, blk, view, before[1], before[0]))
                 continue
             delta = rec.page_delta(before, bm.page(b))
             if len(delta) > DELTA_LIMIT:

@@ -466,15 +466,16 @@ class Transaction:
         slot = self.slot
         delay[slot] = 1
         try:
-            lsn = wal.insert(RM_XACT, XLOG_XACT_COMMIT, xid, data)
             s = self.settings
             if s.synchronous_commit or rels:
+                lsn = wal.insert(RM_XACT, XLOG_XACT_COMMIT, xid, data)
                 seg = self.procarray.seg
                 siblings = s.commit_siblings
                 wal.flush(lsn, s.commit_delay,
                           lambda: int((seg.proc_xid != 0).sum()) - 1 >= siblings)
             else:
-                wal.set_async_commit(lsn)
+                # the async-commit mark raised inside the record's insertion-lock hold
+                lsn = wal.insert(RM_XACT, XLOG_XACT_COMMIT, xid, data, (), True)
         except BaseException:
             delay[slot] = 0
             raise

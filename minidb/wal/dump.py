@@ -16,7 +16,8 @@ for an image, the hole that was cut out and the block data's length (``(logical)
 data is the operation's own, for its resource manager's redo, not a page delta).  A heap
 record whose block carries the operation (``minidb.heap.redo``) is described from that
 data as PostgreSQL's heap_desc does: offset, xmax, the infomask bits set, flags, and the
-new offset of an update; a logical Btree INSERT_LEAF adds the number of items it carries.
+new offset of an update (from block 1, the old page, when the new version went to another
+page: block 0 is that page); a logical Btree INSERT_LEAF adds the number of items it carries.
 
 Where the dump starts: ``--start``, else the oldest record still in ``pg_wal``.  Records
 carry no page headers (minidb/wal/README.md), so the start of the oldest segment need not
@@ -134,6 +135,8 @@ def _clog_desc(r: rec.Record) -> str:
 def _heap_desc(r: rec.Record) -> str:
     op = r.info & 0x70
     blk = r.blocks[0] if r.blocks else None
+    if op == rec.XLOG_HEAP_UPDATE and len(r.blocks) > 1:
+        blk = r.blocks[1]   # block 0 is the new version's page, block 1 the old version's
     if blk is not None and blk.logical:
         got = _heap_logical_desc(op, r, blk.data)
         if got:
@@ -167,6 +170,9 @@ def _heap_logical_desc(op: int, r: rec.Record, data: bytes) -> str:
             out += f" ; new off {new} tuple {len(data) - HEAP_XMAX.size - OFFNUM.size} bytes"
         elif len(r.main) >= UPDATE.size:   # the new version went to another page
             out += f" ; new off {UPDATE.unpack_from(r.main, 0)[1]} on another page"
+            new_blk = r.blocks[0]
+            if len(r.blocks) > 1 and new_blk.logical and len(new_blk.data) > HEAP_INSERT.size:
+                out += f" tuple {len(new_blk.data) - HEAP_INSERT.size} bytes"
     return out
 
 

@@ -384,6 +384,25 @@ def build(blocks, main, images) -> tuple[bytearray, int, int]:
                    else BKPBLOCK_HAS_DATA)
         buf = bytearray(_ONE_BLOCK.pack(1, 0, ff, len(data), rfn, blk, len(main)))
         buf += data
+    elif images is None:
+        # several blocks, none with an image (a heap UPDATE to another page: two logical
+        # blocks): the block headers, then the block data in order
+        buf = bytearray(HEADER_SIZE)
+        buf.append(len(blocks))
+        i = 0
+        for rfn, fork, blk, _page, flags, data in blocks:
+            ff = fork & BKPBLOCK_FORK_MASK        # _block_flags(fork, flags, data, False)
+            if flags & REGBUF_WILL_INIT == REGBUF_WILL_INIT:
+                ff |= BKPBLOCK_WILL_INIT
+            if data:
+                ff |= (BKPBLOCK_HAS_DATA | BKPBLOCK_LOGICAL if flags & REGBUF_LOGICAL
+                       else BKPBLOCK_HAS_DATA)
+            buf += BLOCK_HEADER.pack(i, ff, len(data), rfn, blk)
+            i += 1
+        buf += U32.pack(len(main))
+        for blk in blocks:
+            if blk[5]:
+                buf += blk[5]
     else:
         buf = bytearray(HEADER_SIZE)
         buf.append(len(blocks))

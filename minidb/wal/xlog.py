@@ -361,10 +361,14 @@ class WalHandle:
 
     # -- the agreed interface ---------------------------------------------------------------
     def insert(self, rmgr: int, info: int, xid: int, data: bytes = b"",
-               blocks: list | tuple = ()) -> int:
+               blocks: list | tuple = (), async_commit: bool = False) -> int:
         """Insert one record; returns its end LSN.  ``blocks``: (relfilenode, fork, block,
         page or None, flags, block data) - ``page`` (a uint8 array or a memoryview of one)
         is where an image is taken from when the rules ask for one (REGBUF_* flags).
+        ``async_commit``: the record is an asynchronous commit's; its end raises the
+        async-commit mark (``WAL_ASYNC``, XLogSetAsyncXactLSN) in the same hold of the
+        insertion lock that reserves its space (``set_async_commit`` would take the lock
+        again).
 
         The per-record path: one buffer built and its body's CRC taken before the lock
         (``record.build`` / ``body_crc``), the shared words read through memoryviews, the
@@ -413,6 +417,8 @@ class WalHandle:
                 if nimg:
                     c[WAL_FPI] += nimg
                 c[WAL_BYTES] += size
+                if async_commit and start + size > c[WAL_ASYNC]:
+                    c[WAL_ASYNC] = start + size
             finally:
                 hw[hidx] = 0
                 give()

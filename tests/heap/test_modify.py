@@ -303,7 +303,8 @@ def test_indexed_column_change_is_not_hot(inst):
     assert (st["n_tup_upd"], st["n_tup_hot_upd"]) == (2, 1)
 
 
-def test_update_that_does_not_fit_goes_elsewhere_without_holding_two_locks(inst, monkeypatch, assert_no_pins):
+def test_update_that_does_not_fit_goes_elsewhere_locking_both_pages_in_order(
+        inst, monkeypatch, assert_no_pins):
     inst.catalog.create_table("t", list(COLS))
     rel = inst.catalog.heap_rel("t")
     with Session(inst) as s:
@@ -315,16 +316,31 @@ def test_update_that_does_not_fit_goes_elsewhere_without_holding_two_locks(inst,
                 break
     b = inst.connect()
     seen = {}
-    real_insert = modify.insert_tuple
+    real_buffer_for = modify.buffer_for_update
+    locks = []
+    real_lock, real_cond = b.bufmgr.lock, b.bufmgr.conditional_lock
 
-    def spying_insert(bm, r, data):
-        # step 2 of the protocol: old version locked by me, no content lock held
+    def spying_buffer_for(backend, r, n, other, other_block, other_avail):
+        # the old version locked by me (LOCK logged), no content lock held, pinned
         seen["header"] = header(b, rel, tid)
         seen["locks_held"] = int((inst.seg.backend_locks[b.slot] != 0).sum())
         seen["pins_held"] = int((inst.seg.backend_pins[b.slot] != 0).sum())
-        return real_insert(bm, r, data)
+        got = real_buffer_for(backend, r, n, other, other_block, other_avail)
+        # both pages exclusively locked on return
+        seen["locks_after"] = int((inst.seg.backend_locks[b.slot] != 0).sum())
+        return got
 
-    monkeypatch.setattr(modify, "insert_tuple", spying_insert)
+    def lock(buf, mode):
+        locks.append(b.bufmgr.buffer_tag(buf)[2])
+        return real_lock(buf, mode)
+
+    def conditional_lock(buf, mode):
+        locks.append(b.bufmgr.buffer_tag(buf)[2])
+        return real_cond(buf, mode)
+
+    monkeypatch.setattr(modify, "buffer_for_update", spying_buffer_for)
+    monkeypatch.setattr(b.bufmgr, "lock", lock)
+    monkeypatch.setattr(b.bufmgr, "conditional_lock", conditional_lock)
     snap = begin_stmt(b)
     res, new, hot = heap_update(b, rel, tid, (1, 1, "z" * 2000), snap)
     xid = b.xact.xid
@@ -332,6 +348,8 @@ def test_update_that_does_not_fit_goes_elsewhere_without_holding_two_locks(inst,
     h = seen["header"]
     assert h["xmax"] == xid and h["infomask"] & HEAP_XMAX_LOCK_ONLY
     assert seen["locks_held"] == 0 and seen["pins_held"] == 1  # the old page, pinned only
+    assert seen["locks_after"] == 2
+    assert locks == sorted(locks) and locks[0] == 0   # the old page (block 0) first
     b.xact.commit()
     h = header(b, rel, tid)
     assert h["xmax"] == xid and not h["infomask"] & HEAP_XMAX_LOCK_ONLY and h["ctid"] == new

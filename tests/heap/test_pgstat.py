@@ -123,3 +123,16 @@ def test_an_abort_published_late_is_still_right():
     assert (got["n_live_tup"], got["n_dead_tup"]) == (9, 4 + 2 + 1)
     assert ts.publishes == 1 and not ts.unflushed
     assert got[TABLE_COUNTERS[TC["n_live_tup"]]] == 9
+
+
+def test_count_update_counts_upd_and_hot_upd_in_one_call():
+    """``count_update(oid, hot)`` adds what ``count(oid, 'upd')`` and, for a HOT update,
+    ``count(oid, 'hot_upd')`` add; oid 0 (no statistics) counts nothing."""
+    one = pgstat.TableStats(Seg(), threading.Lock(), Interval(0))
+    two = pgstat.TableStats(Seg(), threading.Lock(), Interval(0))
+    for oid, hot in ((7, True), (7, False), (7, True), (8, False), (0, True)):
+        one.count_update(oid, hot)
+        two.count(oid, "upd")
+        if hot:
+            two.count(oid, "hot_upd")
+    assert one.counts == two.counts == {(7, "upd"): 3, (7, "hot_upd"): 2, (8, "upd"): 1}

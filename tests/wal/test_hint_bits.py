@@ -124,3 +124,33 @@ def test_group_lsns_unit(tmp_path):
             ctl[WAL_FLUSHED], ctl[WAL_ASYNC] = saved
     finally:
         inst.close()
+
+
+def test_async_commit_raises_the_mark_in_its_own_insertion(tmp_path, monkeypatch):
+    """An asynchronous commit's record raises the async-commit mark (WAL_ASYNC) to its end
+    inside the insertion that reserved its space: no second round trip through
+    ``set_async_commit``; a synchronous commit leaves the mark alone."""
+    from minidb.wal import xlog
+    from minidb.wal.xlog import WAL_ASYNC, WAL_CURR
+    inst = Instance(tmp_path / "data", max_worker_processes=0, wal_writer_delay=10000)
+    try:
+        inst.catalog.create_table("t", [ColumnDef("k", "bigint", True)])
+        ctl = inst.seg.wal_ctl
+
+        def refuse(self, lsn):
+            raise AssertionError("set_async_commit called")
+
+        monkeypatch.setattr(xlog.WalHandle, "set_async_commit", refuse)
+        s = Session(inst, synchronous_commit=False)
+        for k in range(3):
+            s.insert("t", (k,))
+            s.commit()
+            assert int(ctl[WAL_ASYNC]) == int(ctl[WAL_CURR])   # the commit record's end
+            assert inst.wal_shared.async_pending()
+        mark = int(ctl[WAL_ASYNC])
+        r = Session(inst)
+        r.insert("t", (9,))
+        r.commit()
+        assert int(ctl[WAL_ASYNC]) == mark and int(ctl[WAL_CURR]) > mark
+    finally:
+        inst.close()

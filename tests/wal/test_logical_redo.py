@@ -188,3 +188,81 @@ def test_replayed_heap_pages_equal_the_primary(tmp_path, monkeypatch, fpw):
                 raise AssertionError(f"{what} block {blk} differs at bytes "
                                      f"{diff[:20].tolist()} (of {BLCKSZ}):\n"
                                      f"{pg.dump_page(new[blk])}")
+
+
+@pytest.mark.parametrize("fpw", [False, True])
+def test_update_to_another_page_is_one_record_with_both_pages(tmp_path, monkeypatch, fpw):
+    """An update whose new version does not fit on its page logs LOCK, then ONE Heap UPDATE
+    with block 0 the new version's page (UPDATE+INIT when the update added that page) and
+    block 1 the old one - no INSERT of its own; replay of those records leaves the pages
+    the primary left (a new page at the end, and a page with room found in the map)."""
+    d = str(tmp_path / "data")
+    conn = minidb.connect(d, full_page_writes=fpw, **SETTINGS)
+    cur = conn.cursor()
+    conn.autocommit = True
+    cur.execute("create table t (k int primary key, v int, pad text)")
+    for k in range(40):
+        cur.execute("insert into t values (?, ?, ?)", (k, k, "p" * 700))
+    cur.execute("delete from t where k >= 20 and k < 30")   # room on a middle page, later
+    cur.execute("vacuum t")
+    cur.execute("checkpoint")
+    conn.autocommit = False
+    for k in (0, 1, 2, 3, 35, 36):
+        cur.execute("update t set pad = ? where k = ?", ("u" * 1500, k))
+    conn.commit()
+    cur.execute("delete from t where k = 39")   # the last record: a commit
+    conn.commit()
+    before = _pages(conn, "t")
+    abandon(conn)
+
+    updates, inserts = [], {}
+    try:
+        for r in dump.records(d, dump.DumpOptions(rmgrs=("Heap",))):
+            name = rec.op_name(r.rmid, r.info)
+            if name.startswith("UPDATE") and len(r.blocks) == 2:
+                updates.append((name, r))
+                assert " ; new off " in dump.describe(r) and " on another page" in \
+                    dump.describe(r), dump.describe(r)
+            elif name.startswith("INSERT"):
+                rfn = r.blocks[0].relfilenode
+                inserts[rfn] = inserts.get(rfn, 0) + 1
+    except dump.DumpError:
+        pass
+    assert len(updates) == 6
+    assert {n for n, _ in updates} == {"UPDATE", "UPDATE+INIT"}
+    for _n, r in updates:
+        new, old = r.blocks
+        assert (new.id, old.id) == (0, 1) and new.block != old.block
+        assert new.relfilenode == old.relfilenode
+    # the 40 loaded rows and nothing for the six updates
+    assert inserts[updates[0][1].blocks[0].relfilenode] == 40
+
+    calls = []
+    for key, fn in list(recovery.LOGICAL_REDO.items()):
+        def counting(page, blk, r, fn=fn):
+            calls.append((rec.op_name(r.rmid, r.info), blk.id, len(r.blocks)))
+            fn(page, blk, r)
+        monkeypatch.setitem(recovery.LOGICAL_REDO, key, counting)
+    conn = minidb.connect(d, full_page_writes=fpw, **SETTINGS)
+    try:
+        after = _pages(conn, "t")
+        cur = conn.cursor()
+        cur.execute("select k, v, length(pad) from t order by k")
+        rows = cur.fetchall()
+    finally:
+        conn.close()
+    assert rows == [(k, k, 1500 if k in (0, 1, 2, 3, 35, 36) else 700)
+                    for k in range(39) if not 20 <= k < 30]
+    replayed = {(n, i) for n, i, nb in calls if nb == 2}
+    if not fpw:
+        assert {("UPDATE", 0), ("UPDATE", 1), ("UPDATE+INIT", 0), ("UPDATE+INIT", 1)} \
+            <= replayed
+    else:
+        assert ("UPDATE+INIT", 0) in replayed   # a new page is never an image
+    assert sorted(after) == sorted(before)
+    for blk in before:
+        a, b = masked(before[blk]), masked(after[blk])
+        if not np.array_equal(a, b):
+            diff = np.nonzero(a != b)[0]
+            raise AssertionError(f"block {blk} differs at bytes {diff[:20].tolist()}:\n"
+                                 f"{pg.dump_page(after[blk])}")
