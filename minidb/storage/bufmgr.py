@@ -136,6 +136,7 @@ class BufferManager:
         self._tag = memoryview(seg.buf_tag)
         self._usage = memoryview(seg.buf_usage)
         self._sweep_views = sweep_views(seg)
+        self._never_used = memoryview(seg.buf_never_used)
         self._shared = memoryview(seg.buf_lock_shared)
         self._excl = memoryview(seg.buf_lock_excl)
         self._waiters = memoryview(seg.buf_waiters)
@@ -1187,7 +1188,7 @@ class BufferManager:
 
     def _clock_sweep(self) -> int:
         """A victim: from the free list of never-used buffers first, then the sweep."""
-        while True:
+        while self._never_used[0] < self.nbuffers:   # (next_never_used's unlocked look)
             b = next_never_used(self.seg, self.locks.strategy, self.nbuffers)
             if b < 0:
                 break

@@ -195,6 +195,7 @@ _OFF_VERSION = 18
 _OFF_PRUNE_XID = 20
 MAX_PRUNE_XID = 0xFFFFFFFF
 OFF_LOWER = _OFF_LOWER  # for modules that read pd_lower straight from the pool
+OFF_PRUNE_XID = _OFF_PRUNE_XID  # for the point path's PageIsPrunable test
 OFF_FLAGS = _OFF_FLAGS  # for scans that read pd_flags of many pages at once
 
 _HEADER = struct.Struct("<QHHHHHHI")
@@ -900,6 +901,10 @@ def check_page_header(page, what: str) -> None:
     """Raise DataCorrupted if the header is impossible; an all-zero page is valid
     [PageIsVerified, without the checksum]."""
     _lsn, _cks, flags, lower, upper, special, version, _xid = _HEADER.unpack_from(page, 0)
+    if (version == PAGESIZE_VERSION and PAGE_HEADER_SIZE <= lower <= upper <= special <= BLCKSZ
+            and not special % MAXALIGN and not (lower - PAGE_HEADER_SIZE) % ITEMID_SIZE
+            and not flags & ~PD_VALID_FLAG_BITS):
+        return      # a valid header (what _header_problems finds nothing wrong with)
     if upper == 0:
         if _all_zero(page):
             return
