@@ -80,7 +80,9 @@ Interface
 - `RowLayout.encode(values, xmin=, cmin=, ctid=, infomask=)` -> bytes;
   `RowLayout.decode(buf, start)`
 - `RowLayout.encode_row(values, xmin, cmin, ctid_block, ctid_offset, infomask)`: the same
-  bytes from a function written for the layout (the per-column loop unrolled)
+  bytes from a function written for the layout (the per-column loop unrolled); `decode` is
+  written per layout the same way (a row without NULLs in one tuple display, a row with
+  NULLs through the general loop)
 - `RowLayout.encode_batch(columns, nrows, xmin=, cmin=)` -> (data, lengths), ctid left 0
 - `RowLayout.gather(flat_or_views, starts, cols, infomask=None)` -> [(values, mask|None)]
 - `RowLayout.null_mask(flat_or_views, starts, col)`
@@ -329,6 +331,7 @@ class RowLayout:
         # kinds 3 and 4 (types converted from their stored form): the function per slot
         self._from_stored = {slots[i]: from_storage(c.type) for i, c in enumerate(columns)
                              if from_storage(c.type) is not None}
+        self.decode = self._compile_decoder()
 
     def __repr__(self):
         cols = ", ".join(f"{c.name} {c.type}{' NOT NULL' if c.not_null else ''}"
@@ -444,12 +447,62 @@ class RowLayout:
         return env["encode_row"]
 
     def decode(self, buf, start: int = 0) -> tuple:
-        """The Python values of the tuple at ``buf[start:]``: None for NULL."""
+        """The Python values of the tuple at ``buf[start:]``: None for NULL.  (Each layout
+        replaces this by a function written for it, ``_compile_decoder``: the same values
+        and errors; this is the general loop it falls back on for a row with NULLs.)"""
         f = self._struct.unpack_from(buf, start)
         if f[6] & HEAP_NATTS_MASK != self.natts:
-            raise errors.DataCorrupted(
-                f"tuple at offset {start} has {f[6] & HEAP_NATTS_MASK} attributes, "
-                f"the table has {self.natts}")
+            raise self._natts_error(f[6], start)
+        return self._decode_fields(buf, start, f)
+
+    def _natts_error(self, im2: int, start: int):
+        return errors.DataCorrupted(
+            f"tuple at offset {start} has {im2 & HEAP_NATTS_MASK} attributes, "
+            f"the table has {self.natts}")
+
+    def _compile_decoder(self):
+        """``decode`` written out for this layout: a row without NULLs (its bitmap all
+        ones, compared as bytes) becomes one tuple display of its columns - the struct
+        value as is, a converted one, or a string sliced from a memoryview of the buffer -
+        with no per-column loop; a row with NULLs goes through ``_decode_fields``."""
+        env = {"_unpack": self._struct.unpack_from, "_fields": self._decode_fields,
+               "_natts_error": self._natts_error, "_ts": int_to_timestamp,
+               "MASK": HEAP_NATTS_MASK}
+        full = self._full_bits.to_bytes(self.bitmap_size, "little")
+        env["FULL"] = full
+        src = ["def decode(buf, start=0):",
+               "    f = _unpack(buf, start)",
+               f"    if f[6] & MASK != {self.natts}:",
+               "        raise _natts_error(f[6], start)",
+               "    if f[9] != FULL:",
+               "        return _fields(buf, start, f)"]
+        if any(kind in (2, 4) for _slot, kind in self._decode_plan):
+            src += ["    mv = memoryview(buf)",
+                    "    if mv.format != 'B' or mv.ndim != 1:",
+                    "        mv = mv.cast('B')"]
+        vals = []
+        for slot, kind in self._decode_plan:
+            if kind == 0:
+                vals.append(f"f[{slot}]")
+            elif kind == 1:
+                vals.append(f"_ts(f[{slot}])")
+            elif kind == 3:
+                env[f"_conv{slot}"] = self._from_stored[slot]
+                vals.append(f"_conv{slot}(f[{slot}])")
+            else:
+                src.append(f"    a{slot} = start + f[{slot}]")
+                piece = f"mv[a{slot}:a{slot} + f[{slot + 1}]]"
+                if kind == 2:
+                    vals.append(f"str({piece}, 'utf-8')")
+                else:
+                    env[f"_conv{slot}"] = self._from_stored[slot]
+                    vals.append(f"_conv{slot}({piece})")
+        src.append(f"    return ({', '.join(vals)}{',' if len(vals) == 1 else ''})")
+        exec("\n".join(src), env)   # noqa: S102 - source built above from the layout alone
+        return env["decode"]
+
+    def _decode_fields(self, buf, start: int, f) -> tuple:
+        """``decode`` past the struct unpack and the attribute count check."""
         bits = int.from_bytes(f[9], "little")
         mv = None
         out = []

@@ -171,7 +171,7 @@ from minidb.txn.clog import PAGE_MASK as _CLOG_PAGE_MASK, PAGE_SHIFT as _CLOG_PA
 from minidb.txn.visibility import satisfies_mvcc, satisfies_mvcc_batch, surely_dead
 
 __all__ = ["MVCCFilter", "SeqScan", "seq_scan", "heap_hot_search", "hot_search_page",
-           "heap_fetch_visible"]
+           "walk_chain", "heap_fetch_visible"]
 
 _T_XMAX, _T_INFOMASK = 8, 32       # offsets in the tuple header (minidb.heap.layout)
 _HDR = struct.Struct("<QQIIIHHH")   # xmin xmax cmin cmax ctid.block ctid.offset im2 im
@@ -639,6 +639,12 @@ def _walk_chain(page, block, off, snapshot, clog, procarray, horizon, for_fetch,
         # the walk started past the members ahead of ``m_off``: their share of the verdict
         all_dead = _ahead_all_dead(page, root, m_off, nitems, procarray, horizon, fixed)
     return None, None, all_dead and examined > 0
+
+
+# ``hot_search_page`` without its frame, for the point path (``minidb.index.scan
+# .fetch_equal``): called as walk_chain(page, block, off, snapshot, clog, procarray, None,
+# False, hinted, chain_cache, rfn)
+walk_chain = _walk_chain
 
 
 def _ahead_all_dead(page, off, m_off, nitems, procarray, horizon, fixed) -> bool:

@@ -74,7 +74,7 @@ from __future__ import annotations
 import struct
 
 from minidb.errors import DataCorrupted, InternalError
-from minidb.heap.mvcc import heap_hot_search, hot_search_page
+from minidb.heap.mvcc import heap_hot_search, walk_chain
 from minidb.heap.prune import heap_page_prune_opt
 from minidb.index import btpage as bt
 from minidb.index.keys import INDOPTION_DESC, INDOPTION_NULLS_FIRST
@@ -96,7 +96,10 @@ _U32 = struct.Struct("<I").unpack_from
 _LOWER = pg.OFF_LOWER
 _HEADER = pg.PAGE_HEADER_SIZE
 _ITEMS_READ, _HEAP_FETCHES = C["index_items_read"], C["index_heap_fetches"]
-_MAX_HEAP_HINTS = 4096     # fetch_equal's heap buffer hints kept per caller's dict
+# fetch_equal's heap buffer hints kept per caller's dict: at most this many or one per buffer
+# of the pool, whichever is more (a hint is right only while its page stays in the pool)
+_MAX_HEAP_HINTS = 4096
+_PRUNE_XID = pg.OFF_PRUNE_XID
 
 
 def _as_tuple(v) -> tuple:
@@ -380,8 +383,9 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     block exists), offered to the pruning hook only when its pd_prune_xid is set and
     older than the horizon (the hook - ``PagePruner`` - does nothing for other pages; it
     runs on the pinned page with the lock let go, as ``heap_hot_search`` calls it), the
-    HOT chain walked (``mvcc.hot_search_page``, through the backend's dead-run cache),
-    unlocked and unpinned in one call.  A key
+    HOT chain walked (``mvcc.walk_chain``, ``hot_search_page`` without its frame, through
+    the backend's dead-run cache), unlocked and unpinned in one call; all of it inline
+    in the loop over the items.  A key
     whose items go on past the leaf (duplicates on the right sibling) continues as an
     ``IndexScan`` from that leaf.  Raises what ``scan_bounds`` raises for a key the index
     columns cannot hold; ``bound``: ``irel.codec.encode_prefix(key)`` if the caller has
@@ -430,6 +434,7 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
     fetch_key = (hrel.oid, "idx_tup_fetch")
     has_block = bm.smgr.has_block
     chain_cache = backend.chain_cache
+    pages = bm._pages
     killed = None
     slot = backend.slot
     try:
@@ -440,17 +445,51 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
             # buffers of the blocks it cuts), no size check needed
             h = heap_hints.get(block) if heap_hints is not None else None
             b = bm.read_recent(rfn, block, h, SHARE) if h is not None else None
-            if b is None and not has_block(rfn, block):
-                # a block past the heap's end: the general walk raises the error (or
-                # fetches, had the file grown meanwhile)
-                found, tdata, all_dead = heap_hot_search(bm, hrel, tid, snapshot, clog,
-                                                         procarray,
-                                                         prepare_pages=prepare_pages,
-                                                         chain_cache=chain_cache)
-            else:
-                found, tdata, all_dead = _fetch_chain(bm, rfn, tid, snapshot, clog,
-                                                      procarray, prepare_pages, heap_hints,
-                                                      chain_cache, b, slot)
+            if b is None:
+                if has_block(rfn, block):
+                    b = bm.pin_lock(rfn, block, SHARE)
+                    if heap_hints is not None:
+                        if len(heap_hints) >= max(_MAX_HEAP_HINTS, bm.nbuffers):
+                            heap_hints.clear()
+                        heap_hints[block] = b
+                else:
+                    # a block past the heap's end: the general walk raises the error (or
+                    # fetches, had the file grown meanwhile)
+                    b = -1
+                    found, tdata, all_dead = heap_hot_search(bm, hrel, tid, snapshot, clog,
+                                                             procarray,
+                                                             prepare_pages=prepare_pages,
+                                                             chain_cache=chain_cache)
+            if b >= 0:
+                # heap_hot_search on the page pinned and share-locked: pruning offered
+                # only to a prunable page (PageIsPrunable: pd_prune_xid set and older
+                # than the horizon - ``vis_horizon``'s bound, as the hook asks it for
+                # this backend's slot; the hook, ``PagePruner``, does nothing for other
+                # pages and would cost an unlock and a lock); the walk
+                # (``mvcc.walk_chain``) through the backend's dead-run cache
+                locked = True
+                try:
+                    page = pages[b]       # (page_view, inline: the kept memoryview)
+                    if page is None:
+                        page = bm.page_view(b)
+                    if (prepare_pages is not None and (pxid := _U32(page, _PRUNE_XID)[0])
+                            and pxid < procarray.vis_horizon(pxid, slot)):
+                        bm.unlock(b)      # the hook runs on the pinned, unlocked page
+                        locked = False
+                        prepare_pages(b, block)
+                        bm.lock(b, SHARE)
+                        locked = True
+                    hinted: list = []
+                    found, tdata, all_dead = walk_chain(page, block, tid[1], snapshot, clog,
+                                                        procarray, None, False, hinted,
+                                                        chain_cache, rfn)
+                    if hinted:
+                        bm.mark_dirty_hint(b)
+                finally:
+                    if locked:
+                        bm.unlock_unpin(b)
+                    else:
+                        bm.unpin(b)
             counts[_HEAP_FETCHES] += 1
             if all_dead and kill:
                 if killed is None:
@@ -465,46 +504,6 @@ def fetch_equal(backend, irel: IndexRel, hrel, key: tuple, snapshot, prepare_pag
             kill_items(backend, irel, blk, pg.get_lsn(data), killed,
                        bool(settings.btree_descent_cache))
     return out
-
-
-def _fetch_chain(bm, rfn: int, tid, snapshot, clog, procarray, prepare_pages, heap_hints,
-                 chain_cache=None, b=None, slot: int = -1):
-    """``heap_hot_search`` for ``fetch_equal``: pin + share lock in one call (``b``: the
-    buffer already pinned and locked through the buffer hint, if it was), pruning offered
-    only to a prunable page (PageIsPrunable: pd_prune_xid set and older than the horizon
-    - ``vis_horizon``'s bound, as the hook asks it for the caller's ``slot``; the hook,
-    ``PagePruner``, does nothing for other pages and would cost an unlock and a lock); the
-    walk through the backend's dead-run cache (``chain_cache``)."""
-    block = tid[0]
-    if b is None:
-        b = bm.pin_lock(rfn, block, SHARE)
-        if heap_hints is not None:
-            if len(heap_hints) >= _MAX_HEAP_HINTS:
-                heap_hints.clear()
-            heap_hints[block] = b
-    locked = True
-    try:
-        page = bm._pages[b]       # (page_view, inline: the buffer's kept memoryview)
-        if page is None:
-            page = bm.page_view(b)
-        if (prepare_pages is not None and (pxid := pg.get_prune_xid(page))
-                and pxid < procarray.vis_horizon(pxid, slot)):
-            bm.unlock(b)          # the hook runs on the pinned, unlocked page
-            locked = False
-            prepare_pages(b, block)
-            bm.lock(b, SHARE)
-            locked = True
-        hinted: list = []
-        got = hot_search_page(page, block, tid[1], snapshot, clog, procarray, hinted,
-                              chain_cache, rfn)
-        if hinted:
-            bm.mark_dirty_hint(b)
-        return got
-    finally:
-        if locked:
-            bm.unlock_unpin(b)
-        else:
-            bm.unpin(b)
 
 
 def index_scan(backend, index, low=None, high=None, *, low_inclusive: bool = True,

@@ -255,20 +255,23 @@ def search(bm, irel: IndexRel, bound: bytes, *, write: bool = False, finish=None
                         continue
             elif cached and expect == 0 and not at_root:
                 # the leaf the parent names, moveright's common case inline: the page
-                # copied once, its opaque read once, no move right needed
+                # copied once, its opaque read once, no move right needed (the buffer's
+                # memoryview made here if this process has none yet: a page another
+                # process read in)
                 mv = pages[b]
-                if mv is not None:
-                    try:
-                        data = mv.tobytes()
-                        _prev, nxt, lvl, flags, _c = _OPAQUE(data, _SPECIAL_OFF)
-                        if (flags & _LEAF and not flags & _SKIP
-                                and (fin is None or not flags & bt.BTP_INCOMPLETE_SPLIT)
-                                and (nxt == _P_NONE or bound < bt.pivot_key(data, bt.P_HIKEY))
-                                and (not write or mode == EXCLUSIVE)):
-                            return b, blk, data, stack
-                    except BaseException:
-                        release(bm, b)
-                        raise
+                if mv is None:
+                    mv = bm.page_view(b)
+                try:
+                    data = mv.tobytes()
+                    _prev, nxt, lvl, flags, _c = _OPAQUE(data, _SPECIAL_OFF)
+                    if (flags & _LEAF and not flags & _SKIP
+                            and (fin is None or not flags & bt.BTP_INCOMPLETE_SPLIT)
+                            and (nxt == _P_NONE or bound < bt.pivot_key(data, bt.P_HIKEY))
+                            and (not write or mode == EXCLUSIVE)):
+                        return b, blk, data, stack
+                except BaseException:
+                    release(bm, b)
+                    raise
             b, blk, data = moveright(bm, irel, b, blk, bound, mode, fin, stack, cached)
             _prev, nxt, lvl, flags, _c = bt.opaque(data)
             if at_root:

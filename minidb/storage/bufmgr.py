@@ -51,9 +51,13 @@ semaphore's try and post, the holder recorded and cleared between them as ``acqu
 Cold reads: a buffer never handed out comes from the free list before the clock sweep runs
 (``freelist.next_never_used``); a miss seen by ``pin``'s inline lookup goes straight to a
 victim (``_install`` looks the tag up again under the lock); the partition locks of
-``_claim``, ``_install`` and ``_finish_io`` are taken inline too; and a single page read is
-verified in scalar code (``_verify_one``: the same checks and outcome as a batch of one, the
-checksum compared with pd_checksum first).
+``_claim``, ``_install`` and ``_finish_io`` are taken inline too (``_install``'s mapping
+lookup, delete and insert as well); a single page read is verified in scalar code
+(``_verify_one``: the same checks and outcome as a batch of one, the checksum over a uint64
+view kept per buffer, compared with pd_checksum first); and ``pin_lock``'s miss takes the
+content lock in the critical section that marks the page valid (``_finish_io``; nobody can
+hold the content lock of a page still being read in), one partition-lock round trip
+instead of two.
 
 Departures: the descriptor is guarded by the mapping partition lock of its tag instead of
 a per-buffer header spinlock and atomics (Python has neither; one short critical section
@@ -94,6 +98,7 @@ UNLOCKED, SHARE, EXCLUSIVE = 0, 1, 2
 
 _HIT = C["buffers_hit"]
 _READ = C["buffers_read"]
+_EVICTED = C["buffers_evicted"]
 _PART_WAITS = C["partition_lock_busy"]
 _PART_TRIES = 2  # rounds of try-locks a batch makes before it waits for a busy partition
 _LSN = struct.Struct("<Q")  # pd_lsn, at offset 0 of every page
@@ -131,6 +136,7 @@ class BufferManager:
         self._tag = memoryview(seg.buf_tag)
         self._usage = memoryview(seg.buf_usage)
         self._sweep_views = sweep_views(seg)
+        self._never_used = memoryview(seg.buf_never_used)
         self._shared = memoryview(seg.buf_lock_shared)
         self._excl = memoryview(seg.buf_lock_excl)
         self._waiters = memoryview(seg.buf_waiters)
@@ -150,6 +156,7 @@ class BufferManager:
         self._gmask = self.table.group_mask
         self._npart = self.table.npart
         self._pages = [None] * self.nbuffers
+        self._words = [None] * self.nbuffers   # uint64 views of the pages (_page_words)
         # reads of a read batch not verified yet (start_read_batch), else None
         self._pending: list | None = None
         # LimitAdditionalPins: a batch may pin at most this backend's fair share of the pool
@@ -179,6 +186,14 @@ class BufferManager:
     def buffer_tag(self, buf: int) -> tuple[int, int, int]:
         """(relfilenode, fork, block) of a pinned buffer."""
         return tag_parts(self._tag[buf])
+
+    def _page_words(self, buf: int) -> np.ndarray:
+        """The page of ``buf`` as 1,024 little-endian uint64 words (a view kept per buffer,
+        as ``_page_mv``'s memoryview): what the single-page checksum reads."""
+        w = self._words[buf]
+        if w is None:
+            w = self._words[buf] = self.seg.buf_pages[buf].view("<u8")
+        return w
 
     def _trace(self, msg: str) -> None:
         if self._settings.trace_buffers:
@@ -336,6 +351,15 @@ class BufferManager:
             # not in the pool a moment ago: straight to a victim (``_install`` looks the
             # tag up again under the lock, and pins the buffer another backend put it in)
             missed = b < 0
+        return self._pin_slow(rfn, block, fork, strategy, tag, bucket, p, missed)[0]
+
+    def _pin_slow(self, rfn: int, block: int, fork: int, strategy, tag: int, bucket: int,
+                  p: int, missed: bool, lock_mode: int = UNLOCKED) -> tuple[int, bool]:
+        """``pin`` past its inline hit: (buffer, locked).  ``missed``: the tag was not in
+        the mapping a moment ago (go straight to a victim).  With ``lock_mode``, a page
+        this call reads in itself is content-locked in that mode in the step that makes it
+        valid (``_finish_io``: no other backend can hold its content lock before then),
+        when the lock is free: ``locked`` says so; otherwise the caller locks."""
         deadline = None
         while True:
             if missed:
@@ -351,28 +375,27 @@ class BufferManager:
                 lk.release()
             if b >= 0:
                 if flags & BM_VALID:
-                    self.stats[C["buffers_hit"]] += 1
-                    return b
+                    self.counts[_HIT] += 1
+                    return b, False
                 # another backend is reading it in: wait, then look again
                 self._flush_pending_or_unpin(b)
                 deadline = deadline or self._deadline()
                 if self._wait_io(b, deadline):
-                    self.stats[C["buffers_hit"]] += 1
-                    return b
+                    self.counts[_HIT] += 1
+                    return b, False
                 self.unpin(b)  # the read failed and the buffer was dropped; retry
                 continue
             b, mine = self._alloc(tag, bucket, p, strategy)
             if mine:
-                self._read_run(rfn, fork, block, [b])
-                return b
+                return b, self._read_run(rfn, fork, block, [b], lock_mode)
             if self._flags[b] & BM_VALID:  # someone else loaded it meanwhile
-                self.stats[C["buffers_hit"]] += 1
-                return b
+                self.counts[_HIT] += 1
+                return b, False
             self._flush_pending_or_unpin(b)
             deadline = deadline or self._deadline()
             if self._wait_io(b, deadline):
-                self.stats[C["buffers_hit"]] += 1
-                return b
+                self.counts[_HIT] += 1
+                return b, False
             self.unpin(b)
 
     def _flush_pending_or_unpin(self, b: int) -> None:
@@ -479,7 +502,14 @@ class BufferManager:
         else:
             hw[idx] = 0
             give()
-            b = self.pin(rfn, block, fork)
+            if b < 0:
+                # a miss: read in, and locked in the step that makes the page valid
+                b, locked = self._pin_slow(rfn, block, fork, None, tag,
+                                           (g << 4) | (tag & 15), g % self._npart, True, mode)
+                if locked:
+                    return b
+            else:
+                b = self.pin(rfn, block, fork)
         try:
             self.lock(b, mode)
         except BaseException:
@@ -1116,7 +1146,7 @@ class BufferManager:
         """Pin a buffer for ``tag``: (buffer, True) for a victim we retagged and whose read
         we now own (I/O in progress), or (buffer, False) for one that had the tag already."""
         while True:
-            victim = self._get_victim(strategy)
+            victim = self._clock_sweep() if strategy is None else self._get_victim(strategy)
             if self._flags[victim] & BM_DIRTY:
                 try:
                     self._flush(victim)
@@ -1158,19 +1188,21 @@ class BufferManager:
 
     def _clock_sweep(self) -> int:
         """A victim: from the free list of never-used buffers first, then the sweep."""
-        while True:
+        while self._never_used[0] < self.nbuffers:   # (next_never_used's unlocked look)
             b = next_never_used(self.seg, self.locks.strategy, self.nbuffers)
             if b < 0:
                 break
             if self._claim(b, 0):
-                self._trace(f"free list gave buffer {b}")
+                if self._settings.trace_buffers:
+                    self._trace(f"free list gave buffer {b}")
                 return b
         trycounter = self.nbuffers
         while True:
             cand, pinned, decremented = sweep_slice(self._sweep_views, self.locks.strategy,
                                                     self.nbuffers, SWEEP_STEP)
             if cand >= 0 and self._claim(cand, 0):
-                self._trace(f"clock sweep chose buffer {cand}")
+                if self._settings.trace_buffers:
+                    self._trace(f"clock sweep chose buffer {cand}")
                 return cand
             if decremented:
                 trycounter = self.nbuffers
@@ -1208,17 +1240,31 @@ class BufferManager:
         try:
             if self._refcount[b] != 1 or self._flags[b] & BM_DIRTY:
                 return -1
-            other = self.table.lookup(tag, bucket)
+            tags, nxt, heads = self._tag, self._next, self._heads
+            other = heads[bucket]                   # BufTable.lookup, inline
+            while other >= 0 and tags[other] != tag:
+                other = nxt[other]
             if other >= 0:
                 self._pin_locked(other, None)
                 return other
-            old = self._tag[b]
+            old = tags[b]
             if old >= 0:
-                self.table.delete(self.table.hash(old)[0], b)
+                h = ((old >> 4) * _GOLDEN) & _M64   # BufTable.hash / delete, inline
+                ob = (((h ^ (h >> 29)) & self._gmask) << 4) | (old & 15)
+                c = heads[ob]
+                if c == b:
+                    heads[ob] = nxt[b]
+                else:
+                    while c >= 0 and nxt[c] != b:
+                        c = nxt[c]
+                    if c < 0:
+                        raise AssertionError(f"buffer {b} not in the chain of bucket {ob}")
+                    nxt[c] = nxt[b]
                 if self._flags[b] & BM_VALID:
-                    self.stats[C["buffers_evicted"]] += 1
-            self.table.insert(bucket, b)
-            self._tag[b] = tag
+                    self.counts[_EVICTED] += 1
+            nxt[b] = heads[bucket]                  # BufTable.insert, inline
+            heads[bucket] = b
+            tags[b] = tag
             self._part[b] = p
             self._flags[b] = BM_TAG_VALID | BM_IO_IN_PROGRESS
             self._usage[b] = 1
@@ -1230,21 +1276,45 @@ class BufferManager:
             hw[idx1] = 0
             give1()
 
-    def _finish_io(self, b: int, ok: bool) -> None:
-        p = self._lock_buf_part(b)
+    def _finish_io(self, b: int, ok: bool, lock_mode: int = UNLOCKED) -> bool:
+        """End the I/O we own on pinned ``b``: valid if ``ok``, else untagged; wake the
+        waiters.  With ``ok`` and ``lock_mode``, also take the content lock in that mode in
+        the same critical section if it is free (nobody can have locked a page still being
+        read in, so it is, short of a bug); returns whether it was taken."""
+        part, psem, hw = self._part, self._psem, self._hw
+        while True:  # _lock_buf_part
+            p = part[b]
+            try_, give, idx = psem[p]
+            if not try_(False):
+                self.part_locks[p].acquire()
+            hw[idx] = self._pidc[0]
+            if part[b] == p:
+                break
+            hw[idx] = 0
+            give()
+        locked = False
         try:
             if ok:
                 self._flags[b] = (self._flags[b] & ~BM_IO_IN_PROGRESS) | BM_VALID
+                if (lock_mode and self._held[b] == UNLOCKED and self._excl[b] < 0
+                        and (lock_mode == SHARE or self._shared[b] == 0)):
+                    if lock_mode == SHARE:
+                        self._shared[b] += 1
+                    else:
+                        self._excl[b] = self.slot
+                    self._held[b] = lock_mode
+                    locked = True
             else:
                 self._drop_tag_locked(b, p)
             wake = self._waiters[b]
-            self._waiters[b] = 0
+            if wake:
+                self._waiters[b] = 0
         finally:
-            _, give, idx = self._psem[p]   # _unlock_part, inline
-            self._hw[idx] = 0
+            hw[idx] = 0                    # _unlock_part, inline
             give()
         if wake:
             self._wake(wake)
+        return locked
 
     def _drop_tag_locked(self, b: int, p: int) -> None:
         """Untag buffer ``b`` (its partition lock ``p`` held; takes partition 0 too)."""
@@ -1271,23 +1341,28 @@ class BufferManager:
             self.part_locks[p].release()
             self._sleep(b, deadline, "another backend's read")
 
-    def _read_run(self, rfn: int, fork: int, first_block: int, bufs: list[int]) -> None:
+    def _read_run(self, rfn: int, fork: int, first_block: int, bufs: list[int],
+                  lock_mode: int = UNLOCKED) -> bool:
         """Read consecutive blocks into buffers we own the I/O of (one request), then
         verify them and make them valid - or, during a read batch, queue them for
-        ``finish_reads``.  A failed read finishes (failed) and unpins the buffers."""
+        ``finish_reads``.  A failed read finishes (failed) and unpins the buffers.
+        ``lock_mode`` (a single page verified here): take its content lock as it becomes
+        valid if the lock is free; returns whether it was taken."""
+        pages = self._pages
         try:
-            self.smgr.read_blocks(rfn, fork, first_block, [self._page_mv(b) for b in bufs])
+            self.smgr.read_blocks(rfn, fork, first_block,
+                                  [pages[b] or self._page_mv(b) for b in bufs])
         except BaseException:
             self._fail_run(bufs)
             raise
         if self._pending is not None:
             self._pending.append((rfn, first_block, bufs, fork))
-            return
+            return False
         try:
             if len(bufs) == 1:   # _verify_runs of one page, directly
-                self._verify_one(rfn, first_block, bufs, fork)
-            else:
-                self._verify_runs([(rfn, first_block, bufs, fork)])
+                return self._verify_one(rfn, first_block, bufs, fork, lock_mode)
+            self._verify_runs([(rfn, first_block, bufs, fork)])
+            return False
         except BaseException:
             for b in bufs:
                 self.unpin(b)
@@ -1350,16 +1425,20 @@ class BufferManager:
             self._finish_io(b, True)
         self.stats[C["buffers_read"]] += len(allbufs)
 
-    def _verify_one(self, rfn: int, block: int, bufs: list[int], fork: int) -> None:
+    def _verify_one(self, rfn: int, block: int, bufs: list[int], fork: int,
+                    lock_mode: int = UNLOCKED) -> bool:
         """``_verify_runs`` of a single page, in scalar code (``pg.verify_page_checksum``;
-        the relation is named only in an error): the same checks, outcome and counts."""
+        the relation is named only in an error): the same checks, outcome and counts.
+        ``lock_mode``: as ``_finish_io``'s (returns whether the content lock was taken)."""
         b = bufs[0]
         try:
             page = self._page_mv(b)
-            # the checksum compared first; ``verify_page_checksum`` (which also accepts an
-            # all-zero page) only when it differs
+            # the checksum compared first (over the buffer's kept uint64 view);
+            # ``verify_page_checksum`` (which also accepts an all-zero page) only when it
+            # differs
             if (self._settings.verify_checksums
-                    and pg.page_checksum(page, block) != _CKS.unpack_from(page, 8)[0]
+                    and pg.page_checksum(page, block, self._page_words(b))
+                    != _CKS.unpack_from(page, 8)[0]
                     and not pg.verify_page_checksum(page, block)):
                 if fork != MAIN_FORKNUM:
                     self.seg.buf_pages[b].fill(0)
@@ -1379,8 +1458,9 @@ class BufferManager:
                 self.stats[C["checksum_failures"]] += 1
             self._finish_io(b, False)
             raise
-        self._finish_io(b, True)
+        locked = self._finish_io(b, True, lock_mode)
         self.counts[_READ] += 1
+        return locked
 
     def _fail_run(self, bufs: list[int]) -> None:
         for b in bufs:

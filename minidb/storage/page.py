@@ -195,6 +195,7 @@ _OFF_VERSION = 18
 _OFF_PRUNE_XID = 20
 MAX_PRUNE_XID = 0xFFFFFFFF
 OFF_LOWER = _OFF_LOWER  # for modules that read pd_lower straight from the pool
+OFF_PRUNE_XID = _OFF_PRUNE_XID  # for the point path's PageIsPrunable test
 OFF_FLAGS = _OFF_FLAGS  # for scans that read pd_flags of many pages at once
 
 _HEADER = struct.Struct("<QHHHHHHI")
@@ -900,6 +901,10 @@ def check_page_header(page, what: str) -> None:
     """Raise DataCorrupted if the header is impossible; an all-zero page is valid
     [PageIsVerified, without the checksum]."""
     _lsn, _cks, flags, lower, upper, special, version, _xid = _HEADER.unpack_from(page, 0)
+    if (version == PAGESIZE_VERSION and PAGE_HEADER_SIZE <= lower <= upper <= special <= BLCKSZ
+            and not special % MAXALIGN and not (lower - PAGE_HEADER_SIZE) % ITEMID_SIZE
+            and not flags & ~PD_VALID_FLAG_BITS):
+        return      # a valid header (what _header_problems finds nothing wrong with)
     if upper == 0:
         if _all_zero(page):
             return
@@ -1066,12 +1071,14 @@ _K1 = int(_CHECKSUM_K[1])
 _M64 = (1 << 64) - 1
 
 
-def page_checksum(page, blockno: int) -> int:
+def page_checksum(page, blockno: int, words: np.ndarray | None = None) -> int:
     """The checksum of one page (``compute_checksums`` for a batch of one, in scalar code
-    around one dot product), as if pd_checksum were 0."""
-    w = np.frombuffer(page, dtype="<u8", count=_NWORDS)
-    w1 = int(w[1])
-    s = (int(w @ _CHECKSUM_K) - (w1 & 0xFFFF) * _K1) & _M64
+    around one dot product), as if pd_checksum were 0.  ``words``: the page already viewed
+    as its 1,024 uint64 words, if the caller keeps such a view.  (``ndarray.dot`` and
+    the second word read with ``struct`` cost less than ``@`` and a numpy scalar; the
+    same value.)"""
+    w = np.frombuffer(page, dtype="<u8", count=_NWORDS) if words is None else words
+    s = (int(w.dot(_CHECKSUM_K)) - (_U64.unpack_from(page, 8)[0] & 0xFFFF) * _K1) & _M64
     s ^= ((blockno + 1) * 0x9E3779B97F4A7C15) & _M64
     s ^= s >> 29
     s = (s * 0xBF58476D1CE4E5B9) & _M64

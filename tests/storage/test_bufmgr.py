@@ -849,6 +849,47 @@ def test_pin_lock_and_unlock_unpin_do_what_the_pairs_do(instance, table, two_bac
     assert_no_pins(instance)
 
 
+@pytest.mark.parametrize("mode", [SHARE, EXCLUSIVE])
+def test_pin_lock_miss_locks_as_the_page_becomes_valid(instance, table, two_backends, mode,
+                                                       assert_no_pins):
+    """A miss of pin_lock takes the content lock in the step that makes the read page valid
+    (no separate ``lock`` call), with the counts and lock state of pin + lock."""
+    a, b = (x.bufmgr for x in two_backends)
+    seg = instance.seg
+    a.flush_buffers(table)
+    a.drop_relation_buffers(table, from_block=4)
+    c = a.counters()
+
+    def no_lock(*args):
+        raise AssertionError("the miss took its lock separately")
+
+    a.lock = no_lock
+    try:
+        buf = a.pin_lock(table, 4, mode)
+    finally:
+        del a.lock
+    d = {k: a.counters()[k] - c[k] for k in ("buffers_read", "buffers_hit")}
+    assert d == {"buffers_read": 1, "buffers_hit": 0}
+    assert int(a.page(buf)[VALUE_OFFSET:VALUE_OFFSET + 8].view("<i8")[0]) == 4
+    assert seg.backend_pins[a.slot, buf] == 1 and seg.buf_refcount[buf] == 1
+    assert a.held[buf] == mode
+    if mode == SHARE:
+        assert seg.buf_lock_shared[buf] == 1 and seg.buf_lock_excl[buf] < 0
+        other = b.pin(table, 4)
+        assert b.conditional_lock(other, SHARE)   # share locks are compatible
+        b.unlock(other)
+        assert not b.conditional_lock(other, EXCLUSIVE)
+    else:
+        assert seg.buf_lock_excl[buf] == a.slot and seg.buf_lock_shared[buf] == 0
+        other = b.pin(table, 4)
+        assert not b.conditional_lock(other, SHARE)
+    b.unpin(other)
+    a.unlock_unpin(buf)
+    assert a.held[buf] == UNLOCKED and seg.buf_lock_shared[buf] == 0
+    assert seg.buf_lock_excl[buf] < 0
+    assert_no_pins(instance)
+
+
 def test_read_recent_checks_the_hint_against_the_tag(instance, table, backend, assert_no_pins):
     bm = backend.bufmgr
     buf = bm.pin_lock(table, 6, SHARE)

@@ -612,6 +612,9 @@ def test_single_page_checksum_is_the_batch_checksum(seed, block, zero_checksum, 
         page[8:10] = 0
     blocks = np.array([block])
     assert P.page_checksum(page, block) == int(P.compute_checksums(page[None], blocks)[0])
+    # through a memoryview and a kept uint64 view of the page (the buffer manager's reads)
+    assert (P.page_checksum(memoryview(page), block, page.view("<u8"))
+            == int(P.compute_checksums(page[None], blocks)[0]))
     P.set_checksum(page, block)
     assert P.get_checksum(page) == int(P.compute_checksums(page[None], blocks)[0])
     for bit in flips:
