@@ -174,16 +174,13 @@ def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
     rfn = rel.relfilenode
     need = _room_wanted(backend, len(data))[1]
     target = targets.get(rfn, -1)
-    full = -1   # a page just found too full: recorded in the FSM by the next search
+    full, avail = -1, 0   # a page just found too full (and its room): recorded in the FSM
+                          # by the next search
     while True:
         # the last target is checked with has_block (an fstat only past the largest size
         # this process saw: heaps never shrink); the size is asked only for the FSM
         if target < 0 or not bm.smgr.has_block(rfn, target):
-            if full >= 0:
-                target = freespace.record_and_search(bm, rfn, full, avail, need,
-                                                     bm.smgr.nblocks(rfn), start=full + 1)
-            else:
-                target = freespace.search(bm, rfn, need, bm.smgr.nblocks(rfn))
+            target = _fsm_target(bm, rfn, need, full, avail)
             if target < 0:
                 return _insert_on_new_page(backend, rel, data)
         b = bm.pin_lock(rfn, target, EXCLUSIVE)
@@ -202,6 +199,15 @@ def insert_tuple(backend, rel: HeapRel, data: bytes) -> tuple[int, int]:
             bm.unlock_unpin(b)
         full = target
         target = -1
+
+
+def _fsm_target(bm, rfn: int, need: int, full: int, avail: int) -> int:
+    """The next page the free-space map offers with ``need`` bytes, or -1; ``full`` (>= 0)
+    is a page just found too full, recorded with its ``avail`` bytes in the same visit."""
+    if full >= 0:
+        return freespace.record_and_search(bm, rfn, full, avail, need, bm.smgr.nblocks(rfn),
+                                           start=full + 1)
+    return freespace.search(bm, rfn, need, bm.smgr.nblocks(rfn))
 
 
 def buffer_for_update(backend, rel: HeapRel, data_len: int, other: int, other_block: int,
@@ -234,11 +240,7 @@ def buffer_for_update(backend, rel: HeapRel, data_len: int, other: int, other_bl
         if target == other_block:
             full, avail, target = target, other_avail, -1
         if target < 0 or not bm.smgr.has_block(rfn, target):
-            if full >= 0:
-                target = freespace.record_and_search(bm, rfn, full, avail, need,
-                                                     bm.smgr.nblocks(rfn), start=full + 1)
-            else:
-                target = freespace.search(bm, rfn, need, bm.smgr.nblocks(rfn))
+            target = _fsm_target(bm, rfn, need, full, avail)
             if target == other_block:
                 continue
             if target < 0:

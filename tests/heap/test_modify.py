@@ -43,7 +43,6 @@ from minidb.heap.modify import (TM_DELETED, TM_INVISIBLE, TM_OK, TM_SELF_MODIFIE
                                 TM_UPDATED, follow_update_chain, heap_delete, heap_fetch_raw,
                                 heap_lock_tuple, heap_update)
 from minidb.heap.mvcc import seq_scan
-from minidb.instance import Instance
 from minidb.session import Session
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
@@ -52,15 +51,6 @@ COLS = [ColumnDef("id", "integer"), ColumnDef("v", "integer"), ColumnDef("s", "t
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-@pytest.fixture
-def inst(tmp_path):
-    i = Instance(tmp_path / "data", shared_buffers=64)
-    try:
-        yield i
-    finally:
-        i.close()
-
 
 def make(inst, name="t", rows=((1, 10, "a"),)):
     """Create ``name`` and load ``rows`` in one committed transaction; (rel, tids)."""

@@ -7,28 +7,17 @@ t_ctid.  Both HOT and non-HOT (an indexed column changed) updates are covered.""
 
 from __future__ import annotations
 
-import pytest
 
 from minidb.catalog import ColumnDef
 from minidb.heap import heapam, modify, redo
 from minidb.heap.heapam import heap_insert
 from minidb.heap.modify import TM_OK, heap_update
 from minidb.heap.prune import prune_page
-from minidb.instance import Instance
 from minidb.storage import page as pg
 from minidb.storage.bufmgr import SHARE
 from minidb.storage.xloginsert import PageRecord
 
 COLS = [ColumnDef("id", "integer"), ColumnDef("v", "integer"), ColumnDef("s", "text")]
-
-
-@pytest.fixture
-def inst(tmp_path):
-    i = Instance(tmp_path / "data", shared_buffers=64)
-    try:
-        yield i
-    finally:
-        i.close()
 
 
 class _Recording(PageRecord):
