@@ -734,8 +734,7 @@ class BufferManager:
                 raise
         if share and nlocked != n:
             try:
-                for b in bufs[self.held[bufs] == UNLOCKED].tolist():
-                    self.lock(b, SHARE)
+                self._share_lock_in_order(bufs)
             except BaseException:
                 self.release_batch(bufs)
                 raise
@@ -1007,7 +1006,31 @@ class BufferManager:
             self.held[b] = SHARE
 
         self._by_partition(seg.buf_part[bufs], share_lock)
-        for b in (np.concatenate(taken).tolist() if taken else ()):
+        if taken:
+            self._share_lock_in_order(bufs)
+
+    def _share_lock_in_order(self, bufs: np.ndarray) -> None:
+        """Share-lock the buffers of a pinned batch (``bufs`` in ascending block order, as
+        ``pin_run`` returns them) that this backend has not locked yet.  It never waits for
+        a buffer while holding the lock of a later one: at the first buffer another backend
+        holds exclusively, the batch's locks past it are let go, and from there every
+        buffer is locked in block order, waiting as needed.  A writer holds two heap pages
+        at once, lower block first (an UPDATE whose new version goes to another page, as
+        PostgreSQL's RelationGetBufferForTuple); a scan waiting for a lower page while
+        holding a higher one would deadlock with it."""
+        held = self.held
+        bl = bufs.tolist()
+        blocked = -1
+        for i in np.flatnonzero(held[bufs] == UNLOCKED).tolist():
+            if not self.conditional_lock(bl[i], SHARE):
+                blocked = i
+                break
+        if blocked < 0:
+            return
+        for b in bl[blocked + 1:]:
+            if held[b] != UNLOCKED:
+                self.unlock(b)
+        for b in bl[blocked:]:
             self.lock(b, SHARE)
 
     def unlock_batch(self, bufs: np.ndarray) -> None:

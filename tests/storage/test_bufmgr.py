@@ -1155,3 +1155,43 @@ def test_ring_cut_of_a_batch_done_in_two_rounds(roomy, make_table, assert_no_pin
         bm.unpin_batch(bufs)
         assert_no_pins(instance)
     assert results == [(16, 8), (16, 8)]
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["pin_run share", "lock_share_batch"])
+def test_batch_share_lock_holds_no_later_page_while_it_waits(tmp_path, make_table, fused,
+                                                             assert_no_pins):
+    """A writer holds page 2 and then wants page 5 (two heap pages, lower block first, as an
+    UPDATE to another page does); a scan's batch over pages 0-7 that finds page 2 locked
+    must wait for it holding nothing past it, so the writer gets page 5 and both finish.
+    (It used to share-lock every free page of the batch, 5 included, and then wait for 2.)"""
+    # a pool large enough for a batch of 8 pins (max_batch_pins: NBuffers / backend slots)
+    instance = Instance(tmp_path / "data", shared_buffers=256, max_connections=8)
+    table = make_table(instance, "t", [("a", "integer")]).relfilenode
+    with instance.connect() as c:
+        add_pages(c.bufmgr, table, 8)
+    a = instance.connect()
+    b = instance.connect()
+    low = a.bufmgr.pin_lock(table, 2, EXCLUSIVE)
+
+    def scan():
+        if fused:
+            bufs = b.bufmgr.pin_run(table, 0, 8, share=True)
+        else:
+            bufs = b.bufmgr.pin_run(table, 0, 8)
+            b.bufmgr.lock_share_batch(bufs)
+        modes = [int(b.bufmgr.held[x]) for x in bufs.tolist()]
+        b.bufmgr.unlock_unpin_batch(bufs)
+        return modes
+
+    t = Runner(scan)
+    t.start()
+    wait_until(lambda: is_waiting(instance, b, low), "the scan waits for page 2")
+    high = a.bufmgr.pin(table, 5)
+    assert a.bufmgr.conditional_lock(high, EXCLUSIVE), "the waiting scan holds page 5"
+    a.bufmgr.unlock_unpin(high)
+    a.bufmgr.unlock_unpin(low)
+    assert t.finish() == [SHARE] * 8
+    a.close()
+    b.close()
+    assert_no_pins(instance)
+    instance.close()
