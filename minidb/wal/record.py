@@ -391,13 +391,8 @@ def build(blocks, main, images) -> tuple[bytearray, int, int]:
         buf.append(len(blocks))
         i = 0
         for rfn, fork, blk, _page, flags, data in blocks:
-            ff = fork & BKPBLOCK_FORK_MASK        # _block_flags(fork, flags, data, False)
-            if flags & REGBUF_WILL_INIT == REGBUF_WILL_INIT:
-                ff |= BKPBLOCK_WILL_INIT
-            if data:
-                ff |= (BKPBLOCK_HAS_DATA | BKPBLOCK_LOGICAL if flags & REGBUF_LOGICAL
-                       else BKPBLOCK_HAS_DATA)
-            buf += BLOCK_HEADER.pack(i, ff, len(data), rfn, blk)
+            buf += BLOCK_HEADER.pack(i, _block_flags(fork, flags, data, False), len(data),
+                                     rfn, blk)
             i += 1
         buf += U32.pack(len(main))
         for blk in blocks:

@@ -367,8 +367,7 @@ class WalHandle:
         is where an image is taken from when the rules ask for one (REGBUF_* flags).
         ``async_commit``: the record is an asynchronous commit's; its end raises the
         async-commit mark (``WAL_ASYNC``, XLogSetAsyncXactLSN) in the same hold of the
-        insertion lock that reserves its space (``set_async_commit`` would take the lock
-        again).
+        insertion lock that reserves its space (no second hold of the lock for it).
 
         The per-record path: one buffer built and its body's CRC taken before the lock
         (``record.build`` / ``body_crc``), the shared words read through memoryviews, the
@@ -474,16 +473,6 @@ class WalHandle:
                                 f"{rec.format_lsn(int(sh.ctl[WAL_FLUSHED]))}")
         sh.write_upto(upto_lsn, flush=True, commit_delay_us=commit_delay_us,
                       siblings_ok=siblings_ok)
-
-    def set_async_commit(self, lsn: int) -> None:
-        sh = self.shared
-        c = sh.ctl_words
-        sh.insert_acquire()
-        try:
-            if lsn > c[WAL_ASYNC]:
-                c[WAL_ASYNC] = lsn
-        finally:
-            sh.insert_release()
 
     def flushed_lsn(self) -> int:
         return self.shared.flushed_lsn()

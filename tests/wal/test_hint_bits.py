@@ -126,21 +126,16 @@ def test_group_lsns_unit(tmp_path):
         inst.close()
 
 
-def test_async_commit_raises_the_mark_in_its_own_insertion(tmp_path, monkeypatch):
+def test_async_commit_raises_the_mark_in_its_own_insertion(tmp_path):
     """An asynchronous commit's record raises the async-commit mark (WAL_ASYNC) to its end
-    inside the insertion that reserved its space: no second round trip through
-    ``set_async_commit``; a synchronous commit leaves the mark alone."""
-    from minidb.wal import xlog
+    inside the insertion that reserved its space (``WalHandle.insert(...,
+    async_commit=True)``); a synchronous commit leaves the mark alone."""
     from minidb.wal.xlog import WAL_ASYNC, WAL_CURR
     inst = Instance(tmp_path / "data", max_worker_processes=0, wal_writer_delay=10000)
     try:
         inst.catalog.create_table("t", [ColumnDef("k", "bigint", True)])
         ctl = inst.seg.wal_ctl
 
-        def refuse(self, lsn):
-            raise AssertionError("set_async_commit called")
-
-        monkeypatch.setattr(xlog.WalHandle, "set_async_commit", refuse)
         s = Session(inst, synchronous_commit=False)
         for k in range(3):
             s.insert("t", (k,))
