@@ -12,15 +12,19 @@ for any INSERT.  What differs is how the rows get there:
 * **Literal VALUES** (``try_values``).  A statement that is exactly ``INSERT INTO name
   [(columns)] VALUES (literal, ...), ...`` is recognized by one regular-expression pass
   over the text (PostgreSQL's parser is what sqlglot's generic parse replaces here; on
-  20,000 rows that parse was nearly all the time): the tokens are split out in C, the row
-  structure is checked with slices of the token list, and each column's literals are
-  converted as a whole.  A literal is converted exactly as the binder would (an integer
-  literal into an integer column, a string literal through the column type's input
-  function, ``cast_value(v, unknown, type)``); anything else - an expression, DEFAULT, a
-  cast, a value the column cannot take, an unknown table or column, fewer than
-  ``VALUES_MIN_ROWS`` rows - returns None and the statement takes the general path, which
-  produces the result or the error it always did.  So the fast path only ever has to get
-  the successful cases right, and a test compares it with the general path.
+  20,000 rows that parse was nearly all the time).  The list itself is split by numpy
+  passes over its bytes (``_split_values``: string literals by quote parity, the rows'
+  parentheses and commas, a column of plain integers converted from its digits), or, for
+  text that scan declines (non-ASCII, comments, control characters), by a regular
+  expression's token list whose row structure is checked with slices; either way each
+  column's literals are converted as a whole.  A literal is converted exactly as the
+  binder would (an integer literal into an integer column, a string literal through the
+  column type's input function, ``cast_value(v, unknown, type)``); anything else - an
+  expression, DEFAULT, a cast, a value the column cannot take, an unknown table or
+  column, fewer than ``VALUES_MIN_ROWS`` rows - returns None and the statement takes the
+  general path, which produces the result or the error it always did.  So the fast path
+  only ever has to get the successful cases right, and tests compare it with the general
+  path (and the byte scan with the token split).
 * **executemany** (``executemany``).  ``INSERT ... VALUES (?, ...)`` with one row: the
   statement is bound once with a parameter signature that stands for every row (each
   column's one Python type), and each column's parameters are converted as the compiled
@@ -41,6 +45,8 @@ from __future__ import annotations
 
 import re
 from operator import itemgetter
+
+import numpy as np
 
 import minidb.errors as errors
 from minidb.exec.chunk import Chunk, column_from_values
@@ -147,11 +153,14 @@ def try_values(engine, sql: str) -> Result | None:
     m = _HEAD.match(sql)
     if m is None:
         return None
-    toks = _TOKEN.findall(sql, m.end())
-    if toks and toks[-1] == ";":
-        toks.pop()
     try:
-        nrows, width, cols = _value_columns(toks)
+        split = _split_values(sql, m.end())
+        if split is None:       # not plain enough for the byte scan: the token split says
+            toks = _TOKEN.findall(sql, m.end())
+            if toks and toks[-1] == ";":
+                toks.pop()
+            split = _value_columns(toks)
+        nrows, width, cols = split
         if nrows < VALUES_MIN_ROWS:
             return None
         names = None
@@ -167,7 +176,13 @@ def try_values(engine, sql: str) -> Result | None:
         out = []
         for tokens, a in zip(cols, attnos):
             name, t = entry.columns[a]
-            vals = _literal_column(tokens, t)
+            if isinstance(tokens, np.ndarray):      # integers the byte scan converted
+                out.append((_integer_column(tokens, t), None))
+                continue
+            if isinstance(tokens, _Strings):        # string literals, without their quotes
+                vals = _string_values(tokens, t)
+            else:
+                vals = _literal_column(tokens, t)
             if None in vals and entry.not_null[a]:
                 return None     # the general path raises NotNullViolation
             out.append(column_from_values(vals, t))
@@ -204,6 +219,155 @@ def _value_columns(toks: list) -> tuple[int, int, list]:
         if len(c) != nrows:
             raise _Fallback
     return nrows, width, cols
+
+
+# -- the byte scan -----------------------------------------------------------------------------
+_QUOTE, _OPEN, _CLOSE, _COMMA, _MINUS = (ord(c) for c in "'(),-")
+_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?\Z")
+_WORD = re.compile(r"[A-Za-z_]+\Z")
+_MAX_DIGITS = 18              # an int64 holds any 18-digit number
+
+
+class _Strings(list):
+    """A column of string literals, given as their text between the quotes."""
+
+
+def _split_values(sql: str, pos: int):
+    """(rows, width, columns) of the VALUES list at ``sql[pos:]``, found by numpy passes
+    over its bytes instead of a token per literal; None when the text is not plain enough
+    for this scan (non-ASCII text, control characters, comments, backslashes), and then
+    the token split decides.  Where it answers, it is the token split's answer (a test
+    compares them), with each column in one of three forms: an int64 array for a column
+    of plain integers, ``_Strings`` (the text between the quotes) for a column of string
+    literals, else the literals' tokens for ``_literal_column``.
+
+    The scan: a byte is inside a string literal when an odd number of quotes precede it
+    (a doubled quote inside a literal counts twice); the parentheses and commas outside
+    literals must make the rows' pattern ``( , , ) , ( , , )``; each field is trimmed of
+    spaces, a field that starts with a quote must be exactly one literal, any other field
+    one number or word; and no other non-space byte lies outside the fields."""
+    body = sql[pos:].rstrip(" \t\n\r\f")
+    if body.endswith(";"):
+        body = body[:-1]
+    if not body.isascii() or "\\" in body or "--" in body or "/*" in body:
+        return None
+    b = np.frombuffer(body.encode("ascii"), dtype=np.uint8)
+    n = len(b)
+    if n < 2:
+        return None
+    low = b[b < 32]
+    if len(low) and not ((low == 9) | (low == 10) | (low == 12) | (low == 13)).all():
+        return None                                   # only SQL's whitespace below a blank
+    quote = b == _QUOTE
+    quotes = np.flatnonzero(quote)
+    if len(quotes) % 2:
+        return None                                   # an unterminated literal
+    is_mark = (b == _OPEN) | (b == _CLOSE) | (b == _COMMA)
+    solid = b > 32
+    if len(quotes):
+        # 1 from a literal's opening quote to the byte before its closing one
+        inside = (np.cumsum(quote.view(np.uint8), dtype=np.uint8) & 1).view(bool)
+        is_mark &= ~inside
+        solid_outside = int(np.count_nonzero(solid)) - int(np.count_nonzero(
+            solid & (inside | quote)))
+    else:
+        solid_outside = int(np.count_nonzero(solid))
+    marks = np.flatnonzero(is_mark)
+    chars = b[marks]
+    closes = np.flatnonzero(chars == _CLOSE)
+    if len(closes) == 0:
+        return None
+    width = int(closes[0])
+    stride = width + 2
+    if width < 1 or (len(marks) + 1) % stride:
+        return None
+    nrows = (len(marks) + 1) // stride
+    row = np.full(stride, _COMMA, dtype=np.uint8)
+    row[0] = _OPEN
+    row[width] = _CLOSE
+    if not np.array_equal(chars, np.tile(row, nrows)[:-1]):
+        return None
+    grid = np.append(marks, n).reshape(nrows, stride)
+    ends = grid[:, 1:width + 1]
+    lo = grid[:, :width] + 1                          # field k of row r: [lo, hi)
+    while True:                                       # trimmed of the spaces around it
+        space = b[lo] <= 32
+        if not space.any():
+            break
+        lo += space
+    if not (lo < ends).all():
+        return None                                   # an empty field
+    hi = ends.copy()
+    while True:
+        space = b[hi - 1] <= 32
+        if not space.any():
+            break
+        hi -= space
+    first = b[lo]
+    strings = first == _QUOTE
+    if strings.any():
+        # each literal must end where a string field does: a closing quote not followed by
+        # another quote ends a literal ('' inside one is not an end; the text's last byte
+        # is never a literal's end, as the pattern ends with a parenthesis)
+        closing = quotes[1::2]
+        real = closing[b[np.minimum(closing + 1, n - 1)] != _QUOTE]
+        if not np.array_equal(real, hi[strings] - 1):
+            return None
+    elif len(quotes):
+        return None                                   # a literal outside any field
+    cols = []
+    plain_bytes = 0                                   # bytes of the non-string fields
+    for k in range(width):
+        col, nbytes = _split_column(body, b, first[:, k], lo[:, k], hi[:, k], strings[:, k])
+        if col is None:
+            return None
+        cols.append(col)
+        plain_bytes += nbytes
+    if solid_outside != len(marks) + plain_bytes:
+        return None                                   # something between the fields
+    return nrows, width, cols
+
+
+def _split_column(body, b, first, lo, hi, strings):
+    """One column of ``_split_values`` and the number of bytes of its non-string fields;
+    (None, 0) when a field is not one literal."""
+    if strings.all():
+        return _Strings([body[i:j] for i, j in zip((lo + 1).tolist(), (hi - 1).tolist())]), 0
+    length = hi - lo
+    neg = first == _MINUS
+    ndig = length - neg
+    if not strings.any() and ((first <= 57) & ((first >= 48) | neg)).all() and \
+            int(ndig.min()) >= 1 and int(ndig.max()) <= _MAX_DIGITS:
+        # right-aligned digits, the least significant first; a minus sign only in front
+        place = np.arange(int(ndig.max()))
+        used = place < ndig[:, None]
+        d = b[np.maximum((hi - 1)[:, None] - place, 0)].astype(np.int64) - 48
+        if (((d >= 0) & (d <= 9)) | ~used).all():
+            vals = np.where(used, d, 0) @ (10 ** place)
+            return np.where(neg, -vals, vals), int(length.sum())
+    texts = [body[i:j] for i, j in zip(lo.tolist(), hi.tolist())]
+    nbytes = 0
+    for x, s in zip(texts, strings.tolist()):
+        if s:
+            continue
+        if (_NUMBER if x[0] == "-" or x[0].isdigit() else _WORD).match(x) is None:
+            return None, 0
+        nbytes += len(x)
+    return texts, nbytes
+
+
+def _integer_column(vals: np.ndarray, t) -> np.ndarray:
+    """An integer column's values for a column of type ``t``, as ``_number_literals``
+    converts integer literals; _Fallback when it would."""
+    f = family(t)
+    if f == "int":
+        lo, hi = _INT_RANGE.get(t.name, (1, 0))
+        if not (lo <= int(vals.min()) and int(vals.max()) <= hi):
+            raise _Fallback
+        return vals
+    if t.name == "double precision":
+        return vals.astype(np.float64)
+    raise _Fallback
 
 
 def _literal_column(tokens: list, t) -> list:
@@ -272,7 +436,11 @@ def _number_literals(tokens: list, t) -> list:
 def _string_literals(tokens: list, t) -> list:
     """String literals through the type's input function, as the binder assigns an
     unknown-typed constant to a column."""
-    vals = [x[1:-1] for x in tokens]
+    return _string_values([x[1:-1] for x in tokens], t)
+
+
+def _string_values(vals: list, t) -> list:
+    """``_string_literals`` of the literals' text between their quotes."""
     joined = "".join(vals)
     if "\\" in joined:
         raise _Fallback        # leave escape-looking text to the general parser

@@ -348,3 +348,100 @@ def test_negative_zero_literal_is_a_numeric_zero(conn):
     cur.execute("select k, f from z order by k")
     got = {k: math.copysign(1.0, f) for k, f in cur.fetchall()}
     assert all(got[k] == 1.0 for k in range(41)) and got[99] == -1.0
+
+
+# -- the byte scan of a VALUES list against the token split -----------------------------------
+_FIELD = st.sampled_from([
+    "0", "7", "-12", "007", "123456789012345678", "1234567890123456789", "-98765432109876543210",
+    "-0", "1.5", "-2.", "3e5",
+    "1.e5", "2E-3", "-.5", ".5", "1e", "1+2", "- 5", "+5", "0x10", "1_0", "NULL", "null",
+    "TRUE", "false", "abc_d", "''", "'x'", "'it''s'", "'a, (b); c'", "'--not a comment'",
+    "'/*'", "E'x'", "'a'::text", "'a' 'b'", "'a'b'", "'unterminated", "(1)", "f(1)", "DEFAULT",
+    "'é'", "'\\'", "1 -- c\n", "/* c */ 1", "", " ", "'\t'", "'\x1c'", "\x1c1",
+])
+_GAP = st.sampled_from(["", " ", "  ", "\n", "\t", "\r\n", "\x0b", "\x1c", "\x01", "x", ";"])
+
+
+_PLAIN_FIELD = st.sampled_from(["0", "-12", "99", "'x'", "'it''s'", "NULL", "'a, (b)'", "1.5"])
+_PLAIN_GAP = st.sampled_from(["", " ", "\n"])
+
+
+@st.composite
+def _values_text(draw):
+    """(plain, text): a list of literal rows; unless plain, each field, gap and the tail is
+    now and then replaced by something odd (most texts then differ from a plain one in one
+    or two places, where a wrong answer of the byte scan would show)."""
+    plain = draw(st.booleans())
+
+    def pick(usual, odd):
+        if plain or draw(st.integers(0, 3)):
+            return draw(usual)
+        return draw(odd)
+
+    width = draw(st.integers(1, 4))
+    rows = []
+    for _ in range(draw(st.integers(1, 5))):
+        cells = [pick(_PLAIN_GAP, _GAP) + pick(_PLAIN_FIELD, _FIELD) + pick(_PLAIN_GAP, _GAP)
+                 for _ in range(width)]
+        if not plain and draw(st.integers(0, 9)) == 0:
+            cells = cells[:-1] or cells     # a short row
+        rows.append(pick(st.just("("), st.sampled_from(["", "((", "x("])) + ",".join(cells)
+                    + pick(st.just(")"), st.sampled_from(["", "))", ")x"])))
+    text = "".join(r + (pick(_PLAIN_GAP, _GAP) + pick(st.just(","), st.sampled_from(["", ",,"]))
+                        if i < len(rows) - 1 else "") for i, r in enumerate(rows))
+    return plain, text + pick(st.sampled_from(["", ";", " ; "]), st.sampled_from([" junk", ";;"]))
+
+
+def _same(col, tokens) -> bool:
+    """A column of the byte scan is the token split's column."""
+    if isinstance(col, bulkload._Strings):
+        return [f"'{x}'" for x in col] == tokens
+    if isinstance(col, list):
+        return col == tokens
+    return col.tolist() == [int(x) for x in tokens]
+
+
+def _token_split(text):
+    toks = bulkload._TOKEN.findall(text)
+    if toks and toks[-1] == ";":
+        toks.pop()
+    try:
+        return bulkload._value_columns(toks)
+    except bulkload._Fallback:
+        return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=_values_text())
+def test_byte_scan_agrees_with_the_token_split(case):
+    """Wherever the byte scan answers, its rows, width and each column's literals are the
+    token split's (an integer column as the token split's integers); on plain lists of
+    literals it always answers, so the fast path does not quietly fall back."""
+    plain, text = case
+    got = bulkload._split_values(text, 0)
+    if plain:
+        assert got is not None
+    if got is None:
+        return
+    want = _token_split(text)
+    assert want is not None
+    assert got[:2] == want[:2]
+    for mine, theirs in zip(got[2], want[2]):
+        assert _same(mine, theirs)
+
+
+@pytest.mark.parametrize("odd", [x for x in _FIELD.elements] + [
+    "1)", "(1", "1,", "'a'||'b'", "1e5e5", "1.5.", "-", "--", "1-", "'\\''", "\"q\"", "$$x$$"])
+def test_byte_scan_declines_what_the_token_split_declines(odd):
+    """Each odd field at each place of a list: the byte scan gives the token split's answer
+    or none."""
+    for text in (f"({odd})", f"(1, {odd})", f"({odd}, 'x'), (2, 'y')", f"(1, 'x'), (2, {odd})",
+                 f"(1){odd}", f"(1),{odd}(2)", f"(1), (2){odd}"):
+        got = bulkload._split_values(text, 0)
+        if got is None:
+            continue
+        want = _token_split(text)
+        assert want is not None, text
+        assert got[:2] == want[:2], text
+        for mine, theirs in zip(got[2], want[2]):
+            assert _same(mine, theirs), text
