@@ -246,6 +246,25 @@ def decode_header(buf, start: int = 0) -> dict:
 
 # -- the layout ----------------------------------------------------------------------------------
 
+_CODE: dict[str, object] = {}   # source of a generated function -> its compiled code
+_CODE_MAX = 1024
+
+
+def _define(src: str, env: dict, name: str):
+    """The function ``name`` that ``src`` (a def built from a layout alone) defines, with
+    ``env`` as its globals.  Compiling is what costs (about 0.4 ms a function); the code
+    is kept by its source, so a layout built again - a parallel worker rebuilds the
+    table's layout for every task, a relation cache entry after an invalidation - only
+    runs the def."""
+    code = _CODE.get(src)
+    if code is None:
+        if len(_CODE) >= _CODE_MAX:
+            _CODE.clear()
+        code = _CODE[src] = compile(src, f"<RowLayout.{name}>", "exec")
+    exec(code, env)   # noqa: S102 - source built from the layout alone
+    return env[name]
+
+
 class RowLayout:
     """The tuple layout of one table schema; see the module docstring."""
 
@@ -443,8 +462,7 @@ class RowLayout:
             src.append(f"    return _pack({', '.join(args)}) + b''.join(({', '.join(tail)},))")
         else:
             src.append(f"    return _pack({', '.join(args)})")
-        exec("\n".join(src), env)   # noqa: S102 - source built above from the layout alone
-        return env["encode_row"]
+        return _define("\n".join(src), env, "encode_row")
 
     def decode(self, buf, start: int = 0) -> tuple:
         """The Python values of the tuple at ``buf[start:]``: None for NULL.  (Each layout
@@ -498,8 +516,7 @@ class RowLayout:
                     env[f"_conv{slot}"] = self._from_stored[slot]
                     vals.append(f"_conv{slot}({piece})")
         src.append(f"    return ({', '.join(vals)}{',' if len(vals) == 1 else ''})")
-        exec("\n".join(src), env)   # noqa: S102 - source built above from the layout alone
-        return env["decode"]
+        return _define("\n".join(src), env, "decode")
 
     def _decode_fields(self, buf, start: int, f) -> tuple:
         """``decode`` past the struct unpack and the attribute count check."""

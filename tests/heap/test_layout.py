@@ -760,3 +760,17 @@ def test_compiled_decode_matches_general_loop(sr):
                     lay.decode(memoryview(np.frombuffer(t, dtype=np.uint8)))):
             assert type(got) is tuple and len(got) == len(general)
             assert all(same(a, b) for a, b in zip(got, general))   # (NaN is NaN)
+
+
+def test_a_layout_built_again_reuses_its_compiled_functions():
+    """A parallel worker rebuilds the table's layout for every task: the generated encoder
+    and decoder are compiled once per distinct layout, and the rebuilt ones work."""
+    cols = [Column("aid", "integer", not_null=True), Column("filler", "character(84)")]
+    a, b = RowLayout(cols), RowLayout(list(cols))
+    assert a.encode_row.__code__ is b.encode_row.__code__
+    assert a.decode.__code__ is b.decode.__code__
+    other = RowLayout([Column("aid", "bigint", not_null=True), Column("filler", "text")])
+    assert other.encode_row.__code__ is not a.encode_row.__code__
+    data = b.encode_row((7, "x"), 1, 0, 0, 1, 0)
+    assert data == a.encode((7, "x"), xmin=1, ctid=(0, 1))
+    assert a.decode(data) == b.decode(data) == (7, "x" + " " * 83)
