@@ -269,12 +269,17 @@ def test_group_commit_makes_fewer_flushes_than_commits(tmp_path):
     import multiprocessing
     ctx = multiprocessing.get_context("fork")
     per = 25
+    # every round, all clients hold an open transaction before any commits, so each commit
+    # finds siblings and waits commit_delay for them, whatever else runs on the machine
+    # (without it, clients forked one by one on a loaded machine can each commit alone)
+    barrier = ctx.Barrier(8)
 
     def client(i):
         from minidb.session import Session
         s = Session(inst, commit_delay=2000, commit_siblings=1)
         for j in range(per):
             s.insert("t", (i * 1000 + j, j))
+            barrier.wait(60)
             s.commit()
         s.close()
         os._exit(0)
