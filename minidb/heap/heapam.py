@@ -588,6 +588,9 @@ class HeapScan:
         stats, reads = bm.stats, _COUNTER["buffers_read"]
         one_block_reads = self.backend.settings.io_combine_limit == 1
         take_runs = getattr(src, "next_runs", None)  # optional: a batch's runs at once
+        # optional: a batch size rounded to end at a chunk's end (no piece of a chunk left
+        # to start the next batch with a run of its own)
+        whole_chunks = getattr(src, "whole_chunks", None)
         # optional: what is left to hand out, when others share the source - near the end a
         # warm batch takes at most half of it, so that the participants finish together
         # instead of one idling while another decodes a whole last batch
@@ -641,6 +644,8 @@ class HeapScan:
                         rest = left()
                         if rest < 2 * target:
                             want = min(target, max(TAIL_BATCH_PAGES, rest // 2))
+                    if whole_chunks is not None and not queue:
+                        want = whole_chunks(want)
                     done = take_batch(want)
                 while have < target:
                     budget = read_cap - (int(stats[reads]) - read_before) - bm.pending_reads()

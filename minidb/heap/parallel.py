@@ -312,6 +312,19 @@ class BlockAllocator:
             return 0
         return max(0, self._nblocks - int(row[F_NALLOCATED]))
 
+    def whole_chunks(self, n: int) -> int:
+        """At most ``n`` blocks that end where a chunk does: the rest of the current chunk
+        and then whole chunks (of the current size), or ``n`` when that is none.  A warm
+        batch that takes this many leaves no piece of a chunk to the next batch - a piece
+        that, the shared counter having moved on meanwhile, would be a run of its own
+        there, pinned by its own call."""
+        c = self.chunk_size
+        r = self.chunk_remaining
+        if c <= 1 or n <= r:
+            return n
+        k = r + (n - r) // c * c
+        return k if k > 0 else n
+
     @property
     def nblocks(self) -> int:
         return self._nblocks

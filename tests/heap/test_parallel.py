@@ -236,6 +236,47 @@ def test_next_runs_hands_out_what_next_run_would():
             assert sum(p.end_reported for p in ps) == 1
 
 
+def test_a_batch_of_whole_chunks_leaves_no_piece_to_the_next():
+    """``whole_chunks(n)``: a warm batch of that many blocks ends where a chunk does, so
+    the next batch does not start with the piece of a chunk - a run of its own once the
+    other participants have moved the shared counter on (one more pin_run per batch).
+    Interleaved with another participant, every batch taken so is one run, and every block
+    still goes out once."""
+    rng = random.Random(5)
+    for nblocks, policy in ((20000, "pg14"), (5000, "fixed"), (3000, "pg14")):
+        shared, ss = _scan(nblocks, policy, fixed=24)
+        ps = _participants(shared, ss, 2)
+        ps[0].next_runs(5)                       # each holds a piece of a chunk
+        ps[1].next_runs(3)
+        blocks, live, split = [], [0, 1], 0
+        for p, k in ((ps[0], 5), (ps[1], 3)):
+            blocks.extend(range(p.runs[0][0], p.runs[0][0] + k))
+        while live:
+            i = rng.choice(live)
+            p = ps[i]
+            want = rng.choice((100, 450, 1000))
+            k = p.whole_chunks(want)
+            assert 0 < k <= want
+            piece = p.chunk_remaining
+            runs, ended = p.next_runs(k)
+            blocks.extend(b for f, n in runs for b in range(f, f + n))
+            if ended:
+                live.remove(i)
+                continue
+            if k < want:                         # rounded: the batch ended at a chunk's end
+                assert p.chunk_remaining == 0
+            merged = []                          # as HeapScan queues them for pin_run
+            for f, n in runs:
+                if merged and merged[-1][0] + merged[-1][1] == f:
+                    merged[-1][1] += n
+                else:
+                    merged.append([f, n])
+            assert len(merged) <= (1 if piece == 0 else 2)   # new chunks are one stretch
+            split += len(merged) == 2
+        assert split <= 2      # only the batches after the pieces taken before the loop
+        assert sorted(blocks) == list(range(nblocks)), (policy, nblocks)
+
+
 def test_position_is_reported_when_pages_are_read_not_when_handed_out():
     """A reader that tells the allocator what it read (``pages_read``, as ``HeapScan``
     does): a run taken ahead is not reported until it is read, the reports follow the
