@@ -568,7 +568,8 @@ class HeapScan:
         (``batches_read`` counts them).  Warm (the previous batch read nothing, or every
         page pinned so far in this batch was a hit): take the batch's runs first - with
         the source's ``next_runs`` when it has one, one lock round trip for all the
-        chunks - then pin each group of adjacent runs with one ``pin_run`` (one
+        chunks, as many as end at a chunk's end (the source's ``whole_chunks``) - then
+        pin each group of adjacent runs with one ``pin_run`` (one
         participant's chunks are mostly adjacent: it takes them in a burst while the
         others work); while the batch has read nothing, ``pin_run``'s own cut (half the
         ring's worth of misses) is the read budget, so a warm group is one call.  Runs
