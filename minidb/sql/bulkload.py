@@ -356,14 +356,21 @@ def _split_column(body, b, first, lo, hi, strings):
     return texts, nbytes
 
 
+def _check_int_range(t, smallest: int, largest: int) -> None:
+    """_Fallback unless integer column type ``t`` holds every value from ``smallest`` to
+    ``largest`` (a type without a range here - smallint - always falls back: the general
+    path names the error)."""
+    lo, hi = _INT_RANGE.get(t.name, (1, 0))
+    if not (lo <= smallest and largest <= hi):
+        raise _Fallback
+
+
 def _integer_column(vals: np.ndarray, t) -> np.ndarray:
     """An integer column's values for a column of type ``t``, as ``_number_literals``
     converts integer literals; _Fallback when it would."""
     f = family(t)
     if f == "int":
-        lo, hi = _INT_RANGE.get(t.name, (1, 0))
-        if not (lo <= int(vals.min()) and int(vals.max()) <= hi):
-            raise _Fallback
+        _check_int_range(t, int(vals.min()), int(vals.max()))
         return vals
     if t.name == "double precision":
         return vals.astype(np.float64)
@@ -414,9 +421,7 @@ def _number_literals(tokens: list, t) -> list:
             vals = list(map(int, tokens))
         except ValueError:
             raise _Fallback from None       # a decimal literal: a rounding cast
-        lo, hi = _INT_RANGE.get(t.name, (1, 0))
-        if not (lo <= min(vals) and max(vals) <= hi):
-            raise _Fallback
+        _check_int_range(t, min(vals), max(vals))
         return vals
     if t.name == "double precision":
         # an integer literal is cast, and so is a decimal one (a numeric: PostgreSQL's
